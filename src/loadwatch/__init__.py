@@ -1,0 +1,1 @@
+"""loadwatch: Prometheus-native load testing and observability for vLLM."""

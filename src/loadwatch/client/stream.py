@@ -1,0 +1,170 @@
+"""Send one streamed completion request and record when each chunk with text arrived.
+
+geventhttpclient (Locust's own fast HTTP stack) reads the stream: `readline` returns each SSE
+line as soon as its bytes are in, and the timestamp is taken right then, before any parsing.
+benchmarks/stream_readers.py compares it with requests' `iter_lines`.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from dataclasses import dataclass
+from time import perf_counter, time
+
+import gevent
+from geventhttpclient import HTTPClient
+from geventhttpclient.response import HTTPParseError
+from geventhttpclient.url import URL
+
+from loadwatch.client.chunks import parse_chunk
+from loadwatch.client.failures import Reason, RequestFailed, http_reason
+from loadwatch.client.sse import SSEDecoder
+from loadwatch.metrics.timing import RawTiming
+
+_NETWORK_ERRORS = (OSError, socket.timeout, HTTPParseError)
+PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
+
+
+@dataclass(frozen=True)
+class StreamResult:
+    """One finished request: `timing` when it succeeded, `failure` when it did not."""
+
+    started_at: float  # wall clock, for run windows shared across processes
+    elapsed: float
+    received_bytes: int
+    timing: RawTiming | None = None
+    failure: RequestFailed | None = None
+
+
+def server_error_message(body: bytes) -> str:
+    """The human part of an OpenAI-style error body, or the body itself."""
+    text = body.decode("utf-8", "replace").strip()
+    try:
+        error = json.loads(text)
+    except ValueError:
+        return text[:300] or "(empty body)"
+    if isinstance(error, dict):
+        inner = error.get("error", error)
+        if isinstance(inner, dict) and "message" in inner:
+            return str(inner["message"])[:300]
+        if "message" in error:
+            return str(error["message"])[:300]
+    return text[:300]
+
+
+def split_base_url(base_url: str) -> tuple[str, str]:
+    """(origin, path prefix): `http://h:8000/v1` and `http://h:8000` address the same API."""
+    url = URL(base_url)
+    prefix = url.path.rstrip("/")
+    if prefix.endswith("/v1"):
+        prefix = prefix[: -len("/v1")]
+    return f"{url.scheme}://{url.netloc}", prefix
+
+
+class Streamer:
+    """One keep-alive connection to an OpenAI-compatible server, as one Locust user holds it."""
+
+    def __init__(self, base_url: str, api_key: str | None, timeout: float) -> None:
+        self.origin, self.prefix = split_base_url(base_url)
+        self.timeout = timeout
+        self.headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+        if api_key:
+            self.headers["Authorization"] = f"Bearer {api_key}"
+        self._client: HTTPClient | None = None
+
+    def _http(self) -> HTTPClient:
+        if self._client is None:
+            self._client = HTTPClient.from_url(
+                self.origin,
+                concurrency=1,
+                connection_timeout=min(self.timeout, 30.0),
+                network_timeout=self.timeout,
+            )
+        return self._client
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    def get_json(self, path: str) -> object:
+        """A small non-streamed GET, for /v1/models and friends."""
+        with gevent.Timeout(min(self.timeout, 30.0), RequestFailed(Reason.TIMEOUT, path)):
+            try:
+                response = self._http().get(self.prefix + path, headers=self.headers)
+                body = response.read()
+            except _NETWORK_ERRORS as exc:
+                self.close()
+                raise RequestFailed(Reason.CONNECTION, f"{self.origin}: {exc}") from exc
+        if response.status_code != 200:
+            raise RequestFailed(http_reason(response.status_code), server_error_message(body))
+        try:
+            return json.loads(body)
+        except ValueError as exc:
+            raise RequestFailed(Reason.MALFORMED_CHUNK, f"{path} did not return JSON") from exc
+
+    def stream(self, endpoint: str, payload: dict) -> StreamResult:
+        body = json.dumps(payload).encode()
+        received = 0
+        started_at = time()
+        t0 = perf_counter()
+        timer = gevent.Timeout(self.timeout)
+        timer.start()
+        try:
+            timing, received = self._read_stream(endpoint, body, t0)
+        except RequestFailed as failure:
+            self.close()
+            return StreamResult(started_at, perf_counter() - t0, received, failure=failure)
+        except gevent.Timeout as fired:
+            if fired is not timer:
+                raise
+            self.close()
+            failure = RequestFailed(Reason.TIMEOUT, f"no complete response within {self.timeout:g} s")
+            return StreamResult(started_at, perf_counter() - t0, received, failure=failure)
+        finally:
+            timer.close()
+        return StreamResult(started_at, perf_counter() - t0, received, timing=timing)
+
+    def _read_stream(self, endpoint: str, body: bytes, t0: float) -> tuple[RawTiming, int]:
+        try:
+            response = self._http().post(self.prefix + PATHS[endpoint], body, headers=self.headers)
+        except _NETWORK_ERRORS as exc:
+            raise RequestFailed(Reason.CONNECTION, f"{self.origin}: {exc}") from exc
+        if response.status_code != 200:
+            try:
+                error_body = response.read()
+            except _NETWORK_ERRORS:
+                error_body = b""
+            raise RequestFailed(http_reason(response.status_code), server_error_message(error_body))
+
+        decoder = SSEDecoder()
+        arrivals: list[float] = []
+        prompt_tokens = completion_tokens = None
+        done = False
+        received = 0
+        while True:
+            try:
+                line = response.readline(b"\n")
+            except _NETWORK_ERRORS as exc:
+                raise RequestFailed(Reason.STREAM_CUT, f"after {len(arrivals)} chunks: {exc}") from exc
+            now = perf_counter()
+            received += len(line)
+            for data in decoder.feed(line) if line else decoder.close():
+                if done:
+                    continue
+                if data == "[DONE]":
+                    done = True
+                    continue
+                chunk = parse_chunk(data, endpoint)
+                if chunk.has_text:
+                    arrivals.append(now)
+                if chunk.completion_tokens is not None:
+                    prompt_tokens, completion_tokens = chunk.prompt_tokens, chunk.completion_tokens
+            if not line:
+                break
+        if not done:
+            raise RequestFailed(Reason.STREAM_CUT, f"stream ended before [DONE] after {len(arrivals)} chunks")
+        if not arrivals or completion_tokens == 0:
+            raise RequestFailed(Reason.EMPTY_COMPLETION, "the stream carried no generated text")
+        return RawTiming(t0, tuple(arrivals), prompt_tokens, completion_tokens), received

@@ -1,0 +1,42 @@
+"""loadwatch's options on Locust's own parser: command line, LOCUST_* env vars, locust.conf."""
+
+from __future__ import annotations
+
+import argparse
+
+from loadwatch.metrics.slo import parse_slo
+
+
+def _slo_text(text: str) -> str:
+    # Kept as text: Locust ships custom options to workers with msgpack.
+    try:
+        parse_slo(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def add_options(parser, **_kwargs) -> None:
+    # Locust's own add_argument, not a group's: only it knows is_secret and the web UI fields.
+    group = parser
+    group.add_argument("--model", default="", env_var="LOCUST_MODEL",
+                       help="Model to request; default: the first one the server lists at /v1/models")
+    group.add_argument("--endpoint", default="chat", choices=["chat", "completions"], env_var="LOCUST_ENDPOINT",
+                       help="OpenAI API to stream from: /v1/chat/completions or /v1/completions")
+    group.add_argument("--max-tokens", type=int, default=128, env_var="LOCUST_MAX_TOKENS",
+                       help="max_tokens of each request")
+    group.add_argument("--temperature", type=float, default=None, env_var="LOCUST_TEMPERATURE",
+                       help="Sampling temperature; default: the server's")
+    group.add_argument("--ignore-eos", action="store_true", default=False, env_var="LOCUST_IGNORE_EOS",
+                       help="Ask vLLM to generate max_tokens whatever the model says (vLLM's ignore_eos)")
+    group.add_argument("--api-key", default=None, env_var="OPENAI_API_KEY", is_secret=True,
+                       help="Bearer token for the server; default: $OPENAI_API_KEY")
+    group.add_argument("--request-timeout", type=float, default=600.0, env_var="LOCUST_REQUEST_TIMEOUT",
+                       help="Seconds a whole streamed request may take before it counts as a timeout")
+    group.add_argument("--metrics-port", type=int, default=9646, env_var="LOCUST_METRICS_PORT",
+                       help="Port of the Prometheus endpoint of the master or local runner; 0 turns it off")
+    group.add_argument("--results-json", default=None, env_var="LOCUST_RESULTS_JSON",
+                       help="Write the run's results (vllm bench serve keys and loadwatch's own) to this file")
+    group.add_argument("--slo", type=_slo_text, action="append", default=[], env_var="LOCUST_SLO",
+                       help="Service-level objective, repeatable: ttft_p99_ms=500, tpot_median_ms=50, "
+                            "e2el_p90_ms=20000, failure_ratio=0.01. A broken one makes a headless run exit 3")

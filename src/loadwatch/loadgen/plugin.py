@@ -1,0 +1,145 @@
+"""Locust event listeners: options, per-process recording, worker deltas, the end-of-run verdict."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from gevent.pywsgi import WSGIServer
+from locust import events
+from locust.runners import MasterRunner, WorkerRunner
+from prometheus_client import make_wsgi_app
+from pydantic import ValidationError
+
+from loadwatch.loadgen import webui
+from loadwatch.loadgen.exposition import client_registry
+from loadwatch.loadgen.options import add_options
+from loadwatch.loadgen.recorder import REPORT_KEY, Recorder
+from loadwatch.loadgen.state import RunState
+from loadwatch.metrics.summary import format_block, summarize
+from loadwatch.settings import LoadSettings
+
+log = logging.getLogger(__name__)
+SLO_EXIT_CODE = 3
+
+
+@dataclass
+class Process:
+    """loadwatch's part of one Locust process, kept on `environment.loadwatch`."""
+
+    settings: LoadSettings
+    recorder: Recorder
+    state: RunState | None = None  # on the master or a local runner only
+    summary: str = ""
+
+
+events.init_command_line_parser.add_listener(add_options)
+# Locust fires reset_stats and quit without the environment: reach it from here.
+_processes: list[Process] = []
+
+
+def _scenarios(environment) -> list[str]:
+    return sorted({getattr(cls, "scenario", cls.__name__) for cls in environment.user_classes}) or ["chat"]
+
+
+def _serve_metrics(environment, state: RunState, port: int) -> None:
+    registry = client_registry(state, lambda: environment.runner.user_count if environment.runner else 0)
+    if environment.web_ui:
+        webui.install(environment, state, registry)
+    if port == 0:
+        return
+    host = environment.parsed_options.web_host if environment.parsed_options else ""
+    server = WSGIServer((host or "", port), make_wsgi_app(registry), log=None)
+    try:
+        server.start()
+    except OSError as exc:
+        sys.exit(f"loadwatch: cannot serve metrics on port {port}: {exc.strerror}; "
+                 "choose another with --metrics-port (0 turns it off)")
+    log.info("Client metrics at http://%s:%d/metrics", host or "0.0.0.0", port)
+
+
+@events.init.add_listener
+def on_init(environment, **_kwargs) -> None:
+    try:
+        settings = LoadSettings.from_options(environment.parsed_options)
+    except ValidationError as exc:
+        problems = "; ".join(f"--{'-'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        sys.exit(f"loadwatch: invalid options: {problems}")
+    runner = environment.runner
+    if isinstance(runner, WorkerRunner):
+        process = Process(settings, Recorder())
+        events.report_to_master.add_listener(
+            lambda data, **_kw: data.__setitem__(REPORT_KEY, process.recorder.report())
+        )
+    else:
+        state = RunState(settings, _scenarios(environment), environment.host or "")
+        process = Process(settings, state.recorder, state)
+        if isinstance(runner, MasterRunner):
+            events.worker_report.add_listener(state.on_worker_report)
+        _serve_metrics(environment, state, settings.metrics_port)
+    environment.loadwatch = process
+    _processes.append(process)
+    events.request.add_listener(process.recorder.on_request)
+
+
+@events.test_start.add_listener
+def on_test_start(environment, **_kwargs) -> None:
+    state = environment.loadwatch.state
+    if state is not None:
+        state.start()
+
+
+@events.test_stop.add_listener
+def on_test_stop(environment, **_kwargs) -> None:
+    state = environment.loadwatch.state
+    if state is not None:
+        state.stage = "stopped"
+
+
+@events.reset_stats.add_listener
+def on_reset_stats(**_kwargs) -> None:
+    for process in _processes:
+        if process.state is not None:
+            process.state.recorder.samples.clear()
+
+
+def _write_results(path: Path, result: dict) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(result, indent=2) + "\n")
+        os.replace(tmp, path)
+    except OSError as exc:
+        log.error("Cannot write results to %s: %s; the summary below is all there is", path, exc)
+    else:
+        log.info("Results written to %s", path)
+
+
+@events.quitting.add_listener
+def on_quitting(environment, **_kwargs) -> None:
+    process: Process = environment.loadwatch
+    state = process.state
+    if state is None:
+        return
+    settings = process.settings
+    result, verdicts = summarize(state.recorder.samples, settings.slo)
+    result = {"run_id": state.run_id, "target": state.target, **result, "options": settings.public_options()}
+    if settings.results_json:
+        _write_results(settings.results_json, result)
+    process.summary = format_block(result, verdicts)
+    if verdicts:
+        environment.process_exit_code = 0 if all(v.passed for v in verdicts) else SLO_EXIT_CODE
+
+
+@events.quit.add_listener
+def on_quit(exit_code: int, **_kwargs) -> None:
+    # Printed after Locust's own tables, so the figures people compare come last.
+    for process in _processes:
+        if process.summary:
+            print(process.summary, flush=True)
+            if exit_code == SLO_EXIT_CODE:
+                print(f"SLO broken: exit code {SLO_EXIT_CODE}", flush=True)

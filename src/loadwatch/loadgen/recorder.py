@@ -1,0 +1,78 @@
+"""What one process measured, fed by Locust's request event.
+
+On the master or a local runner the recorder holds the run's totals; on a worker it holds what
+was measured since the last report, drained into `data["loadwatch"]` and merged by the master.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from loadwatch.metrics import definitions as d
+from loadwatch.metrics.counts import MetricCounts
+from loadwatch.metrics.samples import Samples
+from loadwatch.metrics.timing import RequestMetrics
+
+REPORT_KEY = "loadwatch"
+
+
+@dataclass(frozen=True)
+class LLMRequest:
+    """One finished streamed request, as carried in the request event's `context["llm"]`."""
+
+    model: str
+    scenario: str
+    started_at: float
+    elapsed: float
+    metrics: RequestMetrics | None = None
+    failure_reason: str | None = None
+
+    @property
+    def labels(self) -> tuple[str, str]:
+        return (self.model, self.scenario)
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.counts = MetricCounts()
+        self.samples = Samples()
+        self.in_flight: Counter[tuple[str, ...]] = Counter()
+
+    def record(self, req: LLMRequest) -> None:
+        labels = req.labels
+        self.counts.inc(d.REQUESTS, labels)
+        m = req.metrics
+        if m is None:
+            reason = req.failure_reason or "unknown"
+            self.counts.inc(d.FAILURES, (*labels, reason))
+            self.samples.of(labels).add_failure(req.started_at, req.elapsed, reason)
+            return
+        self.counts.observe(d.TTFT.name, labels, m.ttft)
+        self.counts.observe(d.E2E.name, labels, m.e2e)
+        for gap in m.itl:
+            self.counts.observe(d.ITL.name, labels, gap)
+        if m.tpot is not None:
+            self.counts.observe(d.TPOT.name, labels, m.tpot)
+        if m.prompt_tokens is not None:
+            self.counts.inc(d.PROMPT_TOKENS, labels, m.prompt_tokens)
+        if m.completion_tokens is not None:
+            self.counts.inc(d.GENERATION_TOKENS, labels, m.completion_tokens)
+        self.samples.of(labels).add_success(req.started_at, m)
+
+    def on_request(self, context: dict | None = None, **_kwargs) -> None:
+        req = (context or {}).get("llm")
+        if isinstance(req, LLMRequest):
+            self.record(req)
+
+    def report(self) -> dict:
+        """A worker's delta since its last report."""
+        return {
+            "counts": self.counts.drain(),
+            "samples": self.samples.drain(),
+            "in_flight": [[list(k), n] for k, n in self.in_flight.items() if n],
+        }
+
+    def merge(self, report: dict) -> None:
+        self.counts.merge(report["counts"])
+        self.samples.merge(report["samples"])

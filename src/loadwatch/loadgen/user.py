@@ -1,0 +1,84 @@
+"""The Locust user that streams completions; locustfiles subclass it and pick a workload."""
+
+from __future__ import annotations
+
+from locust import User, constant, task
+
+from loadwatch.client.stream import PATHS, Streamer
+from loadwatch.loadgen.models import UNKNOWN, resolve_model
+from loadwatch.loadgen.recorder import LLMRequest
+from loadwatch.metrics.timing import request_metrics
+from loadwatch.settings import LoadSettings
+from loadwatch.workloads.builtin import BuiltinPrompts
+from loadwatch.workloads.prompt import Prompt
+
+
+def build_payload(settings: LoadSettings, model: str | None, prompt: Prompt) -> dict:
+    payload: dict = {
+        "max_tokens": prompt.max_tokens or settings.max_tokens,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    if model:
+        payload["model"] = model
+    if settings.endpoint == "chat":
+        payload["messages"] = list(prompt.messages)
+    else:
+        payload["prompt"] = prompt.text
+    if settings.temperature is not None:
+        payload["temperature"] = settings.temperature
+    if settings.ignore_eos:
+        payload["ignore_eos"] = True
+    return payload
+
+
+class LLMUser(User):
+    """One closed-loop client: sends a streamed request, waits for it to end, sends the next."""
+
+    abstract = True
+    scenario = "chat"  # the Locust request name and the `scenario` label
+    workload = BuiltinPrompts()
+    wait_time = constant(0)
+
+    def on_start(self) -> None:
+        self.process = self.environment.loadwatch
+        settings = self.process.settings
+        api_key = settings.api_key.get_secret_value() if settings.api_key else None
+        self.streamer = Streamer(self.host or "", api_key, settings.request_timeout)
+        self.model = settings.model or resolve_model(self.streamer)
+
+    def on_stop(self) -> None:
+        self.streamer.close()
+
+    @task
+    def generate(self) -> None:
+        settings = self.process.settings
+        payload = build_payload(settings, self.model, self.workload())
+        labels = (self.model or UNKNOWN, self.scenario)
+        in_flight = self.process.recorder.in_flight
+        in_flight[labels] += 1
+        try:
+            result = self.streamer.stream(settings.endpoint, payload)
+        finally:
+            in_flight[labels] -= 1
+        failure = result.failure
+        metrics = request_metrics(result.timing) if result.timing else None
+        record = LLMRequest(
+            model=labels[0],
+            scenario=self.scenario,
+            started_at=result.started_at,
+            elapsed=result.elapsed,
+            metrics=metrics,
+            failure_reason=failure.reason if failure else None,
+        )
+        self.environment.events.request.fire(
+            request_type="POST",
+            name=self.scenario,
+            response_time=(metrics.e2e if metrics else result.elapsed) * 1000.0,
+            response_length=result.received_bytes,
+            response=None,
+            context={"llm": record},
+            exception=failure,
+            start_time=result.started_at,
+            url=self.streamer.prefix + PATHS[settings.endpoint],
+        )

@@ -1,0 +1,52 @@
+"""Per-request latency maths, from raw timestamps to the figures of DESIGN.md.
+
+Capture (client/stream.py) records when things arrived; this module only does arithmetic, so
+it is tested alone and matches `vllm bench serve` definition for definition.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class RawTiming:
+    """What the stream reader saw: the send time and the arrival of each chunk with text."""
+
+    t0: float
+    content_arrivals: tuple[float, ...]
+    prompt_tokens: int | None
+    completion_tokens: int | None
+
+
+@dataclass(frozen=True)
+class RequestMetrics:
+    ttft: float
+    e2e: float
+    itl: tuple[float, ...]
+    tpot: float | None
+    prompt_tokens: int | None
+    completion_tokens: int | None
+
+
+def request_metrics(raw: RawTiming) -> RequestMetrics:
+    """TTFT, ITL, E2E and TPOT of one successful request.
+
+    Raises ValueError when no chunk carried text: such a request is a failure, not a latency.
+    """
+    arrivals = raw.content_arrivals
+    if not arrivals:
+        raise ValueError("no chunk carried generated text")
+    ttft = arrivals[0] - raw.t0
+    e2e = arrivals[-1] - raw.t0
+    itl = tuple(later - earlier for earlier, later in zip(arrivals, arrivals[1:]))
+    n = raw.completion_tokens
+    tpot = (e2e - ttft) / (n - 1) if n is not None and n > 1 else None
+    return RequestMetrics(
+        ttft=ttft,
+        e2e=e2e,
+        itl=itl,
+        tpot=tpot,
+        prompt_tokens=raw.prompt_tokens,
+        completion_tokens=n,
+    )

@@ -1,0 +1,48 @@
+"""The load generator's settings: one validated object built from Locust's parsed options.
+
+Locust's own parser reads the command line, LOCUST_* environment variables and locust.conf;
+this object validates what it found and is the only place the rest of the code reads from.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from loadwatch.metrics.slo import SLO, parse_slo
+
+
+class LoadSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="LOADWATCH_", extra="ignore", protected_namespaces=())
+
+    model: str = ""
+    endpoint: Literal["chat", "completions"] = "chat"
+    max_tokens: int = Field(128, gt=0)
+    temperature: float | None = Field(None, ge=0)
+    ignore_eos: bool = False
+    api_key: SecretStr | None = None
+    request_timeout: float = Field(600.0, gt=0)
+    metrics_port: int = Field(9646, ge=0, le=65535)
+    results_json: Path | None = None
+    slo: list[SLO] = []
+
+    @field_validator("slo", mode="before")
+    @classmethod
+    def _parse_slos(cls, value: object) -> object:
+        if isinstance(value, str):
+            value = [value]
+        return [parse_slo(v) if isinstance(v, str) else v for v in value or []]
+
+    @classmethod
+    def from_options(cls, options: object) -> LoadSettings:
+        given = {name: getattr(options, name) for name in cls.model_fields if getattr(options, name, None) is not None}
+        return cls(**given)
+
+    def public_options(self) -> dict:
+        """The options of a run as they may be written down: never the API key."""
+        options = self.model_dump(mode="json", exclude={"api_key", "slo"})
+        options["slo"] = [f"{s.name}={s.limit:g}" for s in self.slo]
+        return options

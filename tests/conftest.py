@@ -1,0 +1,91 @@
+"""Shared fixtures: free ports, the fake SSE server and Locust runs as subprocesses."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def get(url: str, timeout: float = 5.0) -> bytes:
+    with urllib.request.urlopen(url, timeout=timeout) as response:
+        return response.read()
+
+
+def scrape(url: str) -> dict[tuple[str, tuple], float]:
+    """Every sample of a Prometheus text page, keyed by (name, sorted labels)."""
+    samples = {}
+    for family in text_string_to_metric_families(get(url).decode()):
+        for s in family.samples:
+            samples[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return samples
+
+
+def total(samples: dict, name: str, **labels: str) -> float:
+    return sum(v for (n, ls), v in samples.items() if n == name and all((k, val) in ls for k, val in labels.items()))
+
+
+@dataclass
+class FakeServer:
+    port: int
+    process: subprocess.Popen
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def stats(self) -> dict:
+        return json.loads(get(self.url + "/stats"))
+
+
+@pytest.fixture
+def fake_server():
+    started: list[subprocess.Popen] = []
+
+    def start(*args: str) -> FakeServer:
+        process = subprocess.Popen(
+            [sys.executable, str(REPO / "tests" / "sse_server.py"), "--port", "0", *args],
+            stdout=subprocess.PIPE, text=True,
+        )
+        started.append(process)
+        line = process.stdout.readline()
+        assert line.startswith("listening on"), f"fake server did not start: {line!r}"
+        return FakeServer(int(line.split()[-1]), process)
+
+    yield start
+    for process in started:
+        process.terminate()
+        process.wait(10)
+
+
+def locust_command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "locust", "-f", str(REPO / "locustfiles" / "chat.py"), *args]
+
+
+def wait_for(predicate, timeout: float, what: str, interval: float = 0.5):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            value = predicate()
+        except OSError:
+            value = None
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")

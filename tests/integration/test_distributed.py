@@ -1,0 +1,121 @@
+"""Headless and autostarted Locust with --processes 2 against the fake server."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from tests.conftest import free_port, get, locust_command, scrape, total, wait_for
+
+pytestmark = pytest.mark.integration
+
+FAULTS = {
+    "http_500": 7,
+    "connection": 11,
+    "stream_cut": 13,
+    "malformed_chunk": 17,
+    "empty_completion": 19,
+    "timeout": 23,
+    "stream_error": 29,
+}
+
+
+def test_master_histograms_sum_every_worker_and_each_fault_is_counted_once(fake_server, tmp_path):
+    server = fake_server("--ttft", "0.05", "--itl", "0.01", "--tokens", "10", "--stall", "3",
+                         *[f"--fault={name}={every}" for name, every in FAULTS.items()])
+    web_port, metrics_port = free_port(), free_port()
+    results = tmp_path / "results.json"
+    locust = subprocess.Popen(
+        locust_command("-H", server.url, "--autostart", "-u", "16", "-r", "16", "-t", "8s", "--autoquit", "20",
+                       "--processes", "2", "--web-host", "127.0.0.1", "--web-port", str(web_port),
+                       "--metrics-port", str(metrics_port), "--request-timeout", "1", "--stop-timeout", "5",
+                       "--results-json", str(results)),
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    try:
+        wait_for(lambda: json.loads(get(f"http://127.0.0.1:{web_port}/stats/requests"))["state"] == "stopped",
+                 60, "the run to stop")
+        # Workers report every 3 s; wait for the report carrying their last requests.
+        expected = server.stats()
+        metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
+        wait_for(lambda: total(scrape(metrics_url), "loadwatch_client_requests_total") == expected["arrivals"],
+                 15, "the workers' last reports")
+        samples = scrape(metrics_url)
+        ui_metrics = scrape(f"http://127.0.0.1:{web_port}/metrics")
+    finally:
+        output, _ = locust.communicate(timeout=60)
+
+    completed = expected["outcomes"]["completed"]
+    assert completed > 100
+    for histogram in ("time_to_first_token_seconds", "e2e_request_latency_seconds",
+                      "time_per_output_token_seconds"):
+        assert total(samples, f"loadwatch_client_{histogram}_count") == completed, histogram
+        assert total(samples, f"loadwatch_client_{histogram}_bucket", le="+Inf") == completed, histogram
+    assert total(samples, "loadwatch_client_inter_token_latency_seconds_count") == completed * 9
+    assert total(samples, "loadwatch_client_generation_tokens_total") == completed * 10
+    for reason in FAULTS:
+        assert total(samples, "loadwatch_client_request_failures_total", reason=reason) == \
+            expected["outcomes"][reason], reason
+    assert total(samples, "loadwatch_client_requests_total", model="fake-model", scenario="chat") == \
+        expected["arrivals"]
+    assert total(ui_metrics, "loadwatch_client_requests_total") == expected["arrivals"]
+    assert total(samples, "loadwatch_run_info", stage="stopped", scenario="chat", target=server.url) == 1
+
+    data = json.loads(results.read_text())
+    assert data["completed"] == completed
+    assert data["failures"] == {reason: expected["outcomes"][reason] for reason in FAULTS}
+    assert data["options"]["request_timeout"] == 1.0 and "api_key" not in data["options"]
+    assert locust.returncode == 1, output  # Locust's own code for a run with failures, no SLO given
+
+
+def test_headless_run_breaking_an_slo_exits_3_and_says_which(fake_server, tmp_path):
+    server = fake_server("--ttft", "0.05", "--itl", "0.01", "--tokens", "5")
+    run = subprocess.run(
+        locust_command("-H", server.url, "--headless", "-u", "4", "-r", "4", "-t", "3s", "--processes", "2",
+                       "--metrics-port", "0", "--stop-timeout", "5", "--api-key", "sk-do-not-print",
+                       "--slo", "ttft_p99_ms=20", "--slo", "failure_ratio=0.5",
+                       "--results-json", str(tmp_path / "r.json")),
+        capture_output=True, text=True, timeout=60,
+    )
+    output = run.stdout + run.stderr
+    assert run.returncode == 3, output
+    assert "SLO ttft_p99_ms: BROKEN" in output and "limit 20 ms" in output
+    assert "SLO failure_ratio: met" in output
+    assert "============ Serving Benchmark Result ============" in output
+    assert "sk-do-not-print" not in output
+    assert "sk-do-not-print" not in (tmp_path / "r.json").read_text()
+    data = json.loads((tmp_path / "r.json").read_text())
+    assert data["request_goodput"] == 0.0 and data["completed"] > 0
+    assert [s["passed"] for s in data["slo"]] == [False, True]
+
+
+def test_met_slos_exit_0(fake_server):
+    server = fake_server("--ttft", "0.02", "--itl", "0.01", "--tokens", "5")
+    run = subprocess.run(
+        locust_command("-H", server.url, "--headless", "-u", "2", "-r", "2", "-t", "2s", "--metrics-port", "0",
+                       "--stop-timeout", "5", "--slo", "ttft_p99_ms=2000", "--slo", "e2el_median_ms=5000"),
+        capture_output=True, text=True, timeout=60,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "Request goodput (req/s):" in run.stdout
+
+
+def test_unreachable_server_and_bad_slo_give_clear_messages(tmp_path):
+    port = free_port()  # nothing listens there
+    run = subprocess.run(
+        locust_command("-H", f"http://127.0.0.1:{port}", "--headless", "-u", "1", "-r", "1", "-t", "2s",
+                       "--metrics-port", "0", "--results-json", str(tmp_path / "r.json")),
+        capture_output=True, text=True, timeout=60,
+    )
+    output = run.stdout + run.stderr
+    assert "Traceback" not in output
+    assert f"Cannot list models at http://127.0.0.1:{port}/v1/models" in output
+    assert json.loads((tmp_path / "r.json").read_text())["failures"]["connection"] > 0
+
+    bad = subprocess.run(locust_command("--headless", "--slo", "ttft_p99=5"), capture_output=True, text=True,
+                         timeout=60)
+    assert bad.returncode == 2
+    assert "expected NAME=LIMIT" not in bad.stderr and "unknown SLO" in bad.stderr
+    assert "Traceback" not in bad.stderr

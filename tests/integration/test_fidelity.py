@@ -1,0 +1,31 @@
+"""Measurement fidelity: 64 concurrent streams over two worker processes on this small machine."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from tests.conftest import locust_command
+
+pytestmark = pytest.mark.integration
+
+
+def test_median_ttft_within_2ms_and_tpot_within_1ms_of_truth(fake_server, tmp_path):
+    server = fake_server("--ttft", "0.1", "--itl", "0.02", "--tokens", "20")
+    results = tmp_path / "results.json"
+    run = subprocess.run(
+        locust_command("-H", server.url, "--headless", "-u", "64", "-r", "64", "-t", "15s", "--processes", "2",
+                       "--metrics-port", "0", "--stop-timeout", "5", "--results-json", str(results)),
+        capture_output=True, text=True, timeout=120,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    measured = json.loads(results.read_text())
+    truth = server.stats()
+    assert measured["completed"] == truth["outcomes"]["completed"] > 1000
+    ttft_error = measured["median_ttft_ms"] - truth["median_ttft_ms"]
+    tpot_error = measured["median_tpot_ms"] - truth["median_tpot_ms"]
+    print(f"median TTFT error {ttft_error:+.3f} ms, median TPOT error {tpot_error:+.4f} ms")
+    assert abs(ttft_error) <= 2.0
+    assert abs(tpot_error) <= 1.0

@@ -1,0 +1,78 @@
+import numpy as np
+import pytest
+
+from loadwatch.metrics.samples import Samples
+from loadwatch.metrics.slo import parse_slo
+from loadwatch.metrics.summary import format_block, summarize
+from loadwatch.metrics.timing import RawTiming, request_metrics
+
+
+def make_samples() -> Samples:
+    samples = Samples()
+    series = samples.of(("m", "chat"))
+    for i in range(100):
+        ttft = (100 + i) / 1000  # 100 ms .. 199 ms
+        arrivals = tuple(ttft + k * 0.02 for k in range(10))
+        series.add_success(1000.0 + i * 0.1, request_metrics(RawTiming(0.0, arrivals, 10, 10)))
+    series.add_failure(1000.05, 0.5, "http_500")
+    return samples
+
+
+def test_figures_match_numpy_like_vllm_bench():
+    result, _ = summarize(make_samples(), [])
+    ttfts_ms = np.array([100 + i for i in range(100)], dtype=float)
+    assert result["completed"] == 100 and result["failed"] == 1
+    assert result["mean_ttft_ms"] == pytest.approx(ttfts_ms.mean())
+    assert result["median_ttft_ms"] == pytest.approx(np.median(ttfts_ms))
+    assert result["p99_ttft_ms"] == pytest.approx(np.percentile(ttfts_ms, 99))
+    assert result["median_tpot_ms"] == pytest.approx(20.0)
+    assert result["median_itl_ms"] == pytest.approx(20.0)
+    # Window: first start 1000.0 to last end 1009.9 + 0.199 + 0.18.
+    assert result["duration"] == pytest.approx(9.9 + 0.199 + 0.18)
+    assert result["request_throughput"] == pytest.approx(100 / result["duration"])
+    assert result["output_throughput"] == pytest.approx(1000 / result["duration"])
+    assert result["total_token_throughput"] == pytest.approx(2000 / result["duration"])
+    assert result["failures"] == {"http_500": 1}
+    assert list(result["scenarios"]) == ["chat (m)"]
+
+
+def test_goodput_counts_requests_meeting_every_latency_slo():
+    slos = [parse_slo("ttft_p99_ms=150"), parse_slo("tpot_median_ms=50")]
+    result, verdicts = summarize(make_samples(), slos)
+    # TTFT <= 150 ms for the first 51 requests (100..150 ms); TPOT is 20 ms for all.
+    assert result["request_goodput"] == pytest.approx(51 / result["duration"])
+    assert [v.passed for v in verdicts] == [False, True]
+    assert verdicts[0].measured == pytest.approx(np.percentile(np.arange(100, 200), 99))
+
+
+def test_failure_ratio_and_no_data():
+    slos = [parse_slo("failure_ratio=0.001"), parse_slo("itl_p90_ms=100")]
+    _, verdicts = summarize(make_samples(), slos)
+    assert verdicts[0].measured == pytest.approx(1 / 101) and not verdicts[0].passed
+    _, empty = summarize(Samples(), slos)
+    assert all(v.measured is None and not v.passed for v in empty)
+
+
+def test_block_has_vllm_bench_lines_and_slo_verdicts():
+    result, verdicts = summarize(make_samples(), [parse_slo("ttft_p99_ms=150")])
+    block = format_block(result, verdicts)
+    lines = block.splitlines()
+    assert lines[0] == "============ Serving Benchmark Result ============"
+    assert "Successful requests:                     100       " in lines
+    assert any(line.startswith("Median TTFT (ms):") and "149.50" in line for line in lines)
+    assert "SLO ttft_p99_ms: BROKEN (measured 198 ms, limit 150 ms)" in lines
+    assert lines[-1] == "=" * 50
+
+
+@pytest.mark.parametrize(
+    "text", ["ttft_p99=500", "ttft_p100_ms=1", "speed_p99_ms=1", "failure_ratio=2", "ttft_p99_ms=-1", "ttft_p99_ms=x"]
+)
+def test_bad_slos_are_refused_with_a_reason(text):
+    with pytest.raises(ValueError, match=text.split("=")[0]):
+        parse_slo(text)
+
+
+def test_good_slos_parse():
+    assert parse_slo("e2el_median_ms=20000").limit == 20000
+    assert parse_slo("tpot_p99.9_ms=50").stat == "p99.9"
+    assert parse_slo("failure_ratio=0.01").metric == "failure_ratio"

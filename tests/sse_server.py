@@ -1,0 +1,206 @@
+"""A fake OpenAI-compatible streaming server with exact, known timing and faults on demand.
+
+Only for tests that need a known truth (TTFT/ITL calibration) or a fault that a real vLLM does
+not produce on request. Each content chunk is sent on an absolute schedule from the request's
+arrival: first at +TTFT, then every ITL, so the schedule does not drift under load.
+
+    python tests/sse_server.py --port 0 --ttft 0.1 --itl 0.02 --tokens 20 --fault http_500=11
+
+Prints `listening on PORT` when ready. GET /stats returns what it did: outcomes, and the median
+TTFT (first content write minus the arrival of the request's first byte) and TPOT it really
+produced. It speaks just enough HTTP/1.1 by hand (keep-alive, Content-Length bodies, chunked
+responses) to stamp a request's first byte and write each chunk synchronously: an HTTP framework
+adds about a millisecond of its own between the two, which is the size of the error under test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+from collections import Counter
+
+FAULTS = ("connection", "http_500", "http_429", "stream_cut", "malformed_chunk", "empty_completion",
+          "stream_error", "timeout")
+
+
+def sse(obj: object) -> bytes:
+    return b"data: " + (obj if isinstance(obj, bytes) else json.dumps(obj).encode()) + b"\n\n"
+
+
+def content_chunk(model: str, text: str, completions: bool) -> dict:
+    if completions:
+        choice = {"index": 0, "text": text, "finish_reason": None}
+    else:
+        choice = {"index": 0, "delta": {"content": text}, "finish_reason": None}
+    return {"id": "x", "object": "chat.completion.chunk", "model": model, "choices": [choice]}
+
+
+class Stats:
+    def __init__(self) -> None:
+        self.arrivals = 0
+        self.outcomes: Counter[str] = Counter()
+        self.true_ttft: list[float] = []
+        self.true_tpot: list[float] = []
+
+    def as_json(self) -> dict:
+        def median_ms(values: list[float]) -> float | None:
+            return 1000 * statistics.median(values) if values else None
+
+        return {"arrivals": self.arrivals, "outcomes": dict(self.outcomes),
+                "median_ttft_ms": median_ms(self.true_ttft), "median_tpot_ms": median_ms(self.true_tpot)}
+
+
+class Config:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.ttft, self.itl, self.tokens, self.stall = args.ttft, args.itl, args.tokens, args.stall
+        self.faults: dict[str, int] = {}
+        for item in args.fault:
+            name, _, every = item.partition("=")
+            if name not in FAULTS:
+                raise SystemExit(f"unknown fault {name!r}; known: {', '.join(FAULTS)}")
+            self.faults[name] = int(every)
+
+    def fault_for(self, n: int) -> str | None:
+        return next((name for name, every in self.faults.items() if every and n % every == 0), None)
+
+
+class Connection(asyncio.Protocol):
+    def __init__(self, config: Config, stats: Stats) -> None:
+        self.config, self.stats = config, stats
+        self.loop = asyncio.get_running_loop()
+        self.buffer = b""
+        self.arrival: float | None = None
+        self.busy = False
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        if self.arrival is None:
+            self.arrival = self.loop.time()
+        self.buffer += data
+        if not self.busy:
+            self._next_request()
+
+    def _next_request(self) -> None:
+        head_end = self.buffer.find(b"\r\n\r\n")
+        if head_end < 0:
+            return
+        head = self.buffer[:head_end].decode("latin-1").split("\r\n")
+        method, path, _ = head[0].split(" ", 2)
+        headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in head[1:])}
+        length = int(headers.get("content-length", 0))
+        if len(self.buffer) < head_end + 4 + length:
+            return
+        body = self.buffer[head_end + 4: head_end + 4 + length]
+        self.buffer = self.buffer[head_end + 4 + length:]
+        arrival, self.arrival = self.arrival, (self.loop.time() if self.buffer else None)
+        self.busy = True
+        self.loop.create_task(self._serve(method, path, body, arrival))
+
+    def _respond(self, status: int, obj: object) -> None:
+        body = json.dumps(obj).encode()
+        reason = {200: "OK", 404: "Not Found", 429: "Too Many Requests", 500: "Internal Server Error"}[status]
+        self.transport.write(
+            f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n".encode() + body
+        )
+
+    def _chunk(self, data: bytes) -> None:
+        self.transport.write(b"%x\r\n%s\r\n" % (len(data), data))
+
+    async def _serve(self, method: str, path: str, body: bytes, arrival: float) -> None:
+        try:
+            if method == "GET" and path == "/v1/models":
+                self._respond(200, {"object": "list", "data": [{"id": "fake-model", "object": "model"}]})
+            elif method == "GET" and path == "/stats":
+                self._respond(200, self.stats.as_json())
+            elif method == "POST" and path in ("/v1/chat/completions", "/v1/completions"):
+                if not await self._complete(json.loads(body), path.endswith("/v1/completions"), arrival):
+                    return
+            else:
+                self._respond(404, {"error": {"message": f"no route {method} {path}"}})
+        except (ConnectionError, RuntimeError):
+            return
+        self.busy = False
+        if self.buffer:
+            self._next_request()
+
+    async def _complete(self, request: dict, completions: bool, arrival: float) -> bool:
+        """Stream one completion; False when the connection was closed on purpose."""
+        stats, config = self.stats, self.config
+        stats.arrivals += 1
+        fault = config.fault_for(stats.arrivals)
+        if fault:
+            stats.outcomes[fault] += 1
+        if fault == "connection":
+            self.transport.close()
+            return False
+        if fault in ("http_500", "http_429"):
+            status = int(fault[5:])
+            self._respond(status, {"error": {"message": f"injected {status}", "code": status}})
+            return True
+        model = request.get("model", "fake-model")
+        self.transport.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                             b"Transfer-Encoding: chunked\r\n\r\n")
+        role = {"id": "x", "object": "chat.completion.chunk", "model": model,
+                "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]}
+        self._chunk(sse(role))
+        if fault == "timeout":
+            await asyncio.sleep(config.stall)
+            self.transport.close()
+            return False
+        n = 0 if fault == "empty_completion" else config.tokens
+        sent: list[float] = []
+        for i in range(n):
+            await asyncio.sleep(max(0.0, arrival + config.ttft + i * config.itl - self.loop.time()))
+            if self.transport.is_closing():
+                return False
+            if i == n // 2 and fault == "stream_cut":
+                self.transport.close()
+                return False
+            if i == n // 2 and fault == "malformed_chunk":
+                self._chunk(sse(b"{not json"))
+            if i == n // 2 and fault == "stream_error":
+                self._chunk(sse({"error": {"message": "injected engine error"}}))
+            self._chunk(sse(content_chunk(model, f"tok{i} ", completions)))
+            sent.append(self.loop.time())
+        prompt_tokens = len(json.dumps(request.get("messages") or request.get("prompt"))) // 4
+        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": n, "total_tokens": prompt_tokens + n}
+        self._chunk(sse({"id": "x", "object": "chat.completion.chunk", "model": model, "choices": [],
+                         "usage": usage}))
+        self._chunk(sse(b"[DONE]"))
+        self.transport.write(b"0\r\n\r\n")
+        if not fault:
+            stats.outcomes["completed"] += 1
+            stats.true_ttft.append(sent[0] - arrival)
+            if n > 1:
+                stats.true_tpot.append((sent[-1] - sent[0]) / (n - 1))
+        return True
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--ttft", type=float, default=0.1)
+    parser.add_argument("--itl", type=float, default=0.02)
+    parser.add_argument("--tokens", type=int, default=20)
+    parser.add_argument("--stall", type=float, default=30.0, help="how long a `timeout` fault stalls")
+    parser.add_argument("--fault", action="append", default=[], help="NAME=EVERY: every EVERY-th arrival fails so")
+    args = parser.parse_args()
+    config, stats = Config(args), Stats()
+
+    async def serve() -> None:
+        loop = asyncio.get_running_loop()
+        server = await loop.create_server(lambda: Connection(config, stats), "127.0.0.1", args.port, backlog=2048)
+        print(f"listening on {server.sockets[0].getsockname()[1]}", flush=True)
+        await server.serve_forever()
+
+    asyncio.run(serve())
+
+
+if __name__ == "__main__":
+    main()
