@@ -8,7 +8,7 @@ arrival: first at +TTFT, then every ITL, so the schedule does not drift under lo
 
 Prints `listening on PORT` when ready. GET /stats returns what it did: outcomes, and the median
 TTFT (first content write minus the arrival of the request's first byte) and TPOT it really
-produced. It speaks just enough HTTP/1.1 by hand (keep-alive, Content-Length bodies, chunked
+produced; GET /stats/ttft-by-user the true TTFT of each request that named a `user`. It speaks just enough HTTP/1.1 by hand (keep-alive, Content-Length bodies, chunked
 responses) to stamp a request's first byte and write each chunk synchronously: an HTTP framework
 adds about a millisecond of its own between the two, which is the size of the error under test.
 """
@@ -43,6 +43,7 @@ class Stats:
         self.outcomes: Counter[str] = Counter()
         self.true_ttft: list[float] = []
         self.true_tpot: list[float] = []
+        self.ttft_by_user: dict[str, float] = {}  # requests that name a `user`, for pairing
 
     def as_json(self) -> dict:
         def median_ms(values: list[float]) -> float | None:
@@ -118,6 +119,8 @@ class Connection(asyncio.Protocol):
                 self._respond(200, {"object": "list", "data": [{"id": "fake-model", "object": "model"}]})
             elif method == "GET" and path == "/stats":
                 self._respond(200, self.stats.as_json())
+            elif method == "GET" and path == "/stats/ttft-by-user":
+                self._respond(200, self.stats.ttft_by_user)
             elif method == "POST" and path in ("/v1/chat/completions", "/v1/completions"):
                 if not await self._complete(json.loads(body), path.endswith("/v1/completions"), arrival):
                     return
@@ -177,6 +180,8 @@ class Connection(asyncio.Protocol):
         if not fault:
             stats.outcomes["completed"] += 1
             stats.true_ttft.append(sent[0] - arrival)
+            if "user" in request:
+                stats.ttft_by_user[request["user"]] = sent[0] - arrival
             if n > 1:
                 stats.true_tpot.append((sent[-1] - sent[0]) / (n - 1))
         return True

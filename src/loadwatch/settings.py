@@ -33,13 +33,14 @@ class LoadSettings(BaseSettings):
     @classmethod
     def _parse_slos(cls, value: object) -> object:
         if isinstance(value, str):
-            value = [value]
-        return [parse_slo(v) if isinstance(v, str) else v for v in value or []]
+            value = value.split(",")
+        return [parse_slo(v.strip()) if isinstance(v, str) else v for v in value or [] if v != ""]
 
     @classmethod
     def from_options(cls, options: object) -> LoadSettings:
-        given = {name: getattr(options, name) for name in cls.model_fields if getattr(options, name, None) is not None}
-        return cls(**given)
+        # The web UI hands back an empty field as "": that means not given.
+        given = {name: getattr(options, name, None) for name in cls.model_fields}
+        return cls(**{name: value for name, value in given.items() if value not in (None, "")})
 
     def public_options(self) -> dict:
         """The options of a run as they may be written down: never the API key."""

@@ -34,9 +34,12 @@ def add_options(parser, **_kwargs) -> None:
     group.add_argument("--request-timeout", type=float, default=600.0, env_var="LOCUST_REQUEST_TIMEOUT",
                        help="Seconds a whole streamed request may take before it counts as a timeout")
     group.add_argument("--metrics-port", type=int, default=9646, env_var="LOCUST_METRICS_PORT",
+                       include_in_web_ui=False,
                        help="Port of the Prometheus endpoint of the master or local runner; 0 turns it off")
     group.add_argument("--results-json", default=None, env_var="LOCUST_RESULTS_JSON",
                        help="Write the run's results (vllm bench serve keys and loadwatch's own) to this file")
-    group.add_argument("--slo", type=_slo_text, action="append", default=[], env_var="LOCUST_SLO",
+    # default None, not []: the web UI turns a list option back into ints.
+    group.add_argument("--slo", type=_slo_text, action="append", default=None, env_var="LOCUST_SLO",
                        help="Service-level objective, repeatable: ttft_p99_ms=500, tpot_median_ms=50, "
-                            "e2el_p90_ms=20000, failure_ratio=0.01. A broken one makes a headless run exit 3")
+                            "e2el_p90_ms=20000, failure_ratio=0.01 (comma-separated in the web UI). "
+                            "A broken one makes a headless run exit 3")

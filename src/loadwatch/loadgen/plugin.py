@@ -62,13 +62,21 @@ def _serve_metrics(environment, state: RunState, port: int) -> None:
     log.info("Client metrics at http://%s:%d/metrics", host or "0.0.0.0", port)
 
 
+def _settings(options) -> LoadSettings:
+    """Validated settings, or ValueError naming each bad option."""
+    try:
+        return LoadSettings.from_options(options)
+    except ValidationError as exc:
+        problems = "; ".join(f"--{str(e['loc'][0]).replace('_', '-')}: {e['msg']}" for e in exc.errors())
+        raise ValueError(f"loadwatch: invalid options: {problems}") from None
+
+
 @events.init.add_listener
 def on_init(environment, **_kwargs) -> None:
     try:
-        settings = LoadSettings.from_options(environment.parsed_options)
-    except ValidationError as exc:
-        problems = "; ".join(f"--{'-'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-        sys.exit(f"loadwatch: invalid options: {problems}")
+        settings = _settings(environment.parsed_options)
+    except ValueError as exc:
+        sys.exit(str(exc))
     runner = environment.runner
     if isinstance(runner, WorkerRunner):
         process = Process(settings, Recorder())
@@ -76,7 +84,7 @@ def on_init(environment, **_kwargs) -> None:
             lambda data, **_kw: data.__setitem__(REPORT_KEY, process.recorder.report())
         )
     else:
-        state = RunState(settings, _scenarios(environment), environment.host or "")
+        state = RunState(_scenarios(environment), environment.host or "")
         process = Process(settings, state.recorder, state)
         if isinstance(runner, MasterRunner):
             events.worker_report.add_listener(state.on_worker_report)
@@ -88,9 +96,14 @@ def on_init(environment, **_kwargs) -> None:
 
 @events.test_start.add_listener
 def on_test_start(environment, **_kwargs) -> None:
-    state = environment.loadwatch.state
-    if state is not None:
-        state.start()
+    process: Process = environment.loadwatch
+    # The web UI (and a master, for its workers) may have changed options since init.
+    try:
+        process.settings = _settings(environment.parsed_options)
+    except ValueError as exc:
+        log.error("%s; this run keeps the previous options", exc)
+    if process.state is not None:
+        process.state.start(environment.host or "")
 
 
 @events.test_stop.add_listener
@@ -107,12 +120,14 @@ def on_reset_stats(**_kwargs) -> None:
             process.state.recorder.samples.clear()
 
 
-def _write_results(path: Path, result: dict) -> None:
+def _write_results(path: Path, result: dict, summary: str) -> None:
+    """The results JSON and, beside it with .txt, the printed summary block."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(result, indent=2) + "\n")
-        os.replace(tmp, path)
+        for target, text in ((path, json.dumps(result, indent=2)), (path.with_suffix(".txt"), summary)):
+            tmp = target.with_name(target.name + ".tmp")
+            tmp.write_text(text + "\n")
+            os.replace(tmp, target)
     except OSError as exc:
         log.error("Cannot write results to %s: %s; the summary below is all there is", path, exc)
     else:
@@ -128,9 +143,9 @@ def on_quitting(environment, **_kwargs) -> None:
     settings = process.settings
     result, verdicts = summarize(state.recorder.samples, settings.slo)
     result = {"run_id": state.run_id, "target": state.target, **result, "options": settings.public_options()}
-    if settings.results_json:
-        _write_results(settings.results_json, result)
     process.summary = format_block(result, verdicts)
+    if settings.results_json:
+        _write_results(settings.results_json, result, process.summary)
     if verdicts:
         environment.process_exit_code = 0 if all(v.passed for v in verdicts) else SLO_EXIT_CODE
 

@@ -7,7 +7,6 @@ from collections import Counter
 from datetime import UTC, datetime
 
 from loadwatch.loadgen.recorder import Recorder
-from loadwatch.settings import LoadSettings
 
 
 def new_run_id() -> str:
@@ -15,8 +14,7 @@ def new_run_id() -> str:
 
 
 class RunState:
-    def __init__(self, settings: LoadSettings, scenarios: list[str], target: str) -> None:
-        self.settings = settings
+    def __init__(self, scenarios: list[str], target: str) -> None:
         self.scenarios = scenarios
         self.target = target
         self.run_id = new_run_id()
@@ -24,8 +22,9 @@ class RunState:
         self.recorder = Recorder()
         self.worker_in_flight: dict[str, list] = {}
 
-    def start(self) -> None:
+    def start(self, target: str) -> None:
         # Prometheus series stay monotonic across runs of one process; the summary starts afresh.
+        self.target = target
         self.run_id = new_run_id()
         self.stage = "load"
         self.recorder.samples.clear()

@@ -1,0 +1,30 @@
+# `make run` and `make test` are the two commands of README.md; both are safe to repeat.
+PYTHON ?= python3
+VENV := .venv
+STAMP := $(VENV)/.installed
+TARGET ?=
+RUN_ARGS ?=
+
+.PHONY: setup run test benchmark clean
+
+$(STAMP): pyproject.toml
+	scripts/apt-install python3-venv
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --upgrade pip
+	$(VENV)/bin/pip install -q -e '.[test]'
+	touch $@
+
+setup: $(STAMP)
+
+run: setup
+	$(VENV)/bin/loadwatch run $(if $(TARGET),--target $(TARGET)) $(RUN_ARGS)
+
+test: setup
+	scripts/apt-install chromium
+	$(VENV)/bin/python -m pytest -q
+
+benchmark: setup
+	$(VENV)/bin/python benchmarks/stream_readers.py
+
+clean:
+	rm -rf $(VENV)

@@ -1,0 +1,64 @@
+"""The real Locust web UI in headless Chromium: start a run from the form, watch the LLM tab fill."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+
+from tests.conftest import free_port, get, locust_command, wait_for
+
+pytestmark = [pytest.mark.integration, pytest.mark.browser]
+CHROMIUM = shutil.which("chromium")
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium package is not installed")
+def test_llm_tab_fills_with_figures_during_a_run_started_from_the_ui(fake_server, tmp_path):
+    from playwright.sync_api import sync_playwright
+
+    server = fake_server("--ttft", "0.05", "--itl", "0.01", "--tokens", "10", "--fault", "http_500=10")
+    web_port = free_port()
+    locust = subprocess.Popen(
+        locust_command("-H", server.url, "--web-host", "127.0.0.1", "--web-port", str(web_port),
+                       "--metrics-port", "0", "--processes", "2"),
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    ui = f"http://127.0.0.1:{web_port}/"
+    try:
+        wait_for(lambda: get(ui), 30, "the web UI")
+        with sync_playwright() as p:
+            browser = p.chromium.launch(
+                executable_path=CHROMIUM,
+                args=["--headless", "--no-sandbox", "--disable-background-networking", "--disable-gpu"],
+            )
+            page = browser.new_page(viewport={"width": 1600, "height": 900})
+            page.goto(ui)
+            page.fill("input[name=userCount]", "6")
+            page.fill("input[name=spawnRate]", "6")
+            page.get_by_role("button", name="Start").click()
+            page.get_by_role("tab", name="LLM").click()
+            row = page.get_by_role("row", name="chat (fake-model)")
+            row.wait_for(timeout=20_000)
+
+            def figures() -> list[str] | None:
+                cells = [c.inner_text() for c in row.get_by_role("cell").all()]
+                return cells if len(cells) == 16 and float(cells[3] or 0) > 0 and int(cells[2]) > 0 else None
+
+            first = wait_for(figures, 20, "the LLM row to show TTFT and failures")
+            headers = [h.inner_text().replace("\n", " ") for h in page.get_by_role("columnheader").all()]
+            page.wait_for_timeout(4000)
+            later = figures()
+            page.screenshot(path=str(tmp_path / "llm-tab.png"))
+            browser.close()
+    finally:
+        locust.terminate()
+        locust.communicate(timeout=30)
+
+    assert headers[:4] == ["Scenario (model)", "Requests", "Failures", "TTFT p50 (ms)"]
+    assert headers[6] == "TPOT p50 (ms)" and headers[15] == "Output tok/s"
+    assert first[0] == "chat (fake-model)"
+    assert int(later[1]) > int(first[1]), "the tab must keep updating during the run"
+    ttft_p50, tpot_p50 = float(later[3]), float(later[6])
+    assert 50 <= ttft_p50 < 60 and 10 <= tpot_p50 < 11
+    assert float(later[15]) > 0
