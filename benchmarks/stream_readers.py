@@ -2,7 +2,7 @@
 
 For 16, 64 and 256 concurrent streams in one gevent process (as in one Locust worker), against
 the fake server of tests/ (TTFT 100 ms, ITL 20 ms, 50 tokens), it prints for each reader:
-the content chunks/s sustained, and the p50/p99 of (measured - true) TTFT, pairing each request
+the content chunks/s sustained (users started over one second, like Locust's spawn rate), and the p50/p99 of (measured - true) TTFT, pairing each request
 with the server's own record of when it really sent the first token.
 
 Readers: loadwatch's (geventhttpclient, `readline` per SSE line, the one the load generator
@@ -89,7 +89,9 @@ def run_level(make_reader, url: str, streams: int, seconds: float) -> tuple[floa
                 measured[request_id] = ttft
 
     start = time.perf_counter()
-    gevent.joinall([gevent.spawn(user) for _ in range(streams)])
+    # Spread the starts over a second, as Locust's spawn rate does: users started together stay
+    # in lockstep and every chunk then arrives in a burst of `streams`.
+    gevent.joinall([gevent.spawn_later(i / streams, user) for i in range(streams)])
     return chunks / (time.perf_counter() - start), measured
 
 
