@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -39,6 +40,25 @@ def engine_command(args: argparse.Namespace) -> int:
             return 1
         state = "healthy" if process.healthy(info.url) else "not answering /health"
         say(f"engine pid {info.pid} at {info.url}: {state}; log {info.log}")
+    return 0
+
+
+def exporter_command(args: argparse.Namespace) -> int:
+    from loadwatch.exporter.serve import serve
+    from loadwatch.exporter.settings import build_settings
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        settings = build_settings(args.target, args.targets_file, port=args.port, host=args.host,
+                                  interval=args.interval, window=args.window, timeout=args.timeout)
+    except ValueError as exc:
+        say(f"error: {exc}")
+        return 2
+    try:
+        serve(settings)
+    except OSError as exc:
+        say(f"error: {exc}")
+        return 1
     return 0
 
 
@@ -86,6 +106,18 @@ def parser() -> argparse.ArgumentParser:
     engine.add_argument("action", choices=["setup", "start", "stop", "status"])
     engine.add_argument("--port", type=int, default=None, help="default: a free port")
     engine.set_defaults(handler=engine_command)
+
+    exporter = commands.add_parser("exporter", help="the engine sidecar: vLLM /metrics in a stable schema")
+    exporter.add_argument("--target", action="append", default=[], metavar="NAME=URL",
+                          help="a vLLM base URL (its /metrics is read), repeatable")
+    exporter.add_argument("--targets-file", type=Path, help="YAML: targets: [{name: ..., url: ...}]")
+    exporter.add_argument("--port", type=int, default=None, help="default 9647")
+    exporter.add_argument("--host", default=None, help="default: all interfaces")
+    exporter.add_argument("--interval", type=float, default=None, help="seconds between samples, default 1")
+    exporter.add_argument("--window", type=float, default=None,
+                          help="seconds behind the _max peaks and windowed ratios, default 15")
+    exporter.add_argument("--timeout", type=float, default=None, help="per-sample timeout, default 2 s")
+    exporter.set_defaults(handler=exporter_command)
 
     run = commands.add_parser("run", help="a headless load test ending in a summary and results JSON")
     run.add_argument("--target", help="base URL of an OpenAI-compatible server; default: the embedded engine")

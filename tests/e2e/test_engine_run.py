@@ -1,16 +1,19 @@
-"""Against the real embedded vLLM: what the client counted is what the engine served."""
+"""Against the real embedded vLLM: the client's counts, the engine's, and the sidecar's view."""
 
 from __future__ import annotations
 
 import json
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from loadwatch.engine import process
 from loadwatch.engine.settings import EngineSettings
 from loadwatch.engine.setup import ensure_engine, ensure_model
-from tests.conftest import locust_command, scrape, total
+from tests.conftest import REPO, scrape, total, wait_for
+from tests.e2e.exporter_watch import ExporterWatch
 
 pytestmark = pytest.mark.e2e
 
@@ -24,6 +27,13 @@ def engine():
     process.stop(settings)
 
 
+@pytest.fixture
+def watch(engine):
+    watcher = ExporterWatch(engine.url)
+    yield watcher
+    watcher.close()
+
+
 def engine_figures(url: str) -> dict[str, float]:
     samples = scrape(url + "/metrics")
     return {
@@ -34,21 +44,25 @@ def engine_figures(url: str) -> dict[str, float]:
     }
 
 
-def test_distributed_run_counts_what_the_engine_served(engine, tmp_path):
-    before = engine_figures(engine.url)
-    results = tmp_path / "results.json"
-    run = subprocess.run(
-        locust_command("-H", engine.url, "--headless", "-u", "8", "-r", "8", "-t", "20s", "--processes", "2",
-                       "--metrics-port", "0", "--stop-timeout", "60", "--max-tokens", "64",
-                       "--results-json", str(results)),
-        capture_output=True, text=True, timeout=180,
+def headless(url: str, results: Path, *args: str, locustfile: Path = REPO / "locustfiles" / "chat.py"):
+    return subprocess.run(
+        [sys.executable, "-m", "locust", "-f", str(locustfile), "-H", url, "--headless", "--metrics-port", "0",
+         "--stop-timeout", "60", "--results-json", str(results), *args],
+        capture_output=True, text=True, timeout=240,
     )
+
+
+def test_distributed_run_counts_what_the_engine_served_and_the_sidecar_saw_it(engine, watch, tmp_path):
+    before = engine_figures(engine.url)
+    tokens_before = watch.now("loadwatch_engine_generation_tokens_total")
+    results = tmp_path / "results.json"
+    run = headless(engine.url, results, "-u", "8", "-r", "8", "-t", "30s", "--processes", "2",
+                   "--max-tokens", "64")
     after = engine_figures(engine.url)
     data = json.loads(results.read_text())
     assert data["completed"] > 20, run.stdout + run.stderr
-    finished = data["completed"] + data["failed"]
     # Every request the engine finished was counted once by the client, and no other.
-    assert finished == after["success"] - before["success"]
+    assert data["completed"] + data["failed"] == after["success"] - before["success"]
     assert set(data["failures"]) <= {"empty_completion"}, data["failures"]
     # The engine also counts the tokens of empty completions (an EOS alone), which failed here.
     untold = after["generation"] - before["generation"] - data["total_output_tokens"]
@@ -56,3 +70,17 @@ def test_distributed_run_counts_what_the_engine_served(engine, tmp_path):
     engine_ttft_ms = 1000 * (after["ttft_sum"] - before["ttft_sum"]) / (after["ttft_count"] - before["ttft_count"])
     assert data["mean_ttft_ms"] >= engine_ttft_ms
     assert list(data["scenarios"]) == ["chat (tiny)"]
+
+    assert watch.peaks["loadwatch_engine_requests_running"] > 0
+    # The sidecar samples every 0.5 s: give it a sample or two to catch up with the engine.
+    served = after["generation"] - before["generation"]
+    wait_for(lambda: watch.now("loadwatch_engine_generation_tokens_total") - tokens_before == served, 5,
+             "the sidecar's token counter to move by what the engine generated")
+
+
+def test_shared_prefix_workload_shows_prefix_cache_hits(engine, watch, tmp_path):
+    run = headless(engine.url, tmp_path / "r.json", "-u", "4", "-r", "4", "-t", "15s", "--max-tokens", "16",
+                   locustfile=Path(__file__).parent / "locustfiles" / "shared_prefix.py")
+    data = json.loads((tmp_path / "r.json").read_text())
+    assert data["completed"] > 10 and set(data["failures"]) <= {"empty_completion"}, run.stdout + run.stderr
+    assert watch.peaks["loadwatch_engine_prefix_cache_hit_ratio"] > 0.5

@@ -1,0 +1,36 @@
+"""The sidecar's exposition: each scrape merges the latest reading of every target."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from loadwatch.exporter.sampler import TargetSampler
+from loadwatch.exporter.schema import PREFIX
+
+
+class EngineCollector(Collector):
+    def __init__(self, samplers: list[TargetSampler]) -> None:
+        self.samplers = samplers
+
+    def collect(self) -> Iterator[Metric]:
+        up = GaugeMetricFamily(PREFIX + "up", "1 when the sidecar's last sample of the target succeeded.",
+                               labels=["target"])
+        duration = GaugeMetricFamily(PREFIX + "scrape_duration_seconds",
+                                     "Seconds the sidecar's last sample of the target took.", labels=["target"])
+        merged: dict[str, Metric] = {}
+        for sampler in self.samplers:
+            reading = sampler.reading
+            up.add_metric([sampler.target.name], 1.0 if reading.up else 0.0)
+            duration.add_metric([sampler.target.name], reading.duration)
+            # A target that is down exposes nothing but `up`: no stale engine series.
+            for family in reading.families if reading.up else ():
+                into = merged.get(family.name)
+                if into is None:
+                    into = merged[family.name] = Metric(family.name, family.documentation, family.type)
+                into.samples.extend(family.samples)
+        yield up
+        yield duration
+        yield from merged.values()

@@ -1,0 +1,44 @@
+"""Run the sidecar: a sampler per target and the HTTP endpoint Prometheus scrapes."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+
+from prometheus_client import start_http_server
+from prometheus_client.registry import CollectorRegistry
+
+from loadwatch.exporter.collector import EngineCollector
+from loadwatch.exporter.sampler import TargetSampler
+from loadwatch.exporter.settings import ExporterSettings
+
+log = logging.getLogger(__name__)
+
+
+def samplers_for(settings: ExporterSettings) -> list[TargetSampler]:
+    return [TargetSampler(t, settings.interval, settings.window, settings.timeout) for t in settings.targets]
+
+
+def serve(settings: ExporterSettings) -> None:
+    samplers = samplers_for(settings)
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(EngineCollector(samplers))
+    try:
+        server, _thread = start_http_server(settings.port, settings.host, registry=registry)
+    except OSError as exc:
+        raise OSError(f"cannot listen on port {settings.port}: {exc.strerror}; choose another with --port") from None
+    for sampler in samplers:
+        sampler.start()
+    names = ", ".join(f"{t.name}={t.metrics_url}" for t in settings.targets)
+    log.info("engine sidecar on http://%s:%d/metrics, sampling every %g s: %s",
+             settings.host or "0.0.0.0", settings.port, settings.interval, names)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        stop.wait()
+    except KeyboardInterrupt:
+        pass
+    for sampler in samplers:
+        sampler.stop()
+    server.shutdown()

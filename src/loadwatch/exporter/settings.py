@@ -1,0 +1,73 @@
+"""The sidecar's settings: targets from --target NAME=URL and/or a YAML file, timings, port."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, Field, HttpUrl, ValidationError, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Target(BaseModel):
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.:-]+$")
+    url: HttpUrl
+
+    @property
+    def metrics_url(self) -> str:
+        return str(self.url).rstrip("/") + "/metrics"
+
+
+class ExporterSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="LOADWATCH_EXPORTER_", extra="ignore")
+
+    targets: list[Target] = []
+    host: str = ""
+    port: int = Field(9647, ge=0, le=65535)
+    interval: float = Field(1.0, gt=0, description="seconds between the sidecar's own samples")
+    window: float = Field(15.0, gt=0, description="seconds of samples behind _max and the ratios")
+    # Below Prometheus' default 10 s scrape timeout, so a slow engine never stalls a scrape.
+    timeout: float = Field(2.0, gt=0)
+
+    @model_validator(mode="after")
+    def _check(self) -> ExporterSettings:
+        if not self.targets:
+            raise ValueError("no target: give --target NAME=URL or --targets-file FILE")
+        names = [t.name for t in self.targets]
+        if len(set(names)) != len(names):
+            raise ValueError(f"target names must be unique: {names}")
+        if self.window < self.interval:
+            raise ValueError("the window must be at least one sampling interval")
+        return self
+
+
+def parse_target(text: str) -> dict:
+    name, sep, url = text.partition("=")
+    if not sep:
+        raise ValueError(f"{text!r}: expected NAME=URL, e.g. vllm-0=http://127.0.0.1:8000")
+    return {"name": name, "url": url}
+
+
+def load_targets_file(path: Path) -> list[dict]:
+    """`targets: [{name: ..., url: ...}, ...]`; ValueError with the reason otherwise."""
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise ValueError(f"cannot read {path}: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise ValueError(f"{path} is not valid YAML: {exc}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("targets"), list):
+        raise ValueError(f"{path}: expected a mapping with a `targets` list of {{name, url}}")
+    return data["targets"]
+
+
+def build_settings(targets: list[str], targets_file: Path | None, **options) -> ExporterSettings:
+    """Settings from the command line; ValueError naming what is wrong."""
+    entries = [parse_target(t) for t in targets]
+    if targets_file is not None:
+        entries += load_targets_file(targets_file)
+    try:
+        return ExporterSettings(targets=entries, **{k: v for k, v in options.items() if v is not None})
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'settings'}: {e['msg']}" for e in exc.errors())
+        raise ValueError(problems) from None

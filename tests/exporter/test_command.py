@@ -1,0 +1,41 @@
+import subprocess
+import sys
+
+from tests.conftest import free_port, scrape, total, wait_for
+from tests.exporter.test_sampler import serve  # noqa: F401  (fixture)
+
+
+def exporter(*args: str) -> list[str]:
+    return [sys.executable, "-m", "loadwatch.cli", "exporter", *args]
+
+
+def test_exporter_serves_targets_from_flags_and_file(serve, tmp_path):  # noqa: F811
+    targets = tmp_path / "targets.yaml"
+    targets.write_text(f"targets:\n  - name: from-file\n    url: {serve()}\n")
+    port = free_port()
+    process = subprocess.Popen(
+        exporter("--target", f"from-flag={serve()}", "--targets-file", str(targets), "--port", str(port),
+                 "--host", "127.0.0.1", "--interval", "0.2"),
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}/metrics"
+        samples = wait_for(lambda: (s := scrape(url)) and total(s, "loadwatch_engine_up") == 2 and s, 15,
+                           "both targets up")
+        assert total(samples, "loadwatch_engine_requests_running", target="from-file") == 0
+        assert total(samples, "loadwatch_engine_kv_cache_usage_ratio_max", target="from-flag") >= 0
+    finally:
+        process.terminate()
+        output, _ = process.communicate(timeout=10)
+    assert "Traceback" not in output
+
+
+def test_bad_targets_are_refused_with_a_message(tmp_path):
+    bad = subprocess.run(exporter("--target", "no-equals-sign"), capture_output=True, text=True, timeout=30)
+    assert bad.returncode == 2 and "expected NAME=URL" in bad.stdout and "Traceback" not in bad.stderr
+    none = subprocess.run(exporter(), capture_output=True, text=True, timeout=30)
+    assert none.returncode == 2 and "no target" in none.stdout
+    broken = tmp_path / "t.yaml"
+    broken.write_text("targets: [ {name: a, url: ")
+    bad_file = subprocess.run(exporter("--targets-file", str(broken)), capture_output=True, text=True, timeout=30)
+    assert bad_file.returncode == 2 and "not valid YAML" in bad_file.stdout
