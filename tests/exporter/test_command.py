@@ -39,3 +39,12 @@ def test_bad_targets_are_refused_with_a_message(tmp_path):
     broken.write_text("targets: [ {name: a, url: ")
     bad_file = subprocess.run(exporter("--targets-file", str(broken)), capture_output=True, text=True, timeout=30)
     assert bad_file.returncode == 2 and "not valid YAML" in bad_file.stdout
+
+
+def test_the_example_targets_file_is_valid():
+    from loadwatch.exporter.settings import build_settings
+    from tests.conftest import REPO
+
+    settings = build_settings([], REPO / "exporters" / "targets.example.yaml")
+    assert [t.name for t in settings.targets] == ["vllm-0", "vllm-1"]
+    assert settings.targets[0].metrics_url == "http://127.0.0.1:8000/metrics"
