@@ -20,7 +20,7 @@ run: setup
 	$(VENV)/bin/loadwatch run $(if $(TARGET),--target $(TARGET)) $(RUN_ARGS)
 
 test: setup
-	scripts/apt-install chromium
+	scripts/apt-install chromium prometheus prometheus-alertmanager
 	$(VENV)/bin/python -m pytest -q
 
 benchmark: setup
