@@ -28,7 +28,7 @@ def test_prometheus_config_and_rules_are_valid():
 
 
 def test_promtool_unit_tests_pass():
-    out = run("promtool", "test", "rules", *sorted(p.name for p in (PROM / "tests").glob("*.yml")))
+    out = run("promtool", "test", "rules", *sorted(f"tests/{p.name}" for p in (PROM / "tests").glob("*.yml")))
     assert "FAILED" not in out
 
 
