@@ -6,14 +6,27 @@ import argparse
 import logging
 import subprocess
 import sys
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
 from loadwatch.engine import process
 from loadwatch.engine.settings import EngineSettings
 from loadwatch.engine.setup import SetupError, ensure_engine, ensure_model
+from loadwatch.stack.components import StackError, log_tail, port_or_free
+from loadwatch.stack.settings import StackSettings
+from loadwatch.stack.stack import down, up
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+def parse_duration(text: str) -> float:
+    """Prometheus-style `5s`, `1m` as seconds."""
+    units = {"ms": 0.001, "s": 1, "m": 60, "h": 3600}
+    for unit in ("ms", "s", "m", "h"):
+        if text.endswith(unit):
+            return float(text[: -len(unit)]) * units[unit]
+    return float(text)
 
 
 def say(message: str) -> None:
@@ -62,36 +75,55 @@ def exporter_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def _describe(stack) -> None:
+    say(f"target (vLLM): {stack.target}")
+    for component in stack.components:
+        say(f"{component.name}: {component.url} (pid {component.pid}, log {component.log})")
+
+
+def up_command(args: argparse.Namespace) -> int:
+    settings = StackSettings(**({"webhook_url": args.webhook_url} if args.webhook_url else {}))
+    run_dir = Path(args.out) / datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    stack = up(settings, run_dir, args.target, args.passthrough, client_port=args.metrics_port, say=say)
+    _describe(stack)
+    say(f"load it with: locust -f locustfiles/chat.py -H {stack.target} --metrics-port {stack.client_port}")
+    say("stop everything with `loadwatch down`")
+    return 0
+
+
+def down_command(_args: argparse.Namespace) -> int:
+    stack = down(StackSettings())
+    say(f"stopped the stack of {stack.run_dir}" if stack else "no stack was running")
+    return 0
+
+
 def run_command(args: argparse.Namespace) -> int:
     run_dir = Path(args.out) / datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    run_dir.mkdir(parents=True, exist_ok=True)
-    settings = EngineSettings()
-    started_engine = False
-    target = args.target
+    settings = StackSettings(**({"webhook_url": args.webhook_url} if args.webhook_url else {}))
+    stack = up(settings, run_dir, args.target, args.vllm_args, client_port=port_or_free(args.metrics_port), say=say)
+    _describe(stack)
+    code = 130
     try:
-        if target is None:
-            ensure_engine(settings, say)
-            model_dir = ensure_model(settings, say)
-            target = process.start(settings, model_dir, extra=args.vllm_args, say=say).url
-            started_engine = True
         locust = [
-            sys.executable, "-m", "locust", "-f", str(args.locustfile), "--headless", "-H", target,
+            sys.executable, "-m", "locust", "-f", str(args.locustfile), "--headless", "-H", stack.target,
             "-u", str(args.users), "-r", str(args.spawn_rate), "-t", args.run_time, "--stop-timeout", "60",
-            "--metrics-port", str(args.metrics_port), "--results-json", str(run_dir / "results.json"),
+            "--metrics-port", str(stack.client_port), "--results-json", str(run_dir / "results.json"),
             "--csv", str(run_dir / "locust"), "--only-summary",
             *[f"--slo={slo}" for slo in args.slo], *args.passthrough,
         ]
-        say(f"load test: {args.users} users for {args.run_time} against {target}")
+        say(f"load test: {args.users} users for {args.run_time} against {stack.target}")
         code = subprocess.run(locust).returncode
+        time.sleep(parse_duration(settings.scrape_interval))  # Prometheus' last look at the run
     except KeyboardInterrupt:
-        say("interrupted; what was measured is in " + str(run_dir))
-        code = 130
+        say("interrupted: stopping everything; what was measured stays in " + str(run_dir))
     finally:
-        if started_engine:
-            process.stop(settings)
-            say("embedded engine stopped")
+        for component in stack.dead():
+            say(f"error: {component.name} died during the run; end of {component.log}:\n"
+                f"{log_tail(component.log)}")
+        down(settings)
+        say("stack stopped" + (" (embedded engine included)" if stack.engine_started else ""))
     if (run_dir / "results.json").exists():
-        say(f"report: {run_dir}/results.json and results.txt (Locust's CSVs beside them)")
+        say(f"report: {run_dir}/results.json and results.txt; Prometheus data in {run_dir}/prometheus-data")
     return code
 
 
@@ -116,11 +148,21 @@ def parser() -> argparse.ArgumentParser:
     exporter.add_argument("--interval", type=float, default=None, help="seconds between samples, default 1")
     exporter.add_argument("--window", type=float, default=None,
                           help="seconds behind the _max peaks and windowed ratios, default 15")
-    exporter.add_argument("--timeout", type=float, default=None, help="per-sample timeout, default 2 s")
+    exporter.add_argument("--timeout", type=float, default=None, help="per-sample timeout, default 5 s")
     exporter.set_defaults(handler=exporter_command)
 
-    run = commands.add_parser("run", help="a headless load test ending in a summary and results JSON")
+    stack_up = commands.add_parser("up", help="start the stack: engine (unless --target), sidecar, Prometheus, "
+                                              "Alertmanager")
+    stack_up.add_argument("--target", help="base URL of a running vLLM; default: start the embedded engine")
+    stack_up.add_argument("--webhook-url", help="where Alertmanager posts alerts")
+    stack_up.add_argument("--metrics-port", type=int, default=9646, help="the Locust master Prometheus scrapes")
+    stack_up.add_argument("--out", default="runs", help="folder for the run directories")
+    stack_up.set_defaults(handler=up_command)
+    commands.add_parser("down", help="stop what `loadwatch up` started").set_defaults(handler=down_command)
+
+    run = commands.add_parser("run", help="up, a headless load test, results and report, down")
     run.add_argument("--target", help="base URL of an OpenAI-compatible server; default: the embedded engine")
+    run.add_argument("--webhook-url", help="where Alertmanager posts alerts during the run")
     run.add_argument("--users", "-u", type=int, default=8)
     run.add_argument("--spawn-rate", "-r", type=float, default=8)
     run.add_argument("--run-time", "-t", default="30s")
@@ -142,9 +184,12 @@ def main(argv: list[str] | None = None) -> int:
     args.passthrough = argv[cut + 1:]
     try:
         return args.handler(args)
-    except (SetupError, process.EngineError) as exc:
+    except (SetupError, process.EngineError, StackError) as exc:
         say(f"error: {exc}")
         return 1
+    except KeyboardInterrupt:
+        say("interrupted; everything started was stopped")
+        return 130
 
 
 if __name__ == "__main__":

@@ -96,8 +96,10 @@ def start(settings: EngineSettings, model_dir: Path, port: int | None = None, ex
     port = port or free_port()
     settings.state_dir.mkdir(parents=True, exist_ok=True)
     log_path = settings.state_dir / "vllm.log"
+    reserved = min(settings.reserved_cpus, (os.cpu_count() or 1) - 1)
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": str(settings.kv_cache_gib), "HF_HUB_OFFLINE": "1",
-           "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
+           "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",
+           "VLLM_CPU_NUM_OF_RESERVED_CPU": str(reserved)}
     with open(log_path, "w") as log:
         process = subprocess.Popen(command(settings, model_dir, port, extra or []), stdout=log,
                                    stderr=subprocess.STDOUT, env=env, start_new_session=True)

@@ -18,6 +18,9 @@ class EngineSettings(BaseSettings):
     torch_index_url: str | None = None
     kv_cache_gib: int = Field(1, ge=1, description="VLLM_CPU_KVCACHE_SPACE")
     served_model_name: str = "tiny"
+    # Cores kept free of vLLM's spinning OpenMP threads, for the load generator, sidecar and
+    # Prometheus: on a small machine they would otherwise be starved and the timings skewed.
+    reserved_cpus: int = Field(1, ge=0)
 
     @property
     def venv(self) -> Path:

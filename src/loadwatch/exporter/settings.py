@@ -26,8 +26,8 @@ class ExporterSettings(BaseSettings):
     port: int = Field(9647, ge=0, le=65535)
     interval: float = Field(1.0, gt=0, description="seconds between the sidecar's own samples")
     window: float = Field(15.0, gt=0, description="seconds of samples behind _max and the ratios")
-    # Below Prometheus' default 10 s scrape timeout, so a slow engine never stalls a scrape.
-    timeout: float = Field(2.0, gt=0)
+    # Sampling runs beside scrapes, never in them; 5 s still ends before Prometheus gives up (10 s).
+    timeout: float = Field(5.0, gt=0)
 
     @model_validator(mode="after")
     def _check(self) -> ExporterSettings:

@@ -1,0 +1,33 @@
+"""Settings of the native stack (LOADWATCH_STACK_* environment variables)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+class StackSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="LOADWATCH_STACK_", extra="ignore")
+
+    home: Path = Field(Path.home() / ".cache" / "loadwatch", description="where stack.json records what runs")
+    prometheus_dir: Path = REPO / "prometheus"
+    rules_dir: Path | None = Field(None, description="default: prometheus/rules")
+    prometheus_bin: str = "prometheus"
+    alertmanager_bin: str = "prometheus-alertmanager"
+    scrape_interval: str = "5s"
+    evaluation_interval: str = "5s"
+    exporter_interval: float = 1.0
+    exporter_window: float = 15.0
+    exporter_timeout: float = 5.0
+    group_wait: str = "10s"
+    group_interval: str = "1m"
+    webhook_url: str | None = None
+    start_timeout: float = 60.0
+
+    @property
+    def state_file(self) -> Path:
+        return self.home / "stack.json"

@@ -1,0 +1,115 @@
+"""`loadwatch up` / `down`: engine (unless a target is given), sidecar, Prometheus, Alertmanager."""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from loadwatch.engine import process as engine
+from loadwatch.engine.settings import EngineSettings
+from loadwatch.engine.setup import ensure_engine, ensure_model
+from loadwatch.stack import components
+from loadwatch.stack.components import Component, StackError, port_or_free
+from loadwatch.stack.config import render_alertmanager, render_prometheus
+from loadwatch.stack.settings import StackSettings
+
+DEFAULT_PORTS = {"exporter": 9647, "prometheus": 9090, "alertmanager": 9093}
+
+
+@dataclass
+class Stack:
+    run_dir: str
+    target: str
+    client_port: int
+    engine_started: bool
+    components: list[Component] = field(default_factory=list)
+
+    def url(self, name: str) -> str:
+        return next(c.url for c in self.components if c.name == name)
+
+    def dead(self) -> list[Component]:
+        return [c for c in self.components if not c.alive()]
+
+    def save(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(asdict(self), indent=2))
+
+    @classmethod
+    def load(cls, path: Path) -> Stack | None:
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return None
+        data["components"] = [Component(**c) for c in data["components"]]
+        return cls(**data)
+
+
+def _start_all(stack: Stack, settings: StackSettings, run_dir: Path) -> None:
+    logs = run_dir / "logs"
+    ports = {name: port_or_free(port) for name, port in DEFAULT_PORTS.items()}
+    urls = {name: f"http://127.0.0.1:{port}" for name, port in ports.items()}
+    timeout = settings.start_timeout
+    stack.components.append(components.start(
+        "exporter",
+        [sys.executable, "-m", "loadwatch.cli", "exporter", "--target", f"vllm={stack.target}",
+         "--host", "127.0.0.1", "--port", str(ports["exporter"]),
+         "--interval", str(settings.exporter_interval), "--window", str(settings.exporter_window),
+         "--timeout", str(settings.exporter_timeout)],
+        urls["exporter"], "/metrics", logs, timeout))
+    am_config = render_alertmanager(settings, run_dir / "alertmanager", settings.webhook_url or
+                                    "http://127.0.0.1:9095/alerts")
+    stack.components.append(components.start(
+        "alertmanager",
+        [settings.alertmanager_bin, f"--config.file={am_config}", f"--storage.path={run_dir / 'alertmanager-data'}",
+         f"--web.listen-address=127.0.0.1:{ports['alertmanager']}", "--cluster.listen-address="],
+        urls["alertmanager"], "/-/ready", logs, timeout))
+    prom_config = render_prometheus(
+        settings, run_dir / "prometheus", client=f"127.0.0.1:{stack.client_port}",
+        exporter=f"127.0.0.1:{ports['exporter']}", vllm=urlsplit(stack.target).netloc,
+        alertmanager=f"127.0.0.1:{ports['alertmanager']}")
+    stack.components.append(components.start(
+        "prometheus",
+        [settings.prometheus_bin, f"--config.file={prom_config}", f"--storage.tsdb.path={run_dir / 'prometheus-data'}",
+         f"--web.listen-address=127.0.0.1:{ports['prometheus']}", "--web.enable-lifecycle"],
+        urls["prometheus"], "/-/ready", logs, timeout))
+
+
+def up(settings: StackSettings, run_dir: Path, target: str | None = None, vllm_args: list[str] | None = None,
+       client_port: int = 9646, say=print) -> Stack:
+    running = Stack.load(settings.state_file)
+    if running is not None and any(c.alive() for c in running.components):
+        raise StackError(f"a stack is already running (run directory {running.run_dir}); "
+                         "stop it with `loadwatch down`")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    engine_settings = EngineSettings()
+    stack = Stack(str(run_dir), target or "", client_port, engine_started=target is None)
+    try:
+        if target is None:
+            ensure_engine(engine_settings, say)
+            stack.target = engine.start(engine_settings, ensure_model(engine_settings, say), extra=vllm_args,
+                                        say=say).url
+        _start_all(stack, settings, run_dir)
+    except BaseException:
+        _stop(stack, engine_settings)
+        raise
+    stack.save(settings.state_file)
+    return stack
+
+
+def _stop(stack: Stack, engine_settings: EngineSettings) -> None:
+    for component in reversed(stack.components):
+        components.stop(component)
+    if stack.engine_started:
+        engine.stop(engine_settings)
+
+
+def down(settings: StackSettings) -> Stack | None:
+    stack = Stack.load(settings.state_file)
+    if stack is None:
+        return None
+    _stop(stack, EngineSettings())
+    settings.state_file.unlink(missing_ok=True)
+    return stack

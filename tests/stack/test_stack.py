@@ -1,0 +1,54 @@
+import shutil
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from loadwatch.stack import components
+from loadwatch.stack.components import StackError
+from loadwatch.stack.config import render_alertmanager, render_prometheus
+from loadwatch.stack.settings import StackSettings
+
+needs_promtool = pytest.mark.skipif(shutil.which("promtool") is None, reason="Debian's prometheus is missing")
+
+
+@needs_promtool
+def test_rendered_prometheus_config_has_this_runs_ports_and_passes_promtool(tmp_path):
+    settings = StackSettings(home=tmp_path, scrape_interval="2s")
+    path = render_prometheus(settings, tmp_path / "p", client="127.0.0.1:1111", exporter="127.0.0.1:2222",
+                             vllm="127.0.0.1:3333", alertmanager="127.0.0.1:4444")
+    config = yaml.safe_load(path.read_text())
+    targets = {j["job_name"]: j["static_configs"][0]["targets"] for j in config["scrape_configs"]}
+    assert targets == {"loadwatch-client": ["127.0.0.1:1111"], "loadwatch-engine": ["127.0.0.1:2222"],
+                       "vllm": ["127.0.0.1:3333"]}
+    assert config["global"]["scrape_interval"] == "2s"
+    check = subprocess.run(["promtool", "check", "config", str(path)], capture_output=True, text=True)
+    assert check.returncode == 0 and "SUCCESS: 7 rules found" in check.stdout, check.stdout + check.stderr
+
+
+@needs_promtool
+def test_rendered_alertmanager_config_posts_to_the_given_webhook(tmp_path):
+    path = render_alertmanager(StackSettings(home=tmp_path), tmp_path, "http://127.0.0.1:5555/hook")
+    config = yaml.safe_load(path.read_text())
+    assert config["receivers"][0]["webhook_configs"][0]["url"] == "http://127.0.0.1:5555/hook"
+    assert subprocess.run(["amtool", "check-config", str(path)], capture_output=True).returncode == 0
+
+
+def test_a_component_that_dies_at_start_is_reported_with_its_log(tmp_path):
+    with pytest.raises(StackError, match="(?s)exited with code 3.*boom"):
+        components.start("broken", [sys.executable, "-c", "print('boom'); raise SystemExit(3)"],
+                         "http://127.0.0.1:9", "/", tmp_path, timeout=10)
+
+
+def test_a_missing_program_is_named(tmp_path):
+    with pytest.raises(StackError, match="no-such-binary is not installed"):
+        components.start("x", ["no-such-binary"], "http://127.0.0.1:9", "/", tmp_path, timeout=1)
+
+
+def test_down_without_a_stack_says_so(tmp_path, monkeypatch, capsys):
+    from loadwatch import cli
+
+    monkeypatch.setenv("LOADWATCH_STACK_HOME", str(tmp_path))
+    assert cli.main(["down"]) == 0
+    assert capsys.readouterr().out == "loadwatch: no stack was running\n"
