@@ -17,6 +17,7 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 
 run: setup
+	scripts/apt-install prometheus prometheus-alertmanager
 	$(VENV)/bin/loadwatch run $(if $(TARGET),--target $(TARGET)) $(RUN_ARGS)
 
 test: setup
