@@ -28,6 +28,18 @@ class LoadSettings(BaseSettings):
     metrics_port: int = Field(9646, ge=0, le=65535)
     results_json: Path | None = None
     slo: list[SLO] = []
+    dataset: Literal["builtin", "sharegpt", "random", "prefix-repetition", "agent", "jsonl"] = "builtin"
+    dataset_path: Path | None = None
+    seed: int = 0
+    dataset_size: int = Field(1000, gt=0)
+    sharegpt_output_len: int | None = Field(None, gt=0)
+    input_len: int = Field(1024, gt=0)
+    output_len: int | None = Field(None, gt=0)
+    range_ratio: float = Field(0.0, ge=0, lt=1)
+    prefix_len: int = Field(0, ge=0)
+    num_prefixes: int = Field(10, gt=0)
+    suffix_len: int = Field(256, gt=0)
+    agent_prefix: Literal["static", "dynamic"] = "static"
 
     @field_validator("slo", mode="before")
     @classmethod

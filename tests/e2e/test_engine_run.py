@@ -84,3 +84,20 @@ def test_shared_prefix_workload_shows_prefix_cache_hits(engine, watch, tmp_path)
     data = json.loads((tmp_path / "r.json").read_text())
     assert data["completed"] > 10 and set(data["failures"]) <= {"empty_completion"}, run.stdout + run.stderr
     assert watch.peaks["loadwatch_engine_prefix_cache_hit_ratio"] > 0.5
+
+
+def test_random_prompts_have_the_asked_token_length_by_the_engines_tokenizer(engine):
+    from loadwatch.client.stream import Streamer
+    from loadwatch.settings import LoadSettings
+    from loadwatch.workloads.datasets import build
+    from loadwatch.workloads.tokens import ServerTokenizer, tokenizer_for
+
+    streamer = Streamer(engine.url, None, 30.0)
+    tokenizer = tokenizer_for(streamer, "tiny")
+    assert isinstance(tokenizer, ServerTokenizer)
+    exact = build(LoadSettings(dataset="random", input_len=100, output_len=8, dataset_size=10), tokenizer)
+    assert [tokenizer.count(exact().text) for _ in range(10)] == [100] * 10
+    ranged = build(LoadSettings(dataset="random", input_len=100, range_ratio=0.25, dataset_size=20), tokenizer)
+    lengths = [tokenizer.count(ranged().text) for _ in range(20)]
+    assert all(75 <= n <= 125 for n in lengths) and len(set(lengths)) > 1
+    streamer.close()

@@ -89,18 +89,25 @@ class Streamer:
             self._client = None
 
     def get_json(self, path: str) -> object:
-        """A small non-streamed GET, for /v1/models and friends."""
+        """A small non-streamed GET, for /v1/models."""
+        return self._request_json("GET", path, None)
+
+    def post_json(self, path: str, payload: dict) -> dict:
+        """A small non-streamed POST, for /tokenize and /detokenize."""
+        return self._request_json("POST", path, json.dumps(payload).encode())
+
+    def _request_json(self, method: str, path: str, body: bytes | None) -> dict:
         with gevent.Timeout(min(self.timeout, 30.0), RequestFailed(Reason.TIMEOUT, path)):
             try:
-                response = self._http().get(self.prefix + path, headers=self.headers)
-                body = response.read()
+                response = self._http().request(method, self.prefix + path, body=body or b"", headers=self.headers)
+                reply = response.read()
             except _NETWORK_ERRORS as exc:
                 self.close()
                 raise RequestFailed(Reason.CONNECTION, f"{self.origin}: {exc}") from exc
         if response.status_code != 200:
-            raise RequestFailed(http_reason(response.status_code), server_error_message(body))
+            raise RequestFailed(http_reason(response.status_code), server_error_message(reply))
         try:
-            return json.loads(body)
+            return json.loads(reply)
         except ValueError as exc:
             raise RequestFailed(Reason.MALFORMED_CHUNK, f"{path} did not return JSON") from exc
 

@@ -16,7 +16,12 @@ def _slo_text(text: str) -> str:
     return text
 
 
-def add_options(parser, **_kwargs) -> None:
+def add_options(parser, **kwargs) -> None:
+    add_request_options(parser)
+    add_dataset_options(parser)
+
+
+def add_request_options(parser, **_kwargs) -> None:
     # Locust's own add_argument, not a group's: only it knows is_secret and the web UI fields.
     group = parser
     group.add_argument("--model", default="", env_var="LOCUST_MODEL",
@@ -43,3 +48,33 @@ def add_options(parser, **_kwargs) -> None:
                        help="Service-level objective, repeatable: ttft_p99_ms=500, tpot_median_ms=50, "
                             "e2el_p90_ms=20000, failure_ratio=0.01 (comma-separated in the web UI). "
                             "A broken one makes a headless run exit 3")
+
+
+def add_dataset_options(parser, **_kwargs) -> None:
+    group = parser
+    group.add_argument("--dataset", default="builtin", env_var="LOCUST_DATASET",
+                       choices=["builtin", "sharegpt", "random", "prefix-repetition", "agent", "jsonl"],
+                       help="Workload: builtin prompts, sharegpt, random, prefix-repetition, agent (the seeds' "
+                            "long conversation with a date-time prefix) or jsonl")
+    group.add_argument("--dataset-path", default=None, env_var="LOCUST_DATASET_PATH",
+                       help="Dataset file; default: loadwatch's own sample for sharegpt, agent and jsonl")
+    group.add_argument("--seed", type=int, default=0, env_var="LOCUST_SEED",
+                       help="Seed of the dataset's sampling and order")
+    group.add_argument("--dataset-size", type=int, default=1000, env_var="LOCUST_DATASET_SIZE",
+                       help="Prompts drawn from the dataset (then served in a cycle)")
+    group.add_argument("--sharegpt-output-len", type=int, default=None, env_var="LOCUST_SHAREGPT_OUTPUT_LEN",
+                       help="sharegpt: fixed max_tokens instead of the first answer's token length")
+    group.add_argument("--input-len", type=int, default=1024, env_var="LOCUST_INPUT_LEN",
+                       help="random: prompt tokens")
+    group.add_argument("--output-len", type=int, default=None, env_var="LOCUST_OUTPUT_LEN",
+                       help="random, prefix-repetition, agent: max_tokens; default --max-tokens")
+    group.add_argument("--range-ratio", type=float, default=0.0, env_var="LOCUST_RANGE_RATIO",
+                       help="random: lengths drawn uniformly within +-ratio of the mean")
+    group.add_argument("--prefix-len", type=int, default=0, env_var="LOCUST_PREFIX_LEN",
+                       help="random: shared prefix tokens; prefix-repetition: tokens of each prefix (default 256)")
+    group.add_argument("--num-prefixes", type=int, default=10, env_var="LOCUST_NUM_PREFIXES",
+                       help="prefix-repetition: distinct shared prefixes")
+    group.add_argument("--suffix-len", type=int, default=256, env_var="LOCUST_SUFFIX_LEN",
+                       help="prefix-repetition: unique tokens after the prefix")
+    group.add_argument("--agent-prefix", default="static", choices=["static", "dynamic"], env_var="LOCUST_AGENT_PREFIX",
+                       help="agent: the same date-time for every request (cacheable) or a new one per request")

@@ -6,9 +6,10 @@ import json
 import logging
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from gevent.lock import Semaphore
 from gevent.pywsgi import WSGIServer
 from locust import events
 from locust.runners import MasterRunner, WorkerRunner
@@ -21,10 +22,15 @@ from loadwatch.loadgen.options import add_options
 from loadwatch.loadgen.recorder import REPORT_KEY, Recorder
 from loadwatch.loadgen.state import RunState
 from loadwatch.metrics.summary import format_block, summarize
+from loadwatch.client.stream import Streamer
 from loadwatch.settings import LoadSettings
+from loadwatch.workloads.datasets import Workload, build, validate
+from loadwatch.workloads.errors import DatasetError
+from loadwatch.workloads.tokens import tokenizer_for
 
 log = logging.getLogger(__name__)
 SLO_EXIT_CODE = 3
+TOKENIZED = ("sharegpt", "random", "prefix-repetition")
 
 
 @dataclass
@@ -35,6 +41,16 @@ class Process:
     recorder: Recorder
     state: RunState | None = None  # on the master or a local runner only
     summary: str = ""
+    workload: Workload | None = None  # built on first use, from this run's settings
+    _building: Semaphore = field(default_factory=Semaphore)
+
+    def dataset_workload(self, streamer: Streamer, model: str | None) -> Workload:
+        """The --dataset of this run, built once per process by the first user that asks."""
+        with self._building:
+            if self.workload is None:
+                tokenizer = tokenizer_for(streamer, model) if self.settings.dataset in TOKENIZED else None
+                self.workload = build(self.settings, tokenizer)
+            return self.workload
 
 
 events.init_command_line_parser.add_listener(add_options)
@@ -63,12 +79,17 @@ def _serve_metrics(environment, state: RunState, port: int) -> None:
 
 
 def _settings(options) -> LoadSettings:
-    """Validated settings, or ValueError naming each bad option."""
+    """Validated settings with a readable dataset, or ValueError naming what is wrong."""
     try:
-        return LoadSettings.from_options(options)
+        settings = LoadSettings.from_options(options)
     except ValidationError as exc:
         problems = "; ".join(f"--{str(e['loc'][0]).replace('_', '-')}: {e['msg']}" for e in exc.errors())
         raise ValueError(f"loadwatch: invalid options: {problems}") from None
+    try:
+        validate(settings)
+    except DatasetError as exc:
+        raise ValueError(f"loadwatch: {exc}") from None
+    return settings
 
 
 @events.init.add_listener
@@ -102,6 +123,7 @@ def on_test_start(environment, **_kwargs) -> None:
         process.settings = _settings(environment.parsed_options)
     except ValueError as exc:
         log.error("%s; this run keeps the previous options", exc)
+    process.workload = None
     if process.state is not None:
         process.state.start(environment.host or "")
 

@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+import logging
+
 from locust import User, constant, task
+from locust.exception import StopUser
 
 from loadwatch.client.stream import PATHS, Streamer
 from loadwatch.loadgen.models import UNKNOWN, resolve_model
 from loadwatch.loadgen.recorder import LLMRequest
 from loadwatch.metrics.timing import request_metrics
 from loadwatch.settings import LoadSettings
-from loadwatch.workloads.builtin import BuiltinPrompts
+from loadwatch.client.failures import RequestFailed
+from loadwatch.workloads.datasets import Workload
+from loadwatch.workloads.errors import DatasetError
 from loadwatch.workloads.prompt import Prompt
+
+log = logging.getLogger(__name__)
 
 
 def build_payload(settings: LoadSettings, model: str | None, prompt: Prompt) -> dict:
@@ -37,7 +44,7 @@ class LLMUser(User):
 
     abstract = True
     scenario = "chat"  # the Locust request name and the `scenario` label
-    workload = BuiltinPrompts()
+    workload: Workload | None = None  # a locustfile's own; None: the run's --dataset
     wait_time = constant(0)
 
     def on_start(self) -> None:
@@ -46,6 +53,12 @@ class LLMUser(User):
         api_key = settings.api_key.get_secret_value() if settings.api_key else None
         self.streamer = Streamer(self.host or "", api_key, settings.request_timeout)
         self.model = settings.model or resolve_model(self.streamer)
+        try:
+            self.next_prompt = self.workload or self.process.dataset_workload(self.streamer, self.model)
+        except (DatasetError, RequestFailed) as exc:
+            log.error("loadwatch: cannot build the %s dataset: %s", settings.dataset, exc)
+            self.environment.runner.quit()
+            raise StopUser() from None
 
     def on_stop(self) -> None:
         self.streamer.close()
@@ -53,7 +66,7 @@ class LLMUser(User):
     @task
     def generate(self) -> None:
         settings = self.process.settings
-        payload = build_payload(settings, self.model, self.workload())
+        payload = build_payload(settings, self.model, self.next_prompt())
         labels = (self.model or UNKNOWN, self.scenario)
         in_flight = self.process.recorder.in_flight
         in_flight[labels] += 1

@@ -1,0 +1,126 @@
+"""The workloads of `vllm bench serve` and of the seeds: each a deterministic list for a seed.
+
+`validate` reads and checks the files before the run starts (no server needed); `build` makes the
+prompts once the server is known, for token lengths measured by its own tokenizer.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from itertools import count, cycle
+from pathlib import Path
+
+from loadwatch.settings import LoadSettings
+from loadwatch.workloads.builtin import BuiltinPrompts
+from loadwatch.workloads.errors import DatasetError
+from loadwatch.workloads.files import read_jsonl, read_sharegpt
+from loadwatch.workloads.prompt import Prompt
+
+SAMPLES = Path(__file__).with_name("samples")
+DEFAULT_PATHS = {"sharegpt": SAMPLES / "sharegpt-50.json", "agent": SAMPLES / "agent-conversation.json",
+                 "jsonl": SAMPLES / "prompts.jsonl"}
+# vllm bench serve's ShareGPT filter: too short to say anything, or too long for a 2k context.
+MIN_LEN, MAX_PROMPT_LEN, MAX_TOTAL_LEN = 4, 1024, 2048
+STATIC_STAMP = "2025-01-01 00:00:00"
+
+Workload = Callable[[], Prompt]
+
+
+def output_len(settings: LoadSettings) -> int:
+    return settings.output_len or settings.max_tokens
+
+
+def dataset_path(settings: LoadSettings) -> Path | None:
+    return settings.dataset_path or DEFAULT_PATHS.get(settings.dataset)
+
+
+def validate(settings: LoadSettings) -> None:
+    """Raise DatasetError for an unreadable or malformed dataset file, before any request."""
+    path = dataset_path(settings)
+    if settings.dataset == "jsonl":
+        read_jsonl(path)
+    elif settings.dataset in ("sharegpt", "agent"):
+        read_sharegpt(path)
+
+
+def _sharegpt(settings: LoadSettings, tokenizer, rng: random.Random) -> list[Prompt]:
+    conversations = read_sharegpt(dataset_path(settings))
+    rng.shuffle(conversations)
+    prompts = []
+    for messages in conversations:
+        prompt, completion = messages[0]["content"], messages[1]["content"]
+        prompt_len = tokenizer.count(prompt)
+        output_len = settings.sharegpt_output_len or tokenizer.count(completion)
+        if prompt_len < MIN_LEN or output_len < MIN_LEN:
+            continue
+        if prompt_len > MAX_PROMPT_LEN or prompt_len + output_len > MAX_TOTAL_LEN:
+            continue
+        prompts.append(Prompt.user_text(prompt, output_len))
+        if len(prompts) == settings.dataset_size:
+            break
+    if not prompts:
+        raise DatasetError(f"no conversation of {dataset_path(settings)} passes the length filter")
+    return prompts
+
+
+def _lengths(rng: random.Random, mean: int, ratio: float) -> int:
+    return rng.randint(max(1, int(mean * (1 - ratio))), max(1, int(mean * (1 + ratio))))
+
+
+def _random(settings: LoadSettings, tokenizer, rng: random.Random) -> list[Prompt]:
+    prefix = tokenizer.text_of_length(rng, settings.prefix_len) + " " if settings.prefix_len else ""
+    return [
+        Prompt.user_text(prefix + tokenizer.text_of_length(rng, _lengths(rng, settings.input_len, settings.range_ratio)),
+                         _lengths(rng, output_len(settings), settings.range_ratio))
+        for _ in range(settings.dataset_size)
+    ]
+
+
+def _prefix_repetition(settings: LoadSettings, tokenizer, rng: random.Random) -> list[Prompt]:
+    prefixes = [tokenizer.text_of_length(rng, settings.prefix_len or 256) for _ in range(settings.num_prefixes)]
+    prompts = [Prompt.user_text(f"{prefix} {tokenizer.text_of_length(rng, settings.suffix_len)}", output_len(settings))
+               for prefix in prefixes for _ in range(max(1, settings.dataset_size // settings.num_prefixes))]
+    rng.shuffle(prompts)
+    return prompts
+
+
+def agent(settings: LoadSettings) -> Workload:
+    """The seeds' agent session: the whole conversation up to its last user turn, replayed, with a
+    date-time at the very start of the first turn; the same one every time (`static`, all of it is
+    a cacheable prefix) or a new one per request (`dynamic`, nothing after it can be cached)."""
+    messages = read_sharegpt(dataset_path(settings))[0]
+    while messages[-1]["role"] != "user":
+        messages = messages[:-1]
+    first = next(i for i, m in enumerate(messages) if m["role"] == "user")
+    requests = count()
+    now = datetime(2025, 1, 1)
+
+    def next_prompt() -> Prompt:
+        if settings.agent_prefix == "static":
+            stamp = STATIC_STAMP
+        else:
+            stamp = (now - timedelta(days=next(requests) + 1)).strftime("%Y-%m-%d %H:%M:%S")
+        stamped = [dict(m) for m in messages]
+        stamped[first]["content"] = f"{stamp} {stamped[first]['content']}"
+        return Prompt(tuple(stamped), output_len(settings))
+
+    return next_prompt
+
+
+def build(settings: LoadSettings, tokenizer) -> Workload:
+    """The prompts of the chosen dataset, served in a cycle; the same order for the same seed."""
+    rng = random.Random(settings.seed)
+    if settings.dataset == "builtin":
+        return BuiltinPrompts()
+    if settings.dataset == "agent":
+        return agent(settings)
+    if settings.dataset == "jsonl":
+        prompts = read_jsonl(dataset_path(settings))
+        rng.shuffle(prompts)
+    else:
+        make = {"sharegpt": _sharegpt, "random": _random, "prefix-repetition": _prefix_repetition}[settings.dataset]
+        prompts = make(settings, tokenizer, rng)
+    return cycle(prompts).__next__
+

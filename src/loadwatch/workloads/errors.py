@@ -1,0 +1,5 @@
+"""A dataset that cannot be used: the message names the file and line."""
+
+
+class DatasetError(Exception):
+    pass

@@ -1,0 +1,74 @@
+"""Token counts and texts of a given token length, from the server's own tokenizer.
+
+vLLM serves /tokenize and /detokenize, so lengths are the model's, with no tokenizer installed
+here. A server without them gets an approximation (about 4 characters a token) and a warning.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+
+from loadwatch.client.failures import RequestFailed
+from loadwatch.client.stream import Streamer
+
+log = logging.getLogger(__name__)
+WORDS = ("time latency server cache token batch queue engine model prefix decode prefill stream chunk "
+         "memory block request answer question river mountain garden window market letter number "
+         "orange silver quiet rapid gentle bright simple careful").split()
+
+
+def random_words(rng: random.Random, n: int) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(n))
+
+
+class ServerTokenizer:
+    def __init__(self, streamer: Streamer, model: str | None) -> None:
+        self.streamer, self.model = streamer, model
+
+    def _post(self, path: str, payload: dict) -> dict:
+        if self.model:
+            payload = {"model": self.model, **payload}
+        return self.streamer.post_json(path, payload)
+
+    def count(self, text: str) -> int:
+        return int(self._post("/tokenize", {"prompt": text, "add_special_tokens": False})["count"])
+
+    def text_of_length(self, rng: random.Random, n: int) -> str:
+        ids: list[int] = []
+        words = max(n, 8)
+        while len(ids) < n:
+            ids = self._post("/tokenize", {"prompt": random_words(rng, words), "add_special_tokens": False})["tokens"]
+            words *= 2
+        text = self._post("/detokenize", {"tokens": ids[:n]})["prompt"]
+        # Decoding and re-encoding can merge or split a token at the edges; trim or pad to land on n.
+        for _ in range(8):
+            count = self.count(text)
+            if count == n:
+                break
+            text = text.rsplit(" ", 1)[0] if count > n else text + " " + rng.choice(WORDS)
+        return text
+
+
+class ApproximateTokenizer:
+    CHARS_PER_TOKEN = 4
+
+    def count(self, text: str) -> int:
+        return max(1, len(text) // self.CHARS_PER_TOKEN)
+
+    def text_of_length(self, rng: random.Random, n: int) -> str:
+        text = ""
+        while len(text) < n * self.CHARS_PER_TOKEN:
+            text += rng.choice(WORDS) + " "
+        return text[: n * self.CHARS_PER_TOKEN]
+
+
+def tokenizer_for(streamer: Streamer, model: str | None):
+    server = ServerTokenizer(streamer, model)
+    try:
+        server.count("probe")
+    except (RequestFailed, KeyError, TypeError, ValueError) as exc:
+        log.warning("%s has no usable /tokenize (%s): token lengths are approximated at %d characters a "
+                    "token", streamer.origin, exc, ApproximateTokenizer.CHARS_PER_TOKEN)
+        return ApproximateTokenizer()
+    return server
