@@ -78,6 +78,18 @@ def locust_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "locust", "-f", str(REPO / "locustfiles" / "chat.py"), *args]
 
 
+def finish(process: subprocess.Popen, timeout: float = 60) -> str:
+    """End a Locust started by a test, killing it if it will not go, so no stray holds a port."""
+    if process.poll() is None:
+        process.terminate()
+    try:
+        output, _ = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        output, _ = process.communicate()
+    return output or ""
+
+
 def wait_for(predicate, timeout: float, what: str, interval: float = 0.5):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

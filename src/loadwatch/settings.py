@@ -28,6 +28,9 @@ class LoadSettings(BaseSettings):
     metrics_port: int = Field(9646, ge=0, le=65535)
     results_json: Path | None = None
     slo: list[SLO] = []
+    num_requests: int | None = Field(None, gt=0)
+    warmup_requests: int = Field(0, ge=0)
+    warmup_seconds: float = Field(0.0, ge=0)
     dataset: Literal["builtin", "sharegpt", "random", "prefix-repetition", "agent", "jsonl"] = "builtin"
     dataset_path: Path | None = None
     seed: int = 0

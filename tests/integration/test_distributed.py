@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from tests.conftest import free_port, get, locust_command, scrape, total, wait_for
+from tests.conftest import finish, free_port, get, locust_command, scrape, total, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -45,7 +45,7 @@ def test_master_histograms_sum_every_worker_and_each_fault_is_counted_once(fake_
         samples = scrape(metrics_url)
         ui_metrics = scrape(f"http://127.0.0.1:{web_port}/metrics")
     finally:
-        output, _ = locust.communicate(timeout=60)
+        output = finish(locust, timeout=60)
 
     completed = expected["outcomes"]["completed"]
     assert completed > 100

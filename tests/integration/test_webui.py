@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from tests.conftest import free_port, get, locust_command, wait_for
+from tests.conftest import finish, free_port, get, locust_command, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.browser]
 CHROMIUM = shutil.which("chromium")
@@ -52,8 +52,7 @@ def test_llm_tab_fills_with_figures_during_a_run_started_from_the_ui(fake_server
             page.screenshot(path=str(tmp_path / "llm-tab.png"))
             browser.close()
     finally:
-        locust.terminate()
-        locust.communicate(timeout=30)
+        finish(locust)
 
     assert headers[:4] == ["Scenario (model)", "Requests", "Failures", "TTFT p50 (ms)"]
     assert headers[6] == "TPOT p50 (ms)" and headers[15] == "Output tok/s"

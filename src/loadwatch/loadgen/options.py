@@ -18,6 +18,7 @@ def _slo_text(text: str) -> str:
 
 def add_options(parser, **kwargs) -> None:
     add_request_options(parser)
+    add_run_options(parser)
     add_dataset_options(parser)
 
 
@@ -48,6 +49,16 @@ def add_request_options(parser, **_kwargs) -> None:
                        help="Service-level objective, repeatable: ttft_p99_ms=500, tpot_median_ms=50, "
                             "e2el_p90_ms=20000, failure_ratio=0.01 (comma-separated in the web UI). "
                             "A broken one makes a headless run exit 3")
+
+
+def add_run_options(parser, **_kwargs) -> None:
+    parser.add_argument("--num-requests", type=int, default=None, env_var="LOCUST_NUM_REQUESTS",
+                        help="Stop after exactly this many measured requests, across all workers "
+                             "(vllm bench serve's --num-prompts)")
+    parser.add_argument("--warmup-requests", type=int, default=0, env_var="LOCUST_WARMUP_REQUESTS",
+                        help="Send this many requests first and leave them out of every figure")
+    parser.add_argument("--warmup-seconds", type=float, default=0.0, env_var="LOCUST_WARMUP_SECONDS",
+                        help="Leave out the requests started in the first seconds of the run")
 
 
 def add_dataset_options(parser, **_kwargs) -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import logging
+
+import gevent
 import os
 import sys
 from dataclasses import dataclass, field
@@ -19,6 +21,7 @@ from pydantic import ValidationError
 from loadwatch.loadgen import webui
 from loadwatch.loadgen.exposition import client_registry
 from loadwatch.loadgen.options import add_options
+from loadwatch.loadgen.quota import ASK, GRANT, Quota, Tickets, WorkerTickets
 from loadwatch.loadgen.recorder import REPORT_KEY, Recorder
 from loadwatch.loadgen.state import RunState
 from loadwatch.metrics.summary import format_block, summarize
@@ -31,6 +34,7 @@ from loadwatch.workloads.tokens import tokenizer_for
 log = logging.getLogger(__name__)
 SLO_EXIT_CODE = 3
 TOKENIZED = ("sharegpt", "random", "prefix-repetition")
+TICKET_BATCH = 4  # tickets a worker asks for at a time: few messages, little held back at the end
 
 
 @dataclass
@@ -42,6 +46,8 @@ class Process:
     state: RunState | None = None  # on the master or a local runner only
     summary: str = ""
     workload: Workload | None = None  # built on first use, from this run's settings
+    quota: Quota | None = None  # what the users of this process may still send
+    tickets: Tickets | WorkerTickets | None = None  # the pool (master, local) or a worker's supply
     _building: Semaphore = field(default_factory=Semaphore)
 
     def dataset_workload(self, streamer: Streamer, model: str | None) -> Workload:
@@ -104,15 +110,32 @@ def on_init(environment, **_kwargs) -> None:
         events.report_to_master.add_listener(
             lambda data, **_kw: data.__setitem__(REPORT_KEY, process.recorder.report())
         )
+        process.tickets = WorkerTickets(runner, TICKET_BATCH)
     else:
         state = RunState(_scenarios(environment), environment.host or "")
         process = Process(settings, state.recorder, state)
         if isinstance(runner, MasterRunner):
             events.worker_report.add_listener(state.on_worker_report)
+            events.worker_report.add_listener(lambda **_kw: _stop_when_done(environment))
+            runner.register_message(ASK, lambda msg, **_kw: runner.send_message(
+                GRANT, {"kinds": process.tickets.take(msg.data["n"]) if process.tickets else []}, msg.node_id))
         _serve_metrics(environment, state, settings.metrics_port)
     environment.loadwatch = process
     _processes.append(process)
     events.request.add_listener(process.recorder.on_request)
+    if not isinstance(runner, (WorkerRunner, MasterRunner)):
+        events.request.add_listener(lambda **_kw: _stop_when_done(environment))
+
+
+def _stop_when_done(environment) -> None:
+    """End the run once --num-requests measured requests have finished, everywhere."""
+    process: Process = environment.loadwatch
+    wanted = process.settings.num_requests
+    if wanted and process.state.phase == "running" and process.recorder.finished >= wanted:
+        process.state.phase = "stopping"
+        # Not from inside this listener: quitting kills the user greenlet that may be running it.
+        stop = environment.runner.stop if environment.web_ui else environment.runner.quit
+        gevent.spawn(stop)
 
 
 @events.test_start.add_listener
@@ -124,15 +147,23 @@ def on_test_start(environment, **_kwargs) -> None:
     except ValueError as exc:
         log.error("%s; this run keeps the previous options", exc)
     process.workload = None
+    settings = process.settings
+    counted = settings.num_requests is not None or settings.warmup_requests > 0
+    if isinstance(process.tickets, WorkerTickets):
+        process.tickets.reset()
+        process.quota = Quota(process.tickets if counted else None, settings.warmup_seconds)
+    else:
+        process.tickets = Tickets(settings.num_requests, settings.warmup_requests) if counted else None
+        process.quota = Quota(process.tickets, settings.warmup_seconds)
     if process.state is not None:
-        process.state.start(environment.host or "")
+        process.state.start(environment.host or "", settings.warmup_requests, settings.warmup_seconds)
 
 
 @events.test_stop.add_listener
 def on_test_stop(environment, **_kwargs) -> None:
     state = environment.loadwatch.state
     if state is not None:
-        state.stage = "stopped"
+        state.phase = "stopped"
 
 
 @events.reset_stats.add_listener

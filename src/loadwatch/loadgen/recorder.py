@@ -27,6 +27,7 @@ class LLMRequest:
     elapsed: float
     metrics: RequestMetrics | None = None
     failure_reason: str | None = None
+    warmup: bool = False  # left out of every figure
 
     @property
     def labels(self) -> tuple[str, str]:
@@ -38,8 +39,15 @@ class Recorder:
         self.counts = MetricCounts()
         self.samples = Samples()
         self.in_flight: Counter[tuple[str, ...]] = Counter()
+        # Of this run (not Prometheus counters): what --num-requests and the warm-up stage follow.
+        self.finished = 0
+        self.warmup_finished = 0
 
     def record(self, req: LLMRequest) -> None:
+        if req.warmup:
+            self.warmup_finished += 1
+            return
+        self.finished += 1
         labels = req.labels
         self.counts.inc(d.REQUESTS, labels)
         m = req.metrics
@@ -67,12 +75,18 @@ class Recorder:
 
     def report(self) -> dict:
         """A worker's delta since its last report."""
-        return {
+        report = {
             "counts": self.counts.drain(),
             "samples": self.samples.drain(),
             "in_flight": [[list(k), n] for k, n in self.in_flight.items() if n],
+            "finished": self.finished,
+            "warmup_finished": self.warmup_finished,
         }
+        self.finished = self.warmup_finished = 0
+        return report
 
     def merge(self, report: dict) -> None:
         self.counts.merge(report["counts"])
         self.samples.merge(report["samples"])
+        self.finished += report["finished"]
+        self.warmup_finished += report["warmup_finished"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import secrets
 from collections import Counter
 from datetime import UTC, datetime
+from time import monotonic
 
 from loadwatch.loadgen.recorder import Recorder
 
@@ -18,16 +19,30 @@ class RunState:
         self.scenarios = scenarios
         self.target = target
         self.run_id = new_run_id()
-        self.stage = "idle"
+        self.phase = "idle"  # idle, running, stopped
         self.recorder = Recorder()
         self.worker_in_flight: dict[str, list] = {}
+        self.warmup_requests = 0
+        self.warmup_until = 0.0
 
-    def start(self, target: str) -> None:
+    def start(self, target: str, warmup_requests: int, warmup_seconds: float) -> None:
         # Prometheus series stay monotonic across runs of one process; the summary starts afresh.
         self.target = target
         self.run_id = new_run_id()
-        self.stage = "load"
+        self.phase = "running"
         self.recorder.samples.clear()
+        self.recorder.finished = self.recorder.warmup_finished = 0
+        self.warmup_requests = warmup_requests
+        self.warmup_until = monotonic() + warmup_seconds
+
+    @property
+    def stage(self) -> str:
+        """`warmup` until the warm-up is over, then `load`; `idle` and `stopped` around a run."""
+        if self.phase != "running":
+            return self.phase
+        if self.recorder.warmup_finished < self.warmup_requests or monotonic() < self.warmup_until:
+            return "warmup"
+        return "load"
 
     def in_flight(self) -> Counter[tuple[str, ...]]:
         total = Counter(self.recorder.in_flight)

@@ -9,6 +9,7 @@ from locust.exception import StopUser
 
 from loadwatch.client.stream import PATHS, Streamer
 from loadwatch.loadgen.models import UNKNOWN, resolve_model
+from loadwatch.loadgen.quota import WARMUP
 from loadwatch.loadgen.recorder import LLMRequest
 from loadwatch.metrics.timing import request_metrics
 from loadwatch.settings import LoadSettings
@@ -65,6 +66,10 @@ class LLMUser(User):
 
     @task
     def generate(self) -> None:
+        kind = self.process.quota.take()
+        if kind is None:  # this run's --num-requests are all sent
+            raise StopUser()
+        warmup = kind == WARMUP
         settings = self.process.settings
         payload = build_payload(settings, self.model, self.next_prompt())
         labels = (self.model or UNKNOWN, self.scenario)
@@ -83,10 +88,12 @@ class LLMUser(User):
             elapsed=result.elapsed,
             metrics=metrics,
             failure_reason=failure.reason if failure else None,
+            warmup=warmup,
         )
         self.environment.events.request.fire(
             request_type="POST",
-            name=self.scenario,
+            # Locust's own table keeps warm-up apart too.
+            name=f"{self.scenario} (warm-up)" if warmup else self.scenario,
             response_time=(metrics.e2e if metrics else result.elapsed) * 1000.0,
             response_length=result.received_bytes,
             response=None,
