@@ -119,3 +119,18 @@ def test_unreachable_server_and_bad_slo_give_clear_messages(tmp_path):
     assert bad.returncode == 2
     assert "expected NAME=LIMIT" not in bad.stderr and "unknown SLO" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+def test_options_work_as_environment_variables_and_in_locust_conf(fake_server, tmp_path):
+    server = fake_server("--ttft", "0.01", "--itl", "0.005", "--tokens", "5")
+    conf = tmp_path / "locust.conf"
+    conf.write_text(f"host = {server.url}\nheadless = true\nusers = 2\nrun-time = 2s\nmetrics-port = 0\n"
+                    "endpoint = completions\nslo = [ttft_p99_ms=5000, failure_ratio=0.5]\n")
+    results = tmp_path / "r.json"
+    run = subprocess.run(locust_command("--config", str(conf), "--stop-timeout", "5"), capture_output=True,
+                         text=True, timeout=60,
+                         env={**__import__("os").environ, "LOCUST_MAX_TOKENS": "7", "LOCUST_RESULTS_JSON": str(results)})
+    assert run.returncode == 0, run.stdout + run.stderr
+    options = json.loads(results.read_text())["options"]
+    assert options["max_tokens"] == 7 and options["endpoint"] == "completions"
+    assert options["slo"] == ["ttft_p99_ms=5000", "failure_ratio=0.5"]

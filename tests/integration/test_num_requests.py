@@ -36,3 +36,4 @@ def test_exactly_n_measured_requests_and_warmup_in_no_histogram(fake_server, tmp
     assert total(samples, "loadwatch_run_info", stage="stopped") == 1
     data = json.loads(results.read_text())
     assert data["completed"] + data["failed"] == 60
+    assert data["warmup_requests"] == 10

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 
 import gevent
 import os
@@ -21,7 +22,7 @@ from pydantic import ValidationError
 from loadwatch.loadgen import webui
 from loadwatch.loadgen.exposition import client_registry
 from loadwatch.loadgen.options import add_options
-from loadwatch.loadgen.quota import ASK, GRANT, Quota, Tickets, WorkerTickets
+from loadwatch.loadgen.quota import ASK, FINAL, FLUSH, GRANT, Quota, Tickets, WorkerTickets
 from loadwatch.loadgen.recorder import REPORT_KEY, Recorder
 from loadwatch.loadgen.state import RunState
 from loadwatch.metrics.summary import format_block, summarize
@@ -111,6 +112,7 @@ def on_init(environment, **_kwargs) -> None:
             lambda data, **_kw: data.__setitem__(REPORT_KEY, process.recorder.report())
         )
         process.tickets = WorkerTickets(runner, TICKET_BATCH)
+        runner.register_message(FLUSH, lambda **_kw: _send_final_report(environment), concurrent=True)
     else:
         state = RunState(_scenarios(environment), environment.host or "")
         process = Process(settings, state.recorder, state)
@@ -119,12 +121,42 @@ def on_init(environment, **_kwargs) -> None:
             events.worker_report.add_listener(lambda **_kw: _stop_when_done(environment))
             runner.register_message(ASK, lambda msg, **_kw: runner.send_message(
                 GRANT, {"kinds": process.tickets.take(msg.data["n"]) if process.tickets else []}, msg.node_id))
+            runner.register_message(FINAL, lambda msg, **_kw: state.on_final_report(msg.node_id, msg.data))
         _serve_metrics(environment, state, settings.metrics_port)
     environment.loadwatch = process
     _processes.append(process)
     events.request.add_listener(process.recorder.on_request)
     if not isinstance(runner, (WorkerRunner, MasterRunner)):
         events.request.add_listener(lambda **_kw: _stop_when_done(environment))
+
+
+def _send_final_report(environment) -> None:
+    """Worker: start nothing new, let what is in flight finish, then report it all to the master."""
+    process: Process = environment.loadwatch
+    if process.quota is not None:
+        process.quota.closed = True
+    deadline = time.monotonic() + (environment.stop_timeout or 0)
+    while sum(process.recorder.in_flight.values()) > 0 and time.monotonic() < deadline:
+        gevent.sleep(0.05)
+    environment.runner.send_message(FINAL, process.recorder.report())
+
+
+@events.test_stopping.add_listener
+def on_test_stopping(environment, **_kwargs) -> None:
+    """Master: collect every worker's last requests before Locust's stop or quit goes out.
+
+    On quit, Locust's master waits only half a second for the workers' last stats, while a worker
+    first lets its in-flight requests finish (--stop-timeout): those requests would be lost.
+    """
+    runner = environment.runner
+    if not isinstance(runner, MasterRunner):
+        return
+    state = environment.loadwatch.state
+    workers = {c.id for c in runner.clients.all if c.state != "missing"}
+    if workers:
+        state.expect_final_reports(workers)
+        runner.send_message(FLUSH, {})
+        state.finals_done.wait(timeout=(environment.stop_timeout or 0) + 10)
 
 
 def _stop_when_done(environment) -> None:
@@ -195,7 +227,8 @@ def on_quitting(environment, **_kwargs) -> None:
         return
     settings = process.settings
     result, verdicts = summarize(state.recorder.samples, settings.slo)
-    result = {"run_id": state.run_id, "target": state.target, **result, "options": settings.public_options()}
+    result = {"run_id": state.run_id, "target": state.target, **result,
+              "warmup_requests": state.recorder.warmup_finished, "options": settings.public_options()}
     process.summary = format_block(result, verdicts)
     if settings.results_json:
         _write_results(settings.results_json, result, process.summary)

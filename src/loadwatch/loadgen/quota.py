@@ -15,6 +15,7 @@ from gevent.lock import Semaphore
 
 WARMUP, MEASURED = "warmup", "measured"
 ASK, GRANT = "loadwatch_tickets", "loadwatch_grant"
+FLUSH, FINAL = "loadwatch_flush", "loadwatch_final"
 
 
 class Tickets:
@@ -76,8 +77,11 @@ class Quota:
     def __init__(self, tickets: Tickets | WorkerTickets | None, warmup_seconds: float) -> None:
         self.tickets = tickets
         self.warmup_until = monotonic() + warmup_seconds
+        self.closed = False  # the run is stopping: no new request
 
     def take(self) -> str | None:
+        if self.closed:
+            return None
         # The warm-up seconds take no ticket, so --num-requests still counts measured requests only.
         if monotonic() < self.warmup_until:
             return WARMUP

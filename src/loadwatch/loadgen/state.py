@@ -7,6 +7,8 @@ from collections import Counter
 from datetime import UTC, datetime
 from time import monotonic
 
+from gevent.event import Event
+
 from loadwatch.loadgen.recorder import Recorder
 
 
@@ -24,6 +26,8 @@ class RunState:
         self.worker_in_flight: dict[str, list] = {}
         self.warmup_requests = 0
         self.warmup_until = 0.0
+        self.finals_pending: set[str] = set()
+        self.finals_done = Event()
 
     def start(self, target: str, warmup_requests: int, warmup_seconds: float) -> None:
         # Prometheus series stay monotonic across runs of one process; the summary starts afresh.
@@ -50,6 +54,17 @@ class RunState:
             for labels, n in entries:
                 total[tuple(labels)] += n
         return total
+
+    def expect_final_reports(self, workers: set[str]) -> None:
+        self.finals_pending = set(workers)
+        self.finals_done.clear()
+
+    def on_final_report(self, client_id: str, report: dict) -> None:
+        self.recorder.merge(report)
+        self.worker_in_flight[client_id] = report["in_flight"]
+        self.finals_pending.discard(client_id)
+        if not self.finals_pending:
+            self.finals_done.set()
 
     def on_worker_report(self, client_id: str, data: dict, **_kwargs) -> None:
         report = data.get("loadwatch")
