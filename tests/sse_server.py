@@ -8,7 +8,7 @@ arrival: first at +TTFT, then every ITL, so the schedule does not drift under lo
 
 Prints `listening on PORT` when ready. GET /stats returns what it did: outcomes, and the median
 TTFT (first content write minus the arrival of the request's first byte) and TPOT it really
-produced; GET /stats/ttft-by-user the true TTFT of each request that named a `user`. It speaks just enough HTTP/1.1 by hand (keep-alive, Content-Length bodies, chunked
+produced; GET /stats/arrivals the arrival times, /stats/ttft-by-user the true TTFT of each request that named a `user`. It speaks just enough HTTP/1.1 by hand (keep-alive, Content-Length bodies, chunked
 responses) to stamp a request's first byte and write each chunk synchronously: an HTTP framework
 adds about a millisecond of its own between the two, which is the size of the error under test.
 """
@@ -44,6 +44,7 @@ class Stats:
         self.true_ttft: list[float] = []
         self.true_tpot: list[float] = []
         self.ttft_by_user: dict[str, float] = {}  # requests that name a `user`, for pairing
+        self.arrival_times: list[float] = []
 
     def as_json(self) -> dict:
         def median_ms(values: list[float]) -> float | None:
@@ -119,6 +120,8 @@ class Connection(asyncio.Protocol):
                 self._respond(200, {"object": "list", "data": [{"id": "fake-model", "object": "model"}]})
             elif method == "GET" and path == "/stats":
                 self._respond(200, self.stats.as_json())
+            elif method == "GET" and path == "/stats/arrivals":
+                self._respond(200, self.stats.arrival_times)
             elif method == "GET" and path == "/stats/ttft-by-user":
                 self._respond(200, self.stats.ttft_by_user)
             elif method == "POST" and path in ("/v1/chat/completions", "/v1/completions"):
@@ -136,6 +139,7 @@ class Connection(asyncio.Protocol):
         """Stream one completion; False when the connection was closed on purpose."""
         stats, config = self.stats, self.config
         stats.arrivals += 1
+        stats.arrival_times.append(arrival)
         fault = config.fault_for(stats.arrivals)
         if fault:
             stats.outcomes[fault] += 1

@@ -28,6 +28,9 @@ class LoadSettings(BaseSettings):
     metrics_port: int = Field(9646, ge=0, le=65535)
     results_json: Path | None = None
     slo: list[SLO] = []
+    request_rate: float | None = Field(None, gt=0)
+    burstiness: float = Field(1.0, gt=0)
+    max_concurrency: int | None = Field(None, gt=0)
     num_requests: int | None = Field(None, gt=0)
     warmup_requests: int = Field(0, ge=0)
     warmup_seconds: float = Field(0.0, ge=0)

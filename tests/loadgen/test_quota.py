@@ -20,3 +20,18 @@ def test_warmup_seconds_take_no_ticket(monkeypatch):
     assert [q.take(), q.take()] == [WARMUP, WARMUP]
     clock[0] = 106.0
     assert [q.take(), q.take(), q.take()] == [MEASURED, MEASURED, None]
+
+
+def test_open_loop_lag_and_drops_are_counted_outside_warmup():
+    from loadwatch.loadgen.recorder import Recorder
+    from loadwatch.metrics import definitions as d
+
+    recorder = Recorder()
+    labels = ("m", "chat")
+    recorder.record_lag(labels, 0.002, warmup=False)
+    recorder.record_lag(labels, 0.5, warmup=True)
+    recorder.record_drop(labels, warmup=False)
+    recorder.record_drop(labels, warmup=True)
+    (_, lag), = recorder.counts.histograms_named(d.ARRIVAL_LAG.name)
+    assert sum(lag.counts) == 1
+    assert dict(recorder.counts.counters_named(d.ARRIVALS_DROPPED)) == {labels: 1.0}

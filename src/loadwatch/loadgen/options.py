@@ -52,6 +52,13 @@ def add_request_options(parser, **_kwargs) -> None:
 
 
 def add_run_options(parser, **_kwargs) -> None:
+    parser.add_argument("--request-rate", type=float, default=None, env_var="LOCUST_REQUEST_RATE",
+                        help="Open loop: requests per second over the whole run, sent whether or not earlier "
+                             "ones have answered; each user is an arrival process of rate/users")
+    parser.add_argument("--burstiness", type=float, default=1.0, env_var="LOCUST_BURSTINESS",
+                        help="Open loop: gamma shape of the gaps; 1 is Poisson, lower is burstier")
+    parser.add_argument("--max-concurrency", type=int, default=None, env_var="LOCUST_MAX_CONCURRENCY",
+                        help="Open loop: requests in flight at most; an arrival over it is dropped and counted")
     parser.add_argument("--num-requests", type=int, default=None, env_var="LOCUST_NUM_REQUESTS",
                         help="Stop after exactly this many measured requests, across all workers "
                              "(vllm bench serve's --num-prompts)")

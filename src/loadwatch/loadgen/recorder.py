@@ -68,6 +68,14 @@ class Recorder:
             self.counts.inc(d.GENERATION_TOKENS, labels, m.completion_tokens)
         self.samples.of(labels).add_success(req.started_at, m)
 
+    def record_lag(self, labels: tuple[str, str], lag: float, warmup: bool) -> None:
+        if not warmup:
+            self.counts.observe(d.ARRIVAL_LAG.name, labels, max(0.0, lag))
+
+    def record_drop(self, labels: tuple[str, str], warmup: bool) -> None:
+        if not warmup:
+            self.counts.inc(d.ARRIVALS_DROPPED, labels)
+
     def on_request(self, context: dict | None = None, **_kwargs) -> None:
         req = (context or {}).get("llm")
         if isinstance(req, LLMRequest):

@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import logging
+import math
+import random
+import time
 
+import gevent
+from gevent.pool import Group
 from locust import User, constant, task
 from locust.exception import StopUser
 
@@ -14,6 +19,7 @@ from loadwatch.loadgen.recorder import LLMRequest
 from loadwatch.metrics.timing import request_metrics
 from loadwatch.settings import LoadSettings
 from loadwatch.client.failures import RequestFailed
+from loadwatch.workloads.arrivals import gap
 from loadwatch.workloads.datasets import Workload
 from loadwatch.workloads.errors import DatasetError
 from loadwatch.workloads.prompt import Prompt
@@ -41,7 +47,8 @@ def build_payload(settings: LoadSettings, model: str | None, prompt: Prompt) -> 
 
 
 class LLMUser(User):
-    """One closed-loop client: sends a streamed request, waits for it to end, sends the next."""
+    """A closed-loop client (send, wait for the end, send the next) or, with --request-rate, an
+    open-loop arrival process."""
 
     abstract = True
     scenario = "chat"  # the Locust request name and the `scenario` label
@@ -66,9 +73,47 @@ class LLMUser(User):
 
     @task
     def generate(self) -> None:
+        if self.process.settings.request_rate:
+            self._open_loop()
+            return
         kind = self.process.quota.take()
         if kind is None:  # this run's --num-requests are all sent
             raise StopUser()
+        self._send(kind, self.streamer)
+
+    def _open_loop(self) -> None:
+        """Send at scheduled times whatever the answers: no coordinated omission."""
+        settings = self.process.settings
+        users = max(1, getattr(self.environment.parsed_options, "num_users", None) or 1)
+        rate = settings.request_rate / users
+        cap = math.ceil(settings.max_concurrency / users) if settings.max_concurrency else None
+        rng = random.Random(f"{settings.seed}-{id(self)}")
+        labels = (self.model or UNKNOWN, self.scenario)
+        idle: list[Streamer] = [self.streamer]
+        busy = Group()
+        scheduled = time.monotonic()
+        while True:
+            scheduled += gap(rng, rate, settings.burstiness)
+            gevent.sleep(max(0.0, scheduled - time.monotonic()))
+            kind = self.process.quota.take()
+            if kind is None:
+                busy.join()
+                raise StopUser()
+            if cap is not None and len(busy) >= cap:
+                self.process.recorder.record_drop(labels, warmup=kind == WARMUP)
+                continue
+            self.process.recorder.record_lag(labels, time.monotonic() - scheduled, warmup=kind == WARMUP)
+            streamer = idle.pop() if idle else Streamer(self.host or "", self.streamer.api_key,
+                                                        settings.request_timeout)
+            busy.spawn(self._send_and_return, kind, streamer, idle)
+
+    def _send_and_return(self, kind: str, streamer: Streamer, idle: list[Streamer]) -> None:
+        try:
+            self._send(kind, streamer)
+        finally:
+            idle.append(streamer)
+
+    def _send(self, kind: str, streamer: Streamer) -> None:
         warmup = kind == WARMUP
         settings = self.process.settings
         payload = build_payload(settings, self.model, self.next_prompt())
@@ -76,7 +121,7 @@ class LLMUser(User):
         in_flight = self.process.recorder.in_flight
         in_flight[labels] += 1
         try:
-            result = self.streamer.stream(settings.endpoint, payload)
+            result = streamer.stream(settings.endpoint, payload)
         finally:
             in_flight[labels] -= 1
         failure = result.failure
@@ -100,5 +145,5 @@ class LLMUser(User):
             context={"llm": record},
             exception=failure,
             start_time=result.started_at,
-            url=self.streamer.prefix + PATHS[settings.endpoint],
+            url=streamer.prefix + PATHS[settings.endpoint],
         )
