@@ -31,3 +31,17 @@ def test_arrivals_have_the_asked_rate_and_variation(fake_server, tmp_path, burst
     assert mean == pytest.approx(0.01, rel=0.05)
     assert statistics.pstdev(gaps) / mean == pytest.approx(cv, abs=0.15)
     assert json.loads((tmp_path / "r.json").read_text())["completed"] == 1000
+
+
+def test_dropped_arrivals_use_up_no_request_of_num_requests(fake_server, tmp_path):
+    # 50 arrivals/s against one slot of ~100 ms requests: most arrivals are dropped.
+    server = fake_server("--ttft", "0.05", "--itl", "0.01", "--tokens", "5")
+    run = subprocess.run(
+        locust_command("-H", server.url, "--headless", "-u", "1", "-r", "1", "--metrics-port", "0",
+                       "--request-rate", "50", "--max-concurrency", "1", "--num-requests", "30",
+                       "--results-json", str(tmp_path / "r.json")),
+        capture_output=True, text=True, timeout=120,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert server.stats()["arrivals"] == 30
+    assert json.loads((tmp_path / "r.json").read_text())["completed"] == 30

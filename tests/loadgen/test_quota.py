@@ -22,7 +22,7 @@ def test_warmup_seconds_take_no_ticket(monkeypatch):
     assert [q.take(), q.take(), q.take()] == [MEASURED, MEASURED, None]
 
 
-def test_open_loop_lag_and_drops_are_counted_outside_warmup():
+def test_open_loop_lag_is_counted_outside_warmup_and_every_drop_is_counted():
     from loadwatch.loadgen.recorder import Recorder
     from loadwatch.metrics import definitions as d
 
@@ -30,8 +30,8 @@ def test_open_loop_lag_and_drops_are_counted_outside_warmup():
     labels = ("m", "chat")
     recorder.record_lag(labels, 0.002, warmup=False)
     recorder.record_lag(labels, 0.5, warmup=True)
-    recorder.record_drop(labels, warmup=False)
-    recorder.record_drop(labels, warmup=True)
+    recorder.record_drop(labels)
+    recorder.record_drop(labels)
     (_, lag), = recorder.counts.histograms_named(d.ARRIVAL_LAG.name)
     assert sum(lag.counts) == 1
-    assert dict(recorder.counts.counters_named(d.ARRIVALS_DROPPED)) == {labels: 1.0}
+    assert dict(recorder.counts.counters_named(d.ARRIVALS_DROPPED)) == {labels: 2.0}

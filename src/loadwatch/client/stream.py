@@ -68,7 +68,6 @@ class Streamer:
     def __init__(self, base_url: str, api_key: str | None, timeout: float) -> None:
         self.origin, self.prefix = split_base_url(base_url)
         self.timeout = timeout
-        self.api_key = api_key
         self.headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
         if api_key:
             self.headers["Authorization"] = f"Bearer {api_key}"

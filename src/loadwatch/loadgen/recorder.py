@@ -72,9 +72,8 @@ class Recorder:
         if not warmup:
             self.counts.observe(d.ARRIVAL_LAG.name, labels, max(0.0, lag))
 
-    def record_drop(self, labels: tuple[str, str], warmup: bool) -> None:
-        if not warmup:
-            self.counts.inc(d.ARRIVALS_DROPPED, labels)
+    def record_drop(self, labels: tuple[str, str]) -> None:
+        self.counts.inc(d.ARRIVALS_DROPPED, labels)
 
     def on_request(self, context: dict | None = None, **_kwargs) -> None:
         req = (context or {}).get("llm")

@@ -12,13 +12,13 @@ from gevent.pool import Group
 from locust import User, constant, task
 from locust.exception import StopUser
 
+from loadwatch.client.failures import RequestFailed
 from loadwatch.client.stream import PATHS, Streamer
 from loadwatch.loadgen.models import UNKNOWN, resolve_model
 from loadwatch.loadgen.quota import WARMUP
 from loadwatch.loadgen.recorder import LLMRequest
 from loadwatch.metrics.timing import request_metrics
 from loadwatch.settings import LoadSettings
-from loadwatch.client.failures import RequestFailed
 from loadwatch.workloads.arrivals import gap
 from loadwatch.workloads.datasets import Workload
 from loadwatch.workloads.errors import DatasetError
@@ -58,8 +58,8 @@ class LLMUser(User):
     def on_start(self) -> None:
         self.process = self.environment.loadwatch
         settings = self.process.settings
-        api_key = settings.api_key.get_secret_value() if settings.api_key else None
-        self.streamer = Streamer(self.host or "", api_key, settings.request_timeout)
+        self.api_key = settings.api_key.get_secret_value() if settings.api_key else None
+        self.streamer = Streamer(self.host or "", self.api_key, settings.request_timeout)
         self.model = settings.model or resolve_model(self.streamer)
         try:
             self.next_prompt = self.workload or self.process.dataset_workload(self.streamer, self.model)
@@ -89,23 +89,28 @@ class LLMUser(User):
         cap = math.ceil(settings.max_concurrency / users) if settings.max_concurrency else None
         rng = random.Random(f"{settings.seed}-{id(self)}")
         labels = (self.model or UNKNOWN, self.scenario)
-        idle: list[Streamer] = [self.streamer]
+        idle: list[Streamer] = []
         busy = Group()
         scheduled = time.monotonic()
-        while True:
-            scheduled += gap(rng, rate, settings.burstiness)
-            gevent.sleep(max(0.0, scheduled - time.monotonic()))
-            kind = self.process.quota.take()
-            if kind is None:
-                busy.join()
-                raise StopUser()
-            if cap is not None and len(busy) >= cap:
-                self.process.recorder.record_drop(labels, warmup=kind == WARMUP)
-                continue
-            self.process.recorder.record_lag(labels, time.monotonic() - scheduled, warmup=kind == WARMUP)
-            streamer = idle.pop() if idle else Streamer(self.host or "", self.streamer.api_key,
-                                                        settings.request_timeout)
-            busy.spawn(self._send_and_return, kind, streamer, idle)
+        try:
+            while True:
+                scheduled += gap(rng, rate, settings.burstiness)
+                gevent.sleep(max(0.0, scheduled - time.monotonic()))
+                # Checked before a ticket is taken: a dropped arrival must not use up --num-requests.
+                if cap is not None and len(busy) >= cap:
+                    self.process.recorder.record_drop(labels)
+                    continue
+                kind = self.process.quota.take()
+                if kind is None:
+                    busy.join()
+                    raise StopUser()
+                self.process.recorder.record_lag(labels, time.monotonic() - scheduled, warmup=kind == WARMUP)
+                streamer = idle.pop() if idle else Streamer(self.host or "", self.api_key, settings.request_timeout)
+                busy.spawn(self._send_and_return, kind, streamer, idle)
+        finally:
+            busy.kill()
+            for streamer in idle:
+                streamer.close()
 
     def _send_and_return(self, kind: str, streamer: Streamer, idle: list[Streamer]) -> None:
         try:
