@@ -8,7 +8,8 @@ arrival: first at +TTFT, then every ITL, so the schedule does not drift under lo
 
 Prints `listening on PORT` when ready. GET /stats returns what it did: outcomes, and the median
 TTFT (first content write minus the arrival of the request's first byte) and TPOT it really
-produced; GET /stats/arrivals the arrival times, /stats/ttft-by-user the true TTFT of each request that named a `user`. It speaks just enough HTTP/1.1 by hand (keep-alive, Content-Length bodies, chunked
+produced; GET /stats/arrivals the arrival times, /stats/ttft-by-user the true TTFT of each
+request that named a `user`. It speaks just enough HTTP/1.1 by hand (keep-alive, Content-Length bodies, chunked
 responses) to stamp a request's first byte and write each chunk synchronously: an HTTP framework
 adds about a millisecond of its own between the two, which is the size of the error under test.
 """

@@ -13,7 +13,8 @@ from pathlib import Path
 from loadwatch.engine import process
 from loadwatch.engine.settings import EngineSettings
 from loadwatch.engine.setup import SetupError, ensure_engine, ensure_model
-from loadwatch.stack.components import StackError, log_tail, port_or_free
+from loadwatch.processes import answers, log_tail, port_or_free
+from loadwatch.stack.components import StackError
 from loadwatch.stack.settings import StackSettings
 from loadwatch.stack.stack import down, up
 
@@ -51,7 +52,7 @@ def engine_command(args: argparse.Namespace) -> int:
         if info is None:
             say("no engine running")
             return 1
-        state = "healthy" if process.healthy(info.url) else "not answering /health"
+        state = "healthy" if answers(info.url + "/health") else "not answering /health"
         say(f"engine pid {info.pid} at {info.url}: {state}; log {info.log}")
     return 0
 

@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 
 import pytest
 
-from tests.conftest import finish, free_port, get, locust_command, scrape, total, wait_for
+from tests.conftest import (
+    finish,
+    free_port,
+    get,
+    locust_command,
+    scrape,
+    total,
+    wait_for,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -129,7 +138,7 @@ def test_options_work_as_environment_variables_and_in_locust_conf(fake_server, t
     results = tmp_path / "r.json"
     run = subprocess.run(locust_command("--config", str(conf), "--stop-timeout", "5"), capture_output=True,
                          text=True, timeout=60,
-                         env={**__import__("os").environ, "LOCUST_MAX_TOKENS": "7", "LOCUST_RESULTS_JSON": str(results)})
+                         env={**os.environ, "LOCUST_MAX_TOKENS": "7", "LOCUST_RESULTS_JSON": str(results)})
     assert run.returncode == 0, run.stdout + run.stderr
     options = json.loads(results.read_text())["options"]
     assert options["max_tokens"] == 7 and options["endpoint"] == "completions"

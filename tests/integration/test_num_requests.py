@@ -7,7 +7,15 @@ import subprocess
 
 import pytest
 
-from tests.conftest import finish, free_port, get, locust_command, scrape, total, wait_for
+from tests.conftest import (
+    finish,
+    free_port,
+    get,
+    locust_command,
+    scrape,
+    total,
+    wait_for,
+)
 
 pytestmark = pytest.mark.integration
 

@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import socket
 import subprocess
 import time
-import urllib.request
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from loadwatch.engine.settings import EngineSettings
+from loadwatch.processes import alive, answers, log_tail, port_or_free, stop_group
 
 
 class EngineError(Exception):
@@ -30,31 +28,8 @@ class EngineInfo:
         return f"http://127.0.0.1:{self.port}"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _state_file(settings: EngineSettings) -> Path:
     return settings.state_dir / "engine.json"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def log_tail(path: str | Path, lines: int = 25) -> str:
-    try:
-        return "\n".join(Path(path).read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return "(no log)"
 
 
 def running(settings: EngineSettings) -> EngineInfo | None:
@@ -62,15 +37,7 @@ def running(settings: EngineSettings) -> EngineInfo | None:
         info = EngineInfo(**json.loads(_state_file(settings).read_text()))
     except (OSError, ValueError, TypeError):
         return None
-    return info if _alive(info.pid) else None
-
-
-def healthy(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url + "/health", timeout=2) as response:
-            return response.status == 200
-    except OSError:
-        return False
+    return info if alive(info.pid) else None
 
 
 def command(settings: EngineSettings, model_dir: Path, port: int, extra: list[str]) -> list[str]:
@@ -93,7 +60,7 @@ def start(settings: EngineSettings, model_dir: Path, port: int | None = None, ex
     if existing is not None:
         raise EngineError(f"an engine is already running (pid {existing.pid}, {existing.url}); "
                           "stop it with `loadwatch engine stop`")
-    port = port or free_port()
+    port = port or port_or_free()
     settings.state_dir.mkdir(parents=True, exist_ok=True)
     log_path = settings.state_dir / "vllm.log"
     reserved = min(settings.reserved_cpus, (os.cpu_count() or 1) - 1)
@@ -107,7 +74,7 @@ def start(settings: EngineSettings, model_dir: Path, port: int | None = None, ex
     _state_file(settings).write_text(json.dumps(asdict(info)))
     started = time.monotonic()
     say(f"Starting vLLM on {info.url} (pid {info.pid}, log {log_path})")
-    while not healthy(info.url):
+    while not answers(info.url + "/health"):
         if process.poll() is not None:
             _state_file(settings).unlink(missing_ok=True)
             raise EngineError(f"vLLM exited with code {process.returncode} while starting:\n{log_tail(log_path)}")
@@ -127,17 +94,5 @@ def stop(settings: EngineSettings, grace: float = 30.0) -> EngineInfo | None:
     _state_file(settings).unlink(missing_ok=True)
     if info is None:
         return None
-    try:
-        os.killpg(info.pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return info
-    deadline = time.monotonic() + grace
-    while _alive(info.pid) and time.monotonic() < deadline:
-        time.sleep(0.2)
-        try:
-            os.waitpid(info.pid, os.WNOHANG)
-        except ChildProcessError:
-            pass
-    if _alive(info.pid):
-        os.killpg(info.pid, signal.SIGKILL)
+    stop_group(info.pid, grace)
     return info

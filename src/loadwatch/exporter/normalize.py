@@ -8,7 +8,11 @@ from prometheus_client.core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
 from loadwatch.exporter.schema import (
-    FAMILIES, PREFIX, V0_PREFIX_HIT_RATE, V0_SPEC_ACCEPTANCE_RATE, wanted_names,
+    FAMILIES,
+    PREFIX,
+    V0_PREFIX_HIT_RATE,
+    V0_SPEC_ACCEPTANCE_RATE,
+    wanted_names,
 )
 
 _WANTED = wanted_names()

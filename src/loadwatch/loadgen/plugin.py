@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 import logging
-import time
-
-import gevent
 import os
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import gevent
 from gevent.lock import Semaphore
 from gevent.pywsgi import WSGIServer
 from locust import events
@@ -19,14 +18,22 @@ from locust.runners import MasterRunner, WorkerRunner
 from prometheus_client import make_wsgi_app
 from pydantic import ValidationError
 
+from loadwatch.client.stream import Streamer
 from loadwatch.loadgen import webui
 from loadwatch.loadgen.exposition import client_registry
 from loadwatch.loadgen.options import add_options
-from loadwatch.loadgen.quota import ASK, FINAL, FLUSH, GRANT, Quota, Tickets, WorkerTickets
+from loadwatch.loadgen.quota import (
+    ASK,
+    FINAL,
+    FLUSH,
+    GRANT,
+    Quota,
+    Tickets,
+    WorkerTickets,
+)
 from loadwatch.loadgen.recorder import REPORT_KEY, Recorder
 from loadwatch.loadgen.state import RunState
 from loadwatch.metrics.summary import format_block, summarize
-from loadwatch.client.stream import Streamer
 from loadwatch.settings import LoadSettings
 from loadwatch.workloads.datasets import Workload, build, validate
 from loadwatch.workloads.errors import DatasetError

@@ -6,7 +6,7 @@ from array import array
 
 import numpy as np
 
-from loadwatch.metrics.samples import ScenarioSamples, Samples
+from loadwatch.metrics.samples import Samples, ScenarioSamples
 from loadwatch.metrics.slo import FAILURE_RATIO, GOODPUT_METRICS, SLO, Verdict
 
 PERCENTILES = (50, 90, 95, 99)

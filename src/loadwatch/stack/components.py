@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import os
-import signal
-import socket
 import subprocess
 import time
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+
+from loadwatch.processes import alive, answers, log_tail, stop_group
 
 
 class StackError(Exception):
@@ -24,43 +23,7 @@ class Component:
     log: str
 
     def alive(self) -> bool:
-        try:
-            os.kill(self.pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        try:  # reap it if it is our own dead child
-            return os.waitpid(self.pid, os.WNOHANG) == (0, 0)
-        except ChildProcessError:
-            return True
-
-
-def port_or_free(preferred: int) -> int:
-    """The default port when it is free, else any free one."""
-    for port in (preferred, 0):
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return s.getsockname()[1]
-    raise StackError("no free port")
-
-
-def log_tail(path: str | Path, lines: int = 20) -> str:
-    try:
-        return "\n".join(Path(path).read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return "(no log)"
-
-
-def ready(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as response:
-            return response.status == 200
-    except OSError:
-        return False
+        return alive(self.pid)
 
 
 def start(name: str, command: list[str], url: str, ready_path: str, log_dir: Path, timeout: float,
@@ -75,7 +38,7 @@ def start(name: str, command: list[str], url: str, ready_path: str, log_dir: Pat
         raise StackError(f"{name}: {command[0]} is not installed") from None
     component = Component(name, process.pid, url, str(log))
     deadline = time.monotonic() + timeout
-    while not ready(url + ready_path):
+    while not answers(url + ready_path):
         if process.poll() is not None:
             raise StackError(f"{name} exited with code {process.returncode} while starting; "
                              f"end of {log}:\n{log_tail(log)}")
@@ -88,12 +51,4 @@ def start(name: str, command: list[str], url: str, ready_path: str, log_dir: Pat
 
 
 def stop(component: Component, grace: float = 20.0) -> None:
-    try:
-        os.killpg(component.pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    deadline = time.monotonic() + grace
-    while component.alive() and time.monotonic() < deadline:
-        time.sleep(0.2)
-    if component.alive():
-        os.killpg(component.pid, signal.SIGKILL)
+    stop_group(component.pid, grace)

@@ -11,8 +11,9 @@ from urllib.parse import urlsplit
 from loadwatch.engine import process as engine
 from loadwatch.engine.settings import EngineSettings
 from loadwatch.engine.setup import ensure_engine, ensure_model
+from loadwatch.processes import port_or_free
 from loadwatch.stack import components
-from loadwatch.stack.components import Component, StackError, port_or_free
+from loadwatch.stack.components import Component, StackError
 from loadwatch.stack.config import render_alertmanager, render_prometheus
 from loadwatch.stack.settings import StackSettings
 
