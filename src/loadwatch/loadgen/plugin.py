@@ -7,7 +7,9 @@ import logging
 import os
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from itertools import count
 from pathlib import Path
 
 import gevent
@@ -56,6 +58,7 @@ class Process:
     workload: Workload | None = None  # built on first use, from this run's settings
     quota: Quota | None = None  # what the users of this process may still send
     tickets: Tickets | WorkerTickets | None = None  # the pool (master, local) or a worker's supply
+    user_numbers: Iterator[int] = field(default_factory=count)  # for the users' arrival seeds
     _building: Semaphore = field(default_factory=Semaphore)
 
     def dataset_workload(self, streamer: Streamer, model: str | None) -> Workload:
@@ -186,6 +189,7 @@ def on_test_start(environment, **_kwargs) -> None:
     except ValueError as exc:
         log.error("%s; this run keeps the previous options", exc)
     process.workload = None
+    process.user_numbers = count()
     settings = process.settings
     counted = settings.num_requests is not None or settings.warmup_requests > 0
     if isinstance(process.tickets, WorkerTickets):

@@ -87,7 +87,9 @@ class LLMUser(User):
         users = max(1, getattr(self.environment.parsed_options, "num_users", None) or 1)
         rate = settings.request_rate / users
         cap = math.ceil(settings.max_concurrency / users) if settings.max_concurrency else None
-        rng = random.Random(f"{settings.seed}-{id(self)}")
+        # Reproducible for a seed: the same worker and user draw the same arrival times every run.
+        worker = getattr(self.environment.runner, "worker_index", 0)
+        rng = random.Random(f"{settings.seed}-{worker}-{next(self.process.user_numbers)}")
         labels = (self.model or UNKNOWN, self.scenario)
         idle: list[Streamer] = []
         busy = Group()
