@@ -34,6 +34,11 @@ class LoadSettings(BaseSettings):
     num_requests: int | None = Field(None, gt=0)
     warmup_requests: int = Field(0, ge=0)
     warmup_seconds: float = Field(0.0, ge=0)
+    shape: Literal["step", "ramp", "spike", "sweep"] | None = None
+    stage_duration: float = Field(60.0, gt=0)
+    step_size: float | None = Field(None, gt=0)
+    spike_base: float | None = Field(None, gt=0)
+    sweep: list[float] = []
     dataset: Literal["builtin", "sharegpt", "random", "prefix-repetition", "agent", "jsonl"] = "builtin"
     dataset_path: Path | None = None
     seed: int = 0
@@ -53,6 +58,13 @@ class LoadSettings(BaseSettings):
         if isinstance(value, str):
             value = value.split(",")
         return [parse_slo(v.strip()) if isinstance(v, str) else v for v in value or [] if v != ""]
+
+    @field_validator("sweep", mode="before")
+    @classmethod
+    def _parse_sweep(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [v.strip() for v in value.split(",") if v.strip()]
+        return value
 
     @classmethod
     def from_options(cls, options: object) -> LoadSettings:

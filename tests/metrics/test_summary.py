@@ -76,3 +76,20 @@ def test_good_slos_parse():
     assert parse_slo("e2el_median_ms=20000").limit == 20000
     assert parse_slo("tpot_p99.9_ms=50").stat == "p99.9"
     assert parse_slo("failure_ratio=0.01").metric == "failure_ratio"
+
+
+def test_each_stage_counts_the_requests_sent_in_it_over_its_own_time():
+    samples = make_samples()  # starts 1000.0 .. 1009.9, one failure at 1000.05
+    samples.of(("m", "chat")).add_success(1005.0, request_metrics(RawTiming(0.0, (0.9, 0.95), 2, 2)))
+    stages = [{"name": "step-1", "level": 2, "unit": "users", "start": 1000.0, "end": 1005.0},
+              {"name": "step-2", "level": 4, "unit": "users", "start": 1005.0, "end": 1010.0}]
+    result, _ = summarize(samples, [], stages)
+    first, second = result["stages"]
+    assert (first["name"], first["completed"], first["failed"]) == ("step-1", 50, 1)
+    assert first["failures"] == {"http_500": 1}
+    assert second["completed"] == 51 and second["failed"] == 0
+    assert second["request_throughput"] == pytest.approx(51 / 5.0)
+    # The stage's own request brings its 900 ms TTFT and its one 50 ms gap with it, no other's.
+    assert second["p99_ttft_ms"] == pytest.approx(np.percentile([*range(150, 200), 900], 99))
+    assert second["mean_itl_ms"] == pytest.approx((50 * 9 * 20.0 + 50.0) / (50 * 9 + 1))
+    assert "step-2" in format_block(result, [])

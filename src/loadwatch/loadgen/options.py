@@ -65,6 +65,19 @@ def add_run_options(parser) -> None:
                         help="Send this many requests first and leave them out of every figure")
     parser.add_argument("--warmup-seconds", type=float, default=0.0, env_var="LOCUST_WARMUP_SECONDS",
                         help="Leave out the requests started in the first seconds of the run")
+    parser.add_argument("--shape", default=None, choices=["step", "ramp", "spike", "sweep"], env_var="LOCUST_SHAPE",
+                        include_in_web_ui=False,
+                        help="Load shape, stage by stage: step (up to -u users, or --request-rate, in --step-size "
+                             "steps), ramp (0 to peak, then hold), spike (base, peak, base) or sweep (--sweep levels)")
+    parser.add_argument("--stage-duration", type=float, default=60.0, env_var="LOCUST_STAGE_DURATION",
+                        help="Seconds each stage of --shape lasts")
+    parser.add_argument("--step-size", type=float, default=None, env_var="LOCUST_STEP_SIZE",
+                        help="step: users (or requests/s) added at each step; default a quarter of the peak")
+    parser.add_argument("--spike-base", type=float, default=None, env_var="LOCUST_SPIKE_BASE",
+                        help="spike: users (or requests/s) before and after the spike; default a quarter of the peak")
+    parser.add_argument("--sweep", default=None, env_var="LOCUST_SWEEP",
+                        help="sweep: comma-separated levels, one stage each: user counts, or request rates "
+                             "with --request-rate")
 
 
 def add_dataset_options(parser) -> None:

@@ -34,6 +34,8 @@ from loadwatch.loadgen.quota import (
     WorkerTickets,
 )
 from loadwatch.loadgen.recorder import REPORT_KEY, Recorder
+from loadwatch.loadgen.schedule import Stage, level_now, plan_run
+from loadwatch.loadgen.shape import LOAD_START, OptionShape, users
 from loadwatch.loadgen.state import RunState
 from loadwatch.metrics.summary import format_block, summarize
 from loadwatch.settings import LoadSettings
@@ -59,7 +61,16 @@ class Process:
     quota: Quota | None = None  # what the users of this process may still send
     tickets: Tickets | WorkerTickets | None = None  # the pool (master, local) or a worker's supply
     user_numbers: Iterator[int] = field(default_factory=count)  # for the users' arrival seeds
+    schedule: list[Stage] = field(default_factory=list)  # --shape's, in every process
+    load_start: float | None = None  # a worker's copy of the master's RunState.load_started()
     _building: Semaphore = field(default_factory=Semaphore)
+
+    def request_rate(self) -> float | None:
+        """The open loop's rate now: --request-rate, or the load shape's level at this moment."""
+        if not self.schedule:
+            return self.settings.request_rate
+        start = self.state.load_started() if self.state is not None else self.load_start
+        return level_now(self.schedule, start, time.time())
 
     def dataset_workload(self, streamer: Streamer, model: str | None) -> Workload:
         """The --dataset of this run, built once per process by the first user that asks."""
@@ -106,7 +117,20 @@ def _settings(options) -> LoadSettings:
         validate(settings)
     except DatasetError as exc:
         raise ValueError(f"loadwatch: {exc}") from None
+    try:
+        plan_run(settings, max(1, getattr(options, "num_users", None) or 1))
+    except ValueError as exc:
+        raise ValueError(f"loadwatch: {exc}") from None
     return settings
+
+
+def _refresh_settings(environment) -> None:
+    """The web UI (and a master, for its workers) may have changed options since init."""
+    process: Process = environment.loadwatch
+    try:
+        process.settings = _settings(environment.parsed_options)
+    except ValueError as exc:
+        log.error("%s; this run keeps the previous options", exc)
 
 
 @events.init.add_listener
@@ -123,6 +147,7 @@ def on_init(environment, **_kwargs) -> None:
         )
         process.tickets = WorkerTickets(runner, TICKET_BATCH)
         runner.register_message(FLUSH, lambda **_kw: _send_final_report(environment), concurrent=True)
+        runner.register_message(LOAD_START, lambda msg, **_kw: setattr(process, "load_start", msg.data["at"]))
     else:
         state = RunState(_scenarios(environment), environment.host or "")
         process = Process(settings, state.recorder, state)
@@ -135,6 +160,9 @@ def on_init(environment, **_kwargs) -> None:
         _serve_metrics(environment, state, settings.metrics_port)
     environment.loadwatch = process
     _processes.append(process)
+    if settings.shape and not isinstance(runner, WorkerRunner):
+        environment.shape_class = OptionShape(environment, lambda: _refresh_settings(environment))
+        environment.shape_class.runner = runner
     events.request.add_listener(process.recorder.on_request)
     if not isinstance(runner, (WorkerRunner, MasterRunner)):
         events.request.add_listener(lambda **_kw: _stop_when_done(environment))
@@ -183,14 +211,13 @@ def _stop_when_done(environment) -> None:
 @events.test_start.add_listener
 def on_test_start(environment, **_kwargs) -> None:
     process: Process = environment.loadwatch
-    # The web UI (and a master, for its workers) may have changed options since init.
-    try:
-        process.settings = _settings(environment.parsed_options)
-    except ValueError as exc:
-        log.error("%s; this run keeps the previous options", exc)
+    _refresh_settings(environment)
     process.workload = None
     process.user_numbers = count()
+    process.load_start = None
     settings = process.settings
+    # Closed-loop shapes act through user counts, open-loop ones through the rate every process reads.
+    process.schedule = plan_run(settings, users(environment)) if settings.request_rate else []
     counted = settings.num_requests is not None or settings.warmup_requests > 0
     if isinstance(process.tickets, WorkerTickets):
         process.tickets.reset()
@@ -206,7 +233,7 @@ def on_test_start(environment, **_kwargs) -> None:
 def on_test_stop(environment, **_kwargs) -> None:
     state = environment.loadwatch.state
     if state is not None:
-        state.phase = "stopped"
+        state.stop()
 
 
 @events.reset_stats.add_listener
@@ -237,7 +264,7 @@ def on_quitting(environment, **_kwargs) -> None:
     if state is None:
         return
     settings = process.settings
-    result, verdicts = summarize(state.recorder.samples, settings.slo)
+    result, verdicts = summarize(state.recorder.samples, settings.slo, state.stages())
     result = {"run_id": state.run_id, "target": state.target, **result,
               "warmup_requests": state.recorder.warmup_finished, "options": settings.public_options()}
     process.summary = format_block(result, verdicts)

@@ -5,11 +5,12 @@ from __future__ import annotations
 import secrets
 from collections import Counter
 from datetime import UTC, datetime
-from time import monotonic
+from time import monotonic, time
 
 from gevent.event import Event
 
 from loadwatch.loadgen.recorder import Recorder
+from loadwatch.loadgen.schedule import Stage, stage_at
 
 
 def new_run_id() -> str:
@@ -21,13 +22,19 @@ class RunState:
         self.scenarios = scenarios
         self.target = target
         self.run_id = new_run_id()
-        self.phase = "idle"  # idle, running, stopped
+        self.phase = "idle"  # idle, running, stopping (--num-requests reached), stopped
         self.recorder = Recorder()
         self.worker_in_flight: dict[str, list] = {}
         self.warmup_requests = 0
         self.warmup_until = 0.0
+        self.warmup_seconds = 0.0
+        self.started_at = 0.0
         self.finals_pending: set[str] = set()
         self.finals_done = Event()
+        self.schedule: list[Stage] = []  # the load shape's, set by it as each run starts
+        self.unit = "users"  # of the schedule's levels: users, or requests/s in an open loop
+        self.load_start: float | None = None  # wall clock: when the warm-up was over
+        self.stopped_at: float | None = None
 
     def start(self, target: str, warmup_requests: int, warmup_seconds: float) -> None:
         # Prometheus series stay monotonic across runs of one process; the summary starts afresh.
@@ -38,15 +45,56 @@ class RunState:
         self.recorder.finished = self.recorder.warmup_finished = 0
         self.warmup_requests = warmup_requests
         self.warmup_until = monotonic() + warmup_seconds
+        self.started_at = time()
+        self.warmup_seconds = warmup_seconds
+        self.load_start = None if warmup_requests or warmup_seconds else self.started_at
+        self.stopped_at = None
+
+    def stop(self) -> None:
+        self.phase = "stopped"
+        self.stopped_at = time()
+
+    def load_started(self) -> float | None:
+        """When the measured load began, once the warm-up is over: a known time after a timed
+        warm-up, the moment it was seen after a counted one (on a master, at a worker's report)."""
+        if self.load_start is None and self.phase == "running":
+            counted_left = self.recorder.warmup_finished < self.warmup_requests
+            if not counted_left and monotonic() >= self.warmup_until:
+                self.load_start = time() if self.warmup_requests else self.started_at + self.warmup_seconds
+        return self.load_start
+
+    def current(self) -> tuple[Stage, float] | None:
+        """The load shape's stage running now and its level; None outside the schedule."""
+        start = self.load_started()
+        if start is None or not self.schedule:
+            return None
+        return stage_at(self.schedule, time() - start)
 
     @property
     def stage(self) -> str:
-        """`warmup` until the warm-up is over, then `load`; `idle` and `stopped` around a run."""
+        """`warmup` until the warm-up is over, then the load shape's stage or `load`; `idle`,
+        `stopping` and `stopped` around a run."""
         if self.phase != "running":
             return self.phase
-        if self.recorder.warmup_finished < self.warmup_requests or monotonic() < self.warmup_until:
+        if self.load_started() is None:
             return "warmup"
-        return "load"
+        if not self.schedule:
+            return "load"
+        now = self.current()
+        return now[0].name if now else "stopping"  # the shape is over; Locust stops within a second
+
+    def stages(self) -> list[dict]:
+        """The schedule's stages this run reached, with wall-clock bounds cut at the stop."""
+        out = []
+        begin = self.load_start
+        end_of_run = self.stopped_at or time()
+        for stage in self.schedule if begin is not None else ():
+            if begin >= end_of_run:
+                break
+            end = min(begin + stage.duration, end_of_run)
+            out.append({"name": stage.name, "level": stage.level, "unit": self.unit, "start": begin, "end": end})
+            begin = end
+        return out
 
     def in_flight(self) -> Counter[tuple[str, ...]]:
         total = Counter(self.recorder.in_flight)

@@ -19,12 +19,13 @@ from loadwatch.loadgen.quota import WARMUP
 from loadwatch.loadgen.recorder import LLMRequest
 from loadwatch.metrics.timing import request_metrics
 from loadwatch.settings import LoadSettings
-from loadwatch.workloads.arrivals import gap
+from loadwatch.workloads.arrivals import gap, spend
 from loadwatch.workloads.datasets import Workload
 from loadwatch.workloads.errors import DatasetError
 from loadwatch.workloads.prompt import Prompt
 
 log = logging.getLogger(__name__)
+RATE_CHECK_SECONDS = 0.5
 
 
 def build_payload(settings: LoadSettings, model: str | None, prompt: Prompt) -> dict:
@@ -85,7 +86,6 @@ class LLMUser(User):
         """Send at scheduled times whatever the answers: no coordinated omission."""
         settings = self.process.settings
         users = max(1, getattr(self.environment.parsed_options, "num_users", None) or 1)
-        rate = settings.request_rate / users
         cap = math.ceil(settings.max_concurrency / users) if settings.max_concurrency else None
         # Reproducible for a seed: the same worker and user draw the same arrival times every run.
         worker = getattr(self.environment.runner, "worker_index", 0)
@@ -96,8 +96,13 @@ class LLMUser(User):
         scheduled = time.monotonic()
         try:
             while True:
-                scheduled += gap(rng, rate, settings.burstiness)
-                gevent.sleep(max(0.0, scheduled - time.monotonic()))
+                need = gap(rng, settings.burstiness)
+                while need > 0:
+                    # A load shape may change the rate: look at it again every so often.
+                    rate = self.process.request_rate() / users
+                    wait, need = spend(need, rate, RATE_CHECK_SECONDS)
+                    scheduled += wait
+                    gevent.sleep(max(0.0, scheduled - time.monotonic()))
                 # Checked before a ticket is taken: a dropped arrival must not use up --num-requests.
                 if cap is not None and len(busy) >= cap:
                     self.process.recorder.record_drop(labels)

@@ -9,11 +9,14 @@ from __future__ import annotations
 from array import array
 from collections import Counter
 
+import numpy as np
+
 from loadwatch.metrics.timing import RequestMetrics
 
 LabelValues = tuple[str, ...]
 NAN = float("nan")
-COLUMNS = ("start", "end", "ttft", "e2e", "tpot", "prompt_tokens", "completion_tokens", "itl", "fail_start", "fail_end")
+COLUMNS = ("start", "end", "ttft", "e2e", "tpot", "prompt_tokens", "completion_tokens", "itl", "itl_count",
+           "fail_start", "fail_end")
 
 
 class ScenarioSamples:
@@ -22,7 +25,7 @@ class ScenarioSamples:
     def __init__(self) -> None:
         for column in COLUMNS:
             setattr(self, column, array("d"))
-        self.failures: Counter[str] = Counter()
+        self.fail_reason: list[str] = []
 
     def add_success(self, started_at: float, m: RequestMetrics) -> None:
         self.start.append(started_at)
@@ -33,11 +36,16 @@ class ScenarioSamples:
         self.prompt_tokens.append(NAN if m.prompt_tokens is None else m.prompt_tokens)
         self.completion_tokens.append(NAN if m.completion_tokens is None else m.completion_tokens)
         self.itl.extend(m.itl)
+        self.itl_count.append(len(m.itl))
 
     def add_failure(self, started_at: float, elapsed: float, reason: str) -> None:
         self.fail_start.append(started_at)
         self.fail_end.append(started_at + elapsed)
-        self.failures[reason] += 1
+        self.fail_reason.append(reason)
+
+    @property
+    def failures(self) -> Counter[str]:
+        return Counter(self.fail_reason)
 
     @property
     def completed(self) -> int:
@@ -47,15 +55,32 @@ class ScenarioSamples:
     def failed(self) -> int:
         return len(self.fail_start)
 
+    def started_within(self, begin: float, end: float) -> ScenarioSamples:
+        """The requests sent in [begin, end): a stage's share, whenever they finished."""
+        out = ScenarioSamples()
+        start = np.frombuffer(self.start, dtype=float)
+        keep = (start >= begin) & (start < end)
+        for column in COLUMNS[:7]:
+            getattr(out, column).frombytes(np.frombuffer(getattr(self, column), dtype=float)[keep].tobytes())
+        counts = np.frombuffer(self.itl_count, dtype=float)
+        out.itl.frombytes(np.frombuffer(self.itl, dtype=float)[np.repeat(keep, counts.astype(int))].tobytes())
+        out.itl_count.frombytes(counts[keep].tobytes())
+        fail_start = np.frombuffer(self.fail_start, dtype=float)
+        fail_keep = (fail_start >= begin) & (fail_start < end)
+        out.fail_start.frombytes(fail_start[fail_keep].tobytes())
+        out.fail_end.frombytes(np.frombuffer(self.fail_end, dtype=float)[fail_keep].tobytes())
+        out.fail_reason = [r for r, k in zip(self.fail_reason, fail_keep, strict=True) if k]
+        return out
+
     def to_wire(self) -> dict:
         wire = {column: getattr(self, column).tobytes() for column in COLUMNS}
-        wire["failures"] = dict(self.failures)
+        wire["fail_reason"] = list(self.fail_reason)
         return wire
 
     def extend_from_wire(self, wire: dict) -> None:
         for column in COLUMNS:
             getattr(self, column).frombytes(wire[column])
-        self.failures.update(wire["failures"])
+        self.fail_reason.extend(wire["fail_reason"])
 
 
 class Samples:

@@ -64,9 +64,9 @@ def verdicts(series: ScenarioSamples, slos: list[SLO]) -> list[Verdict]:
     return out
 
 
-def figures(series: ScenarioSamples, slos: list[SLO]) -> dict:
-    """vllm-bench-compatible figures of one set of samples."""
-    duration = _window(series)
+def figures(series: ScenarioSamples, slos: list[SLO], duration: float | None = None) -> dict:
+    """vllm-bench-compatible figures of one set of samples, over their own window unless told."""
+    duration = _window(series) if duration is None else duration
     prompt = float(np.nansum(np.frombuffer(series.prompt_tokens, dtype=float)))
     output = float(np.nansum(np.frombuffer(series.completion_tokens, dtype=float)))
     finished = series.completed + series.failed
@@ -94,14 +94,20 @@ def figures(series: ScenarioSamples, slos: list[SLO]) -> dict:
     return out
 
 
-def summarize(samples: Samples, slos: list[SLO]) -> tuple[dict, list[Verdict]]:
-    """Figures of the whole run, one entry per scenario under `scenarios`, and the SLO verdicts."""
+def summarize(samples: Samples, slos: list[SLO], stages: list[dict] = ()) -> tuple[dict, list[Verdict]]:
+    """Figures of the whole run, one entry per scenario under `scenarios` and per load-shape stage
+    under `stages` (each {name, level, unit, start, end}), and the SLO verdicts."""
     total = combined(samples)
     result = figures(total, slos)
     result["scenarios"] = {
         f"{scenario} ({model})": figures(series, slos)
         for (model, scenario), series in sorted(samples.by_labels.items())
     }
+    # A stage's throughput is over the stage's own time: requests sent in it, whenever they finished.
+    result["stages"] = [
+        {**stage, **figures(total.started_within(stage["start"], stage["end"]), slos, stage["end"] - stage["start"])}
+        for stage in stages
+    ]
     run_verdicts = verdicts(total, slos)
     result["slo"] = [v.as_dict() for v in run_verdicts]
     return result, run_verdicts
@@ -113,6 +119,22 @@ def _row(label: str, value: object) -> str:
     elif value is None:
         value = "n/a"
     return f"{label:<40} {value:<10}"
+
+
+def _cell(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1f}"
+
+
+def format_stages(stages: list[dict]) -> list[str]:
+    """One line per stage: its level, throughputs and the latencies a step test is read by."""
+    lines = [f"{'stage':<10} {'level':>8} {'req/s':>7} {'tok/s':>8} {'TTFT p50':>9} {'TTFT p99':>9} "
+             f"{'TPOT p50':>9} {'failed':>6}"]
+    for st in stages:
+        level = f"{st['level']:g}{'u' if st['unit'] == 'users' else '/s'}"
+        lines.append(f"{st['name']:<10} {level:>8} {st['request_throughput']:>7.2f} {st['output_throughput']:>8.1f} "
+                     f"{_cell(st['median_ttft_ms']):>9} {_cell(st['p99_ttft_ms']):>9} "
+                     f"{_cell(st['median_tpot_ms']):>9} {st['failed']:>6}")
+    return lines
 
 
 def format_block(result: dict, verdict_list: list[Verdict]) -> str:
@@ -146,6 +168,9 @@ def format_block(result: dict, verdict_list: list[Verdict]) -> str:
     if result["failures"]:
         lines.append("{s:{c}^{n}}".format(s="Failures", n=50, c="-"))
         lines += [_row(f"{reason}:", n) for reason, n in result["failures"].items()]
+    if result.get("stages"):
+        lines.append("{s:{c}^{n}}".format(s="Stages", n=50, c="-"))
+        lines += format_stages(result["stages"])
     if verdict_list:
         lines.append("{s:{c}^{n}}".format(s="SLOs", n=50, c="-"))
         lines += [v.describe() for v in verdict_list]

@@ -1,0 +1,67 @@
+"""`--shape step|ramp|spike|sweep` as a Locust LoadTestShape, ticked by the master or local runner.
+
+In a closed loop a stage's level is the number of users; in an open loop (--request-rate) the
+users stay at -u and the level is the run's request rate, which every process reads from the same
+schedule once the master has told it when the schedule's clock started (the warm-up's end).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+from locust import LoadTestShape
+from locust.runners import MasterRunner
+
+from loadwatch.loadgen.schedule import level_now, plan_run
+
+log = logging.getLogger(__name__)
+LOAD_START = "loadwatch_load_start"  # master -> workers: the wall time the schedule's clock started
+
+
+class OptionShape(LoadTestShape):
+    use_common_options = True  # the web UI keeps its users field: the shape's peak in a closed loop
+
+    def __init__(self, environment, refresh_settings: Callable[[], None]) -> None:
+        super().__init__()
+        self.environment = environment
+        self.refresh_settings = refresh_settings
+        self.announced = False
+
+    def reset_time(self) -> None:
+        """Locust calls this as a run starts: plan it with the options the run starts with."""
+        super().reset_time()
+        self.refresh_settings()
+        process = self.environment.loadwatch
+        try:
+            schedule = plan_run(process.settings, users(self.environment))
+        except ValueError as exc:
+            log.error("loadwatch: %s; nothing to run", exc)
+            schedule = []
+        process.state.schedule = schedule
+        process.state.unit = "requests/s" if process.settings.request_rate else "users"
+        self.announced = False
+
+    def tick(self) -> tuple[int, float] | None:
+        process = self.environment.loadwatch
+        state = process.state
+        if not state.schedule:
+            return None
+        # The first tick comes before Locust's test_start, while the state is the last run's.
+        load_start = state.load_started() if state.phase == "running" else None
+        if load_start is not None and state.current() is None:
+            return None
+        if process.settings.request_rate:
+            if load_start is not None and not self.announced and isinstance(self.runner, MasterRunner):
+                self.runner.send_message(LOAD_START, {"at": load_start})
+                self.announced = True
+            return users(self.environment), float(users(self.environment))
+        level = level_now(state.schedule, load_start, time.time())
+        count = max(1, round(level))
+        # Fast enough that a step is in place within a second of its start.
+        return count, float(count)
+
+
+def users(environment) -> int:
+    return max(1, int(getattr(environment.parsed_options, "num_users", None) or 1))
