@@ -1,0 +1,27 @@
+"""Write grafana/dashboards/*.json from loadwatch.grafana.dashboards: `python -m loadwatch.grafana`."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from loadwatch.grafana.dashboards import DASHBOARDS
+
+OUT = Path(__file__).resolve().parents[3] / "grafana" / "dashboards"
+
+
+def render(build) -> str:
+    return json.dumps(build(), indent=2) + "\n"
+
+
+def main() -> int:
+    OUT.mkdir(parents=True, exist_ok=True)
+    for name, build in DASHBOARDS.items():
+        (OUT / name).write_text(render(build))
+        print(f"wrote {OUT / name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
