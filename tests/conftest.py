@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+# Locust patches the standard library with gevent on import; it must come before anything that
+# imports ssl (grafana-client's niquests does), or Locust's SSL context recurses.
+import locust  # noqa: F401, I001
+
 import json
 import socket
 import subprocess

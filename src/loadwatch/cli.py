@@ -14,6 +14,9 @@ from loadwatch.engine import process
 from loadwatch.engine.settings import EngineSettings
 from loadwatch.engine.setup import SetupError, ensure_engine, ensure_model
 from loadwatch.processes import answers, log_tail, port_or_free
+from loadwatch.report.build import ReportError
+from loadwatch.report.commands import add_parsers, annotate_command, write_report
+from loadwatch.report.prometheus import PrometheusAPI
 from loadwatch.stack.components import StackError
 from loadwatch.stack.settings import StackSettings
 from loadwatch.stack.stack import down, up
@@ -115,6 +118,7 @@ def run_command(args: argparse.Namespace) -> int:
         say(f"load test: {args.users} users for {args.run_time} against {stack.target}")
         code = subprocess.run(locust).returncode
         time.sleep(parse_duration(settings.scrape_interval))  # Prometheus' last look at the run
+        _after_run(run_dir, stack.url("prometheus"), args.grafana_url)
     except KeyboardInterrupt:
         say("interrupted: stopping everything; what was measured stays in " + str(run_dir))
     finally:
@@ -124,8 +128,22 @@ def run_command(args: argparse.Namespace) -> int:
         down(settings)
         say("stack stopped" + (" (embedded engine included)" if stack.engine_started else ""))
     if (run_dir / "results.json").exists():
-        say(f"report: {run_dir}/results.json and results.txt; Prometheus data in {run_dir}/prometheus-data")
+        say(f"results: {run_dir}/results.json and results.txt; Prometheus data in {run_dir}/prometheus-data")
     return code
+
+
+def _after_run(run_dir: Path, prometheus_url: str, grafana_url: str | None) -> None:
+    """The report while the run's Prometheus is still up; problems are reported, the run's code stands."""
+    results = run_dir / "results.json"
+    if not results.exists():
+        say("warning: the load test wrote no results: no report")
+        return
+    try:
+        write_report(results, PrometheusAPI(prometheus_url), "30s", say)
+    except (ReportError, OSError) as exc:
+        say(f"warning: no report: {exc}")
+    if grafana_url:
+        annotate_command(argparse.Namespace(run=results, grafana_url=grafana_url, token=None), say)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -173,7 +191,10 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--out", default="runs", help="folder for the run directories")
     run.add_argument("--vllm-arg", dest="vllm_args", action="append", default=[],
                      help="extra flag for the embedded vllm serve, repeatable")
+    run.add_argument("--grafana-url", help="post the run's annotations to this Grafana at the end "
+                                           "(token from $GRAFANA_TOKEN)")
     run.set_defaults(handler=run_command)
+    add_parsers(commands, say)
     return top
 
 

@@ -126,7 +126,7 @@ def dashboard(uid: str, title: str, description: str, rows: list[Row], variables
         "refresh": "10s",
         "timezone": "",
         "templating": {"list": [DATASOURCE_VARIABLE, *variables]},
-        "annotations": {"list": [BUILTIN_ANNOTATION, *annotations]},
+        "annotations": {"list": [BUILTIN_ANNOTATION, RUN_ANNOTATIONS, *annotations]},
         "panels": panels,
         "links": [{"title": "loadwatch dashboards", "type": "dashboards", "tags": ["loadwatch"], "asDropdown": True}],
     }
@@ -136,6 +136,13 @@ BUILTIN_ANNOTATION = {
     "builtIn": 1, "datasource": {"type": "grafana", "uid": "-- Grafana --"}, "enable": True, "hide": True,
     "iconColor": "rgba(0, 211, 255, 1)", "name": "Annotations & Alerts", "type": "dashboard",
 }
+
+
+RUN_ANNOTATIONS = {
+    "name": "loadwatch runs", "datasource": {"type": "grafana", "uid": "-- Grafana --"}, "enable": True,
+    "iconColor": "rgba(138, 184, 255, 0.6)",
+    "target": {"type": "tags", "tags": ["loadwatch"], "matchAny": False, "limit": 100},
+}  # what `loadwatch annotate` posts
 
 
 def prometheus_annotation(name: str, expr: str, title: str, text: str, tags: str, color: str) -> dict:

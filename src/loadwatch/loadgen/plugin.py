@@ -266,6 +266,8 @@ def on_quitting(environment, **_kwargs) -> None:
     settings = process.settings
     result, verdicts = summarize(state.recorder.samples, settings.slo, state.stages())
     result = {"run_id": state.run_id, "target": state.target, **result,
+              # Wall clock, warm-up included: the window a report reads from Prometheus.
+              "started_at": state.started_at, "ended_at": state.stopped_at or time.time(),
               "warmup_requests": state.recorder.warmup_finished, "options": settings.public_options()}
     process.summary = format_block(result, verdicts)
     if settings.results_json:

@@ -88,10 +88,11 @@ class RunState:
         out = []
         begin = self.load_start
         end_of_run = self.stopped_at or time()
-        for stage in self.schedule if begin is not None else ():
+        for i, stage in enumerate(self.schedule if begin is not None else ()):
             if begin >= end_of_run:
                 break
-            end = min(begin + stage.duration, end_of_run)
+            # The last stage keeps what was sent before Locust stopped, up to a shape tick after its end.
+            end = end_of_run if i == len(self.schedule) - 1 else min(begin + stage.duration, end_of_run)
             out.append({"name": stage.name, "level": stage.level, "unit": self.unit, "start": begin, "end": end})
             begin = end
         return out

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -12,6 +13,7 @@ from loadwatch.engine import process as engine
 from loadwatch.engine.settings import EngineSettings
 from loadwatch.engine.setup import ensure_engine, ensure_model
 from loadwatch.processes import port_or_free
+from loadwatch.report.prometheus import PrometheusAPI
 from loadwatch.stack import components
 from loadwatch.stack.components import Component, StackError
 from loadwatch.stack.config import render_alertmanager, render_prometheus
@@ -76,6 +78,18 @@ def _start_all(stack: Stack, settings: StackSettings, run_dir: Path) -> None:
         [settings.prometheus_bin, f"--config.file={prom_config}", f"--storage.tsdb.path={run_dir / 'prometheus-data'}",
          f"--web.listen-address=127.0.0.1:{ports['prometheus']}", "--web.enable-lifecycle"],
         urls["prometheus"], "/-/ready", logs, timeout))
+    _wait_for_first_scrape(urls["prometheus"], timeout)
+
+
+def _wait_for_first_scrape(url: str, timeout: float) -> None:
+    """Ready is not scraping: Prometheus starts its scrape loops a few seconds later, and a load test
+    begun before then would have its first seconds missing from every graph and report."""
+    api = PrometheusAPI(url, timeout=5)
+    deadline = time.monotonic() + timeout
+    while not api.query('up{job="loadwatch-engine"}', time.time()):
+        if time.monotonic() > deadline:
+            raise StackError(f"Prometheus at {url} had not scraped the sidecar after {timeout:.0f} s")
+        time.sleep(0.5)
 
 
 def up(settings: StackSettings, run_dir: Path, target: str | None = None, vllm_args: list[str] | None = None,

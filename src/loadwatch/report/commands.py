@@ -1,0 +1,92 @@
+"""`loadwatch report`, `compare` and `annotate`: what is done with a run once it is over."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from loadwatch.grafana.annotate import AnnotateError, post_annotations
+from loadwatch.report.build import ReportError, build_report, read_results
+from loadwatch.report.compare import compare, run_name
+from loadwatch.report.prometheus import PrometheusAPI, PrometheusError, prometheus_on
+
+
+def _results_path(path: Path) -> Path:
+    return path / "results.json" if path.is_dir() else path
+
+
+def write_report(results: Path, api: PrometheusAPI | None, rate_window: str, say) -> int:
+    report = build_report(results, api, results.parent, rate_window)
+    for note in report["notes"]:
+        say(f"warning: {note}")
+    say(f"report: {results.parent / 'report.md'} (and report.json"
+        + (f", {report['plot']})" if report["plot"] else ")"))
+    return 0
+
+
+def report_command(args: argparse.Namespace, say) -> int:
+    results = _results_path(args.run)
+    try:
+        read_results(results)
+        if args.prometheus:
+            return write_report(results, PrometheusAPI(args.prometheus), args.rate_window, say)
+        data = results.parent / "prometheus-data"
+        if not data.is_dir():
+            say(f"warning: no {data} and no --prometheus: the report has the client side only")
+            return write_report(results, None, args.rate_window, say)
+        say(f"reading {data} with a temporary Prometheus")
+        with prometheus_on(data, results.parent / "logs") as api:
+            return write_report(results, api, args.rate_window, say)
+    except (ReportError, PrometheusError) as exc:
+        say(f"error: {exc}")
+        return 1
+
+
+def compare_command(args: argparse.Namespace, say) -> int:
+    try:
+        runs = []
+        for spec in args.results:
+            name, path = run_name(spec)
+            runs.append((name, read_results(_results_path(path))))
+        text = compare(runs)
+    except ReportError as exc:
+        say(f"error: {exc}")
+        return 1
+    print(text, flush=True)
+    if args.markdown:
+        args.markdown.write_text(text)
+        say(f"written to {args.markdown}")
+    return 0
+
+
+def annotate_command(args: argparse.Namespace, say) -> int:
+    token = args.token or os.environ.get("GRAFANA_TOKEN")
+    try:
+        results = read_results(_results_path(args.run))
+        posted = post_annotations(args.grafana_url, token, results)
+    except (ReportError, AnnotateError) as exc:
+        say(f"error: {exc}")
+        return 1
+    say(f"{posted} annotations posted to {args.grafana_url} (tag loadwatch, run {results['run_id']})")
+    return 0
+
+
+def add_parsers(commands, say) -> None:
+    report = commands.add_parser("report", help="Markdown, JSON and a plot of a finished run, from Prometheus")
+    report.add_argument("run", type=Path, help="a run folder of `loadwatch run`, or a results JSON")
+    report.add_argument("--prometheus", help="Prometheus URL to read; default: the run folder's prometheus-data")
+    report.add_argument("--rate-window", default="30s", help="rate() window of the plot, default 30s")
+    report.set_defaults(handler=lambda args: report_command(args, say))
+
+    comp = commands.add_parser("compare", help="A/B tables of results files: figures, then %% change")
+    comp.add_argument("results", nargs="+", metavar="[NAME=]RESULTS",
+                      help="results JSON files or run folders; the first is the baseline")
+    comp.add_argument("--markdown", type=Path, help="also write the tables to this file")
+    comp.set_defaults(handler=lambda args: compare_command(args, say))
+
+    annotate = commands.add_parser("annotate", help="post a run and its stages as Grafana annotations")
+    annotate.add_argument("run", type=Path, help="a run folder or a results JSON")
+    annotate.add_argument("--grafana-url", required=True, help="e.g. http://127.0.0.1:3000")
+    annotate.add_argument("--token", help="Grafana service-account token; default $GRAFANA_TOKEN")
+    annotate.set_defaults(handler=lambda args: annotate_command(args, say))

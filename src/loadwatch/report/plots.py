@@ -1,0 +1,69 @@
+"""The report's plot: client TTFT p99 over time, above the engine's KV cache usage and queue."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only: no display on a CI machine
+
+import matplotlib.dates as mdates  # noqa: E402
+import matplotlib.pyplot as plt  # noqa: E402
+
+from loadwatch.report.prometheus import PrometheusAPI  # noqa: E402
+
+SERIES = {
+    "ttft_p99": "histogram_quantile(0.99, sum by (le) (rate(loadwatch_client_time_to_first_token_seconds_bucket"
+                "[{window}])))",
+    "kv_usage": "max(loadwatch_engine_kv_cache_usage_ratio)",
+    "kv_usage_peak": "max(loadwatch_engine_kv_cache_usage_ratio_max)",
+    "waiting": "sum(loadwatch_engine_requests_waiting)",
+}
+
+
+def series(api: PrometheusAPI, start: float, end: float, rate_window: str) -> dict[str, list[tuple[float, float]]]:
+    step = max(1.0, (end - start) / 300)
+    out = {}
+    for name, expr in SERIES.items():
+        result = api.query_range(expr.format(window=rate_window), start, end, step)
+        out[name] = [(float(t), float(v)) for t, v in result[0]["values"] if v != "NaN"] if result else []
+    return out
+
+
+def _times(points: list[tuple[float, float]]) -> list[datetime]:
+    return [datetime.fromtimestamp(t, UTC) for t, _ in points]
+
+
+def plot_ttft_against_engine(data: dict, stages: list[dict], start: float, end: float, path: Path) -> Path:
+    fig, (top, bottom) = plt.subplots(2, 1, sharex=True, figsize=(10, 6), height_ratios=(1, 1))
+    top.plot(_times(data["ttft_p99"]), [v * 1000 for _, v in data["ttft_p99"]], color="tab:blue")
+    top.set_ylabel("client TTFT p99 (ms)\nfrom the histogram")
+    top.set_title("Client TTFT p99 against the engine's KV cache and queue")
+    bottom.plot(_times(data["kv_usage"]), [v * 100 for _, v in data["kv_usage"]], color="tab:orange",
+                label="KV cache usage")
+    bottom.plot(_times(data["kv_usage_peak"]), [v * 100 for _, v in data["kv_usage_peak"]], color="tab:orange",
+                linestyle=":", label="KV cache usage, window peak")
+    bottom.set_ylabel("KV cache usage (%)")
+    peak = max((v * 100 for _, v in data["kv_usage_peak"] + data["kv_usage"]), default=0.0)
+    bottom.set_ylim(0, min(105.0, max(5.0, peak * 1.2)))  # a nearly empty cache still shows its shape
+    waiting = bottom.twinx()
+    waiting.step(_times(data["waiting"]), [v for _, v in data["waiting"]], color="tab:red", where="post",
+                 label="requests waiting")
+    waiting.set_ylabel("requests waiting")
+    waiting.set_ylim(bottom=0)
+    lines = bottom.get_legend_handles_labels()[0] + waiting.get_legend_handles_labels()[0]
+    bottom.legend(lines, [line.get_label() for line in lines], loc="upper left", fontsize="small")
+    for stage in stages:
+        for axis in (top, bottom):
+            axis.axvline(datetime.fromtimestamp(stage["start"], UTC), color="grey", linestyle="--", linewidth=0.8)
+        top.annotate(stage["name"], (datetime.fromtimestamp(stage["start"], UTC), 1), xycoords=("data", "axes fraction"),
+                     xytext=(3, -12), textcoords="offset points", fontsize="small", color="grey")
+    bottom.set_xlim(datetime.fromtimestamp(start, UTC), datetime.fromtimestamp(end, UTC))
+    bottom.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M:%S"))
+    bottom.set_xlabel("time (UTC)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path

@@ -1,0 +1,79 @@
+"""Reading a run back from Prometheus: its HTTP query API, or a Prometheus started on a run's data.
+
+The two GET endpoints are called with urllib: the client libraries for Prometheus's query API pull
+pandas and more for what is two URLs and a JSON envelope here.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from loadwatch.processes import port_or_free
+from loadwatch.stack import components
+
+
+class PrometheusError(Exception):
+    """Prometheus could not be reached or refused a query; the message says which."""
+
+
+class PrometheusAPI:
+    def __init__(self, url: str, timeout: float = 30.0) -> None:
+        self.url = url.rstrip("/")
+        self.timeout = timeout
+
+    def _get(self, path: str, params: dict) -> list:
+        url = f"{self.url}{path}?{urllib.parse.urlencode(params)}"
+        try:
+            with urllib.request.urlopen(url, timeout=self.timeout) as response:
+                body = json.loads(response.read())
+        except urllib.error.HTTPError as exc:
+            detail = json.loads(exc.read() or b"{}").get("error", exc.reason)
+            raise PrometheusError(f"Prometheus refused {params.get('query')!r}: {detail}") from None
+        except (OSError, ValueError) as exc:
+            raise PrometheusError(f"cannot read from Prometheus at {self.url}: {exc}") from None
+        return body["data"]["result"]
+
+    def query(self, expr: str, at: float) -> list:
+        return self._get("/api/v1/query", {"query": expr, "time": f"{at:.3f}"})
+
+    def scalar(self, expr: str, at: float) -> float | None:
+        """The value of a one-series query; None when it has no series (or is NaN)."""
+        result = self.query(expr, at)
+        if not result:
+            return None
+        value = float(result[0]["value"][1])
+        return None if value != value else value
+
+    def query_range(self, expr: str, start: float, end: float, step: float) -> list:
+        return self._get("/api/v1/query_range",
+                         {"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}"})
+
+
+@contextmanager
+def prometheus_on(data_dir: Path, log_dir: Path, binary: str = "prometheus") -> Iterator[PrometheusAPI]:
+    """A Prometheus that scrapes nothing, serving a finished run's TSDB, stopped on exit."""
+    if not (data_dir / "wal").is_dir() and not any(data_dir.glob("01*")):
+        raise PrometheusError(f"{data_dir} holds no Prometheus data")
+    config = log_dir / "prometheus-readback.yml"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    config.write_text("global: {}\n")
+    port = port_or_free()
+    url = f"http://127.0.0.1:{port}"
+    try:
+        component = components.start(
+            "prometheus-readback",
+            [binary, f"--config.file={config}", f"--storage.tsdb.path={data_dir}",
+             f"--web.listen-address=127.0.0.1:{port}", "--storage.tsdb.retention.time=100y"],
+            url, "/-/ready", log_dir, timeout=120)
+    except components.StackError as exc:
+        raise PrometheusError(str(exc)) from None
+    try:
+        yield PrometheusAPI(url)
+    finally:
+        components.stop(component)

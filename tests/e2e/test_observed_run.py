@@ -1,0 +1,82 @@
+"""One real `loadwatch run` on the embedded engine, saturated and speculating, in two load stages:
+its report has the engine's side, and every dashboard query finds data in its Prometheus."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from loadwatch.report.prometheus import prometheus_on
+from tests.conftest import REPO
+from tests.e2e.test_saturation_alert import TINY_KV, short_rules
+from tests.e2e.test_spec_decode import NGRAM
+from tests.grafana.queries import VALUES, queries, variable_selectors
+
+pytestmark = pytest.mark.e2e
+NO_GPU_HERE = "DCGM_FI_DEV_"  # NVIDIA's DCGM exporter: no GPU on this machine, so no such series
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("observed")
+    env = {**os.environ, "LOADWATCH_STACK_HOME": str(tmp / "home"),
+           "LOADWATCH_STACK_RULES_DIR": str(short_rules(tmp)), "LOADWATCH_STACK_SCRAPE_INTERVAL": "2s",
+           "LOADWATCH_STACK_EVALUATION_INTERVAL": "1s", "LOADWATCH_STACK_EXPORTER_WINDOW": "10"}
+    run = subprocess.run(
+        [sys.executable, "-m", "loadwatch.cli", "run", "--out", str(tmp / "runs"), "-u", "12", "-r", "12", "-t", "60s",
+         "--metrics-port", "0", "--locustfile", str(REPO / "tests" / "e2e" / "locustfiles" / "observed_mix.py"),
+         *(f"--vllm-arg={a}" for a in [*TINY_KV, "--speculative-config", NGRAM]),
+         "--", "--temperature", "0", "--max-tokens", "200", "--ignore-eos",
+         "--shape", "step", "--step-size", "6", "--stage-duration", "25"],
+        capture_output=True, text=True, timeout=400, env=env,
+    )
+    (path,) = (tmp / "runs").iterdir()
+    assert (path / "results.json").exists(), run.stdout + run.stderr
+    print(run.stdout[-3000:])
+    return path
+
+
+def test_the_report_puts_engine_figures_beside_the_client_summary(run_dir):
+    report = json.loads((run_dir / "report.json").read_text())
+    client, engine = report["client"], report["engine"]
+    assert client["completed"] > 20 and client["failures"].get("http_400", 0) > 0
+    assert engine["kv_cache_usage_peak"] > 0.9 and engine["requests_waiting_peak"] >= 1
+    assert engine["preemptions"] >= 0 and engine["prefix_cache_hit_ratio"] is not None
+    assert engine["spec_decode_acceptance_ratio"] > 0 and engine["spec_decode_mean_acceptance_length"] > 1
+    assert 0 < engine["engine_mean_ttft_ms"] < client["mean_ttft_ms"]
+    assert 0 < engine["queue_time_share"] < 1
+    assert [s["name"] for s in report["stages"]] == ["step-1", "step-2"]
+    assert (run_dir / report["plot"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    text = (run_dir / "report.md").read_text()
+    for heading in ("## Client", "## Engine", "## Where the time goes", "## Stages", "![client TTFT p99"):
+        assert heading in text
+
+
+def test_every_dashboard_query_returns_data_from_the_runs_prometheus(run_dir):
+    results = json.loads((run_dir / "results.json").read_text())
+    start, end = results["started_at"], results["ended_at"]
+    empty = []
+    with prometheus_on(run_dir / "prometheus-data", run_dir / "logs") as api:
+        assert VALUES["$__rate_interval"] == "30s"
+        for where, expr in [*queries(), *variable_selectors()]:
+            if NO_GPU_HERE in expr:
+                continue
+            result = api.query_range(expr, start, end + 10, 2)
+            values = [v for series in result for _, v in series["values"] if v not in ("NaN", "+Inf", "-Inf")]
+            if not values:
+                empty.append(f"{where}: {expr}")
+        # The report again, read back from the saved data, agrees with the one written during the run.
+        during = json.loads((run_dir / "report.json").read_text())["engine"]
+    assert not empty, "queries without data:\n" + "\n".join(empty)
+    readback = subprocess.run([sys.executable, "-m", "loadwatch.cli", "report", str(run_dir)],
+                              capture_output=True, text=True, timeout=180)
+    assert readback.returncode == 0, readback.stdout + readback.stderr
+    after = json.loads((run_dir / "report.json").read_text())["engine"]
+    # increase() extrapolates from the samples it has: the report written during the run had fewer after the end.
+    assert after["preemptions"] == pytest.approx(during["preemptions"], rel=0.05)
+    assert after["kv_cache_usage_peak"] == pytest.approx(during["kv_cache_usage_peak"])
+    assert after["engine_mean_ttft_ms"] == pytest.approx(during["engine_mean_ttft_ms"], rel=0.05)
