@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-# Locust patches the standard library with gevent on import; it must come before anything that
-# imports ssl (grafana-client's niquests does), or Locust's SSL context recurses.
-import locust  # noqa: F401, I001
-
 import json
 import socket
 import subprocess
@@ -15,6 +11,9 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+# Locust patches the standard library with gevent on import; it must come before anything that
+# imports ssl (grafana-client's niquests does), or Locust's SSL context recurses.
+import locust  # noqa: F401, I001
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
