@@ -11,8 +11,8 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-# Locust patches the standard library with gevent on import; it must come before anything that
-# imports ssl (grafana-client's niquests does), or Locust's SSL context recurses.
+# Locust patches the standard library with gevent on import; that must happen before a test module
+# imports grafana-client, whose niquests builds SSL contexts at import, or Locust's recurses.
 import locust  # noqa: F401, I001
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
