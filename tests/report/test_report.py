@@ -1,0 +1,33 @@
+"""The report without Prometheus: the client side is written, and the missing part is said."""
+
+import json
+
+from loadwatch.cli import main
+from tests.conftest import free_port
+
+RESULTS = {
+    "run_id": "r1", "target": "http://127.0.0.1:8000", "started_at": 1795000000.0, "ended_at": 1795000030.0,
+    "completed": 90, "failed": 1, "duration": 30.0, "request_throughput": 3.0, "request_goodput": 2.5,
+    "output_throughput": 300.0, "total_token_throughput": 450.0, "failure_ratio": 0.011,
+    "failures": {"http_500": 1}, "stages": [], "slo": [{"name": "ttft_p99_ms", "limit": 500.0, "measured": 612.5,
+                                                        "passed": False}],
+    **{f"{stat}_{metric}_ms": 10.0 for metric in ("ttft", "tpot", "itl", "e2el") for stat in ("mean", "median", "p99")},
+}
+
+
+def test_unreachable_prometheus_leaves_a_client_report_and_a_note(tmp_path, capsys):
+    (tmp_path / "results.json").write_text(json.dumps(RESULTS))
+    url = f"http://127.0.0.1:{free_port()}"
+    assert main(["report", str(tmp_path), "--prometheus", url]) == 0
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["client"]["completed"] == 90 and report["engine"] == {} and report["plot"] is None
+    assert f"cannot read from Prometheus at {url}" in report["notes"][0]
+    text = (tmp_path / "report.md").read_text()
+    assert "| 90 | 1 | 3.00 | 300.00 | 450.00 | 2.50 |" in text
+    assert "| ttft_p99_ms | 500 | 612.500 | BROKEN |" in text and "## Engine" not in text
+    assert "warning:" in capsys.readouterr().out
+
+
+def test_a_run_folder_without_results_is_named(tmp_path, capsys):
+    assert main(["report", str(tmp_path)]) == 1
+    assert f"cannot read {tmp_path / 'results.json'}" in capsys.readouterr().out
