@@ -14,9 +14,9 @@ from loadwatch.engine import process
 from loadwatch.engine.settings import EngineSettings
 from loadwatch.engine.setup import SetupError, ensure_engine, ensure_model
 from loadwatch.processes import answers, log_tail, port_or_free
+from loadwatch.prometheus import PrometheusAPI
 from loadwatch.report.build import ReportError
 from loadwatch.report.commands import add_parsers, annotate_command, write_report
-from loadwatch.report.prometheus import PrometheusAPI
 from loadwatch.stack.components import StackError
 from loadwatch.stack.settings import StackSettings
 from loadwatch.stack.stack import down, up

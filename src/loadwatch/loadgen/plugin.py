@@ -35,7 +35,7 @@ from loadwatch.loadgen.quota import (
 )
 from loadwatch.loadgen.recorder import REPORT_KEY, Recorder
 from loadwatch.loadgen.schedule import Stage, level_now, plan_run
-from loadwatch.loadgen.shape import LOAD_START, OptionShape, users
+from loadwatch.loadgen.shape import LOAD_START, OptionShape, run_users
 from loadwatch.loadgen.state import RunState
 from loadwatch.metrics.summary import format_block, summarize
 from loadwatch.settings import LoadSettings
@@ -61,16 +61,18 @@ class Process:
     quota: Quota | None = None  # what the users of this process may still send
     tickets: Tickets | WorkerTickets | None = None  # the pool (master, local) or a worker's supply
     user_numbers: Iterator[int] = field(default_factory=count)  # for the users' arrival seeds
-    schedule: list[Stage] = field(default_factory=list)  # --shape's, in every process
-    load_start: float | None = None  # a worker's copy of the master's RunState.load_started()
+    # A worker's copies of what the master's RunState holds: the open loop's schedule, and when it started.
+    schedule: list[Stage] = field(default_factory=list)
+    load_start: float | None = None
     _building: Semaphore = field(default_factory=Semaphore)
 
     def request_rate(self) -> float | None:
         """The open loop's rate now: --request-rate, or the load shape's level at this moment."""
-        if not self.schedule:
-            return self.settings.request_rate
-        start = self.state.load_started() if self.state is not None else self.load_start
-        return level_now(self.schedule, start, time.time())
+        if self.state is not None:
+            schedule, start = self.state.schedule, self.state.load_started()
+        else:
+            schedule, start = self.schedule, self.load_start
+        return level_now(schedule, start, time.time()) if schedule else self.settings.request_rate
 
     def dataset_workload(self, streamer: Streamer, model: str | None) -> Workload:
         """The --dataset of this run, built once per process by the first user that asks."""
@@ -118,7 +120,7 @@ def _settings(options) -> LoadSettings:
     except DatasetError as exc:
         raise ValueError(f"loadwatch: {exc}") from None
     try:
-        plan_run(settings, max(1, getattr(options, "num_users", None) or 1))
+        plan_run(settings, run_users(options))
     except ValueError as exc:
         raise ValueError(f"loadwatch: {exc}") from None
     return settings
@@ -214,10 +216,11 @@ def on_test_start(environment, **_kwargs) -> None:
     _refresh_settings(environment)
     process.workload = None
     process.user_numbers = count()
-    process.load_start = None
     settings = process.settings
-    # Closed-loop shapes act through user counts, open-loop ones through the rate every process reads.
-    process.schedule = plan_run(settings, users(environment)) if settings.request_rate else []
+    if process.state is None:
+        # The master's shape sets users in a closed loop; in an open loop each worker reads the rate.
+        process.schedule = plan_run(settings, run_users(environment.parsed_options)) if settings.request_rate else []
+        process.load_start = None
     counted = settings.num_requests is not None or settings.warmup_requests > 0
     if isinstance(process.tickets, WorkerTickets):
         process.tickets.reset()

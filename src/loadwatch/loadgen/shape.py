@@ -35,7 +35,7 @@ class OptionShape(LoadTestShape):
         self.refresh_settings()
         process = self.environment.loadwatch
         try:
-            schedule = plan_run(process.settings, users(self.environment))
+            schedule = plan_run(process.settings, run_users(self.environment.parsed_options))
         except ValueError as exc:
             log.error("loadwatch: %s; nothing to run", exc)
             schedule = []
@@ -56,12 +56,14 @@ class OptionShape(LoadTestShape):
             if load_start is not None and not self.announced and isinstance(self.runner, MasterRunner):
                 self.runner.send_message(LOAD_START, {"at": load_start})
                 self.announced = True
-            return users(self.environment), float(users(self.environment))
+            count = run_users(self.environment.parsed_options)
+            return count, float(count)
         level = level_now(state.schedule, load_start, time.time())
         count = max(1, round(level))
         # Fast enough that a step is in place within a second of its start.
         return count, float(count)
 
 
-def users(environment) -> int:
-    return max(1, int(getattr(environment.parsed_options, "num_users", None) or 1))
+def run_users(options) -> int:
+    """The run's -u: every user's share of an open loop's rate, and a closed loop shape's peak."""
+    return max(1, int(getattr(options, "num_users", None) or 1))

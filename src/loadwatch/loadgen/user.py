@@ -17,6 +17,7 @@ from loadwatch.client.stream import PATHS, Streamer
 from loadwatch.loadgen.models import UNKNOWN, resolve_model
 from loadwatch.loadgen.quota import WARMUP
 from loadwatch.loadgen.recorder import LLMRequest
+from loadwatch.loadgen.shape import run_users
 from loadwatch.metrics.timing import request_metrics
 from loadwatch.settings import LoadSettings
 from loadwatch.workloads.arrivals import gap, spend
@@ -85,7 +86,7 @@ class LLMUser(User):
     def _open_loop(self) -> None:
         """Send at scheduled times whatever the answers: no coordinated omission."""
         settings = self.process.settings
-        users = max(1, getattr(self.environment.parsed_options, "num_users", None) or 1)
+        users = run_users(self.environment.parsed_options)
         cap = math.ceil(settings.max_concurrency / users) if settings.max_concurrency else None
         # Reproducible for a seed: the same worker and user draw the same arrival times every run.
         worker = getattr(self.environment.runner, "worker_index", 0)

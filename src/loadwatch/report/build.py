@@ -7,10 +7,10 @@ import logging
 from datetime import UTC, datetime
 from pathlib import Path
 
+from loadwatch.prometheus import PrometheusAPI, PrometheusError
 from loadwatch.report.engine import engine_figures
 from loadwatch.report.markdown import render
 from loadwatch.report.plots import plot_ttft_against_engine, series
-from loadwatch.report.prometheus import PrometheusAPI, PrometheusError
 
 log = logging.getLogger(__name__)
 PLOT = "ttft-kv-waiting.png"

@@ -7,9 +7,9 @@ import os
 from pathlib import Path
 
 from loadwatch.grafana.annotate import AnnotateError, post_annotations
+from loadwatch.prometheus import PrometheusAPI, PrometheusError, prometheus_on
 from loadwatch.report.build import ReportError, build_report, read_results
 from loadwatch.report.compare import compare, run_name
-from loadwatch.report.prometheus import PrometheusAPI, PrometheusError, prometheus_on
 
 
 def _results_path(path: Path) -> Path:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from loadwatch.report.prometheus import PrometheusAPI
+from loadwatch.prometheus import PrometheusAPI
 
 # After the last request, counters still need the next scrape to show it: read them this much later.
 SETTLE_SECONDS = 15.0

@@ -5,14 +5,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
-import matplotlib
+import matplotlib.dates as mdates
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")  # files only: no display on a CI machine
-
-import matplotlib.dates as mdates  # noqa: E402
-import matplotlib.pyplot as plt  # noqa: E402
-
-from loadwatch.report.prometheus import PrometheusAPI  # noqa: E402
+from loadwatch.prometheus import PrometheusAPI
 
 SERIES = {
     "ttft_p99": "histogram_quantile(0.99, sum by (le) (rate(loadwatch_client_time_to_first_token_seconds_bucket"
@@ -37,7 +33,9 @@ def _times(points: list[tuple[float, float]]) -> list[datetime]:
 
 
 def plot_ttft_against_engine(data: dict, stages: list[dict], start: float, end: float, path: Path) -> Path:
-    fig, (top, bottom) = plt.subplots(2, 1, sharex=True, figsize=(10, 6), height_ratios=(1, 1))
+    # A Figure of its own, not pyplot's: no global state and no display backend to choose.
+    fig = Figure(figsize=(10, 6))
+    top, bottom = fig.subplots(2, 1, sharex=True)
     top.plot(_times(data["ttft_p99"]), [v * 1000 for _, v in data["ttft_p99"]], color="tab:blue")
     top.set_ylabel("client TTFT p99 (ms)\nfrom the histogram")
     top.set_title("Client TTFT p99 against the engine's KV cache and queue")
@@ -65,5 +63,4 @@ def plot_ttft_against_engine(data: dict, stages: list[dict], start: float, end: 
     bottom.set_xlabel("time (UTC)")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
-    plt.close(fig)
     return path

@@ -13,7 +13,7 @@ from loadwatch.engine import process as engine
 from loadwatch.engine.settings import EngineSettings
 from loadwatch.engine.setup import ensure_engine, ensure_model
 from loadwatch.processes import port_or_free
-from loadwatch.report.prometheus import PrometheusAPI
+from loadwatch.prometheus import PrometheusAPI, PrometheusError
 from loadwatch.stack import components
 from loadwatch.stack.components import Component, StackError
 from loadwatch.stack.config import render_alertmanager, render_prometheus
@@ -86,9 +86,15 @@ def _wait_for_first_scrape(url: str, timeout: float) -> None:
     begun before then would have its first seconds missing from every graph and report."""
     api = PrometheusAPI(url, timeout=5)
     deadline = time.monotonic() + timeout
-    while not api.query('up{job="loadwatch-engine"}', time.time()):
+    while True:
+        try:
+            if api.query('up{job="loadwatch-engine"}', time.time()):
+                return
+            problem = "had not scraped the sidecar"
+        except PrometheusError as exc:
+            problem = f"did not answer ({exc})"
         if time.monotonic() > deadline:
-            raise StackError(f"Prometheus at {url} had not scraped the sidecar after {timeout:.0f} s")
+            raise StackError(f"Prometheus at {url} {problem} after {timeout:.0f} s")
         time.sleep(0.5)
 
 
