@@ -51,6 +51,9 @@ def test_master_histograms_sum_every_worker_and_each_fault_is_counted_once(fake_
         metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
         wait_for(lambda: total(scrape(metrics_url), "loadwatch_client_requests_total") == expected["arrivals"],
                  15, "the workers' last reports")
+        # Locust's master shows `stopped` when the last worker says so, but fires test_stop (where the
+        # stage turns `stopped`) only at its next once-a-second check of the user count.
+        wait_for(lambda: total(scrape(metrics_url), "loadwatch_run_info", stage="stopped") == 1, 5, "test_stop")
         samples = scrape(metrics_url)
         ui_metrics = scrape(f"http://127.0.0.1:{web_port}/metrics")
     finally:

@@ -34,7 +34,10 @@ def test_exactly_n_measured_requests_and_warmup_in_no_histogram(fake_server, tmp
     try:
         wait_for(lambda: json.loads(get(f"http://127.0.0.1:{web_port}/stats/requests"))["state"] == "stopped",
                  60, "the run to stop by itself after 60 requests")
-        samples = scrape(f"http://127.0.0.1:{metrics_port}/metrics")
+        metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
+        # The master's test_stop (stage `stopped`) follows its `stopped` state by up to a second.
+        wait_for(lambda: total(scrape(metrics_url), "loadwatch_run_info", stage="stopped") == 1, 5, "test_stop")
+        samples = scrape(metrics_url)
     finally:
         # A run ended by --num-requests leaves the web UI up, as a stopped test does; SIGTERM ends it.
         output = finish(locust)
