@@ -66,7 +66,7 @@ def test_distributed_run_counts_what_the_engine_served_and_the_sidecar_saw_it(en
              "the engine's success counter to take in the last requests")
     after = engine_figures(engine.url)
     # Every request the engine finished was counted once by the client, and no other.
-    assert finished == after["success"] - before["success"]
+    assert finished == after["success"] - before["success"], run.stderr[-4000:]
     assert set(data["failures"]) <= {"empty_completion"}, data["failures"]
     # The engine also counts the tokens of empty completions (an EOS alone), which failed here.
     untold = after["generation"] - before["generation"] - data["total_output_tokens"]

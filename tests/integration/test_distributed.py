@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
+import time
 
+import psutil
 import pytest
 
 from tests.conftest import (
@@ -80,6 +83,30 @@ def test_master_histograms_sum_every_worker_and_each_fault_is_counted_once(fake_
     assert data["failures"] == {reason: expected["outcomes"][reason] for reason in FAULTS}
     assert data["options"]["request_timeout"] == 1.0 and "api_key" not in data["options"]
     assert locust.returncode == 1, output  # Locust's own code for a run with failures, no SLO given
+
+
+def test_a_worker_marked_missing_at_the_stop_still_has_its_last_requests_counted(fake_server, tmp_path):
+    server = fake_server("--ttft", "0.02", "--itl", "0.005", "--tokens", "5")
+    results = tmp_path / "results.json"
+    locust = subprocess.Popen(
+        locust_command("-H", server.url, "--headless", "-u", "4", "-r", "4", "-t", "8s", "--processes", "2",
+                       "--metrics-port", "0", "--stop-timeout", "5", "--results-json", str(results)),
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    try:
+        workers = wait_for(lambda: len(psutil.Process(locust.pid).children()) == 2 and
+                           psutil.Process(locust.pid).children(), 20, "two worker processes")
+        time.sleep(3)
+        # A frozen worker misses its heartbeats (a starved CPU does the same): the master marks it
+        # missing, and it is still missing when the run time ends and the master asks for last reports.
+        os.kill(workers[0].pid, signal.SIGSTOP)
+        time.sleep(8)
+        os.kill(workers[0].pid, signal.SIGCONT)
+    finally:
+        output = finish(locust, timeout=60)
+    assert "setting state to missing" in output
+    data = json.loads(results.read_text())
+    assert data["completed"] + data["failed"] == server.stats()["arrivals"], output
 
 
 def test_headless_run_breaking_an_slo_exits_3_and_says_which(fake_server, tmp_path):
