@@ -81,15 +81,18 @@ def locust_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "locust", "-f", str(REPO / "locustfiles" / "chat.py"), *args]
 
 
-def finish(process: subprocess.Popen, timeout: float = 60) -> str:
-    """End a Locust started by a test, killing it if it will not go, so no stray holds a port."""
-    if process.poll() is None:
-        process.terminate()
+def finish(process: subprocess.Popen, timeout: float = 60, exit_within: float = 0) -> str:
+    """End a Locust started by a test (after `exit_within` seconds for it to end by itself), killing
+    it if it will not go, so no stray holds a port."""
     try:
-        output, _ = process.communicate(timeout=timeout)
+        output, _ = process.communicate(timeout=exit_within)
     except subprocess.TimeoutExpired:
-        process.kill()
-        output, _ = process.communicate()
+        process.terminate()
+        try:
+            output, _ = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            output, _ = process.communicate()
     return output or ""
 
 

@@ -103,10 +103,31 @@ def test_a_worker_marked_missing_at_the_stop_still_has_its_last_requests_counted
         time.sleep(8)
         os.kill(workers[0].pid, signal.SIGCONT)
     finally:
-        output = finish(locust, timeout=60)
+        output = finish(locust, exit_within=60)
     assert "setting state to missing" in output
     data = json.loads(results.read_text())
     assert data["completed"] + data["failed"] == server.stats()["arrivals"], output
+
+
+def test_a_dead_worker_is_named_and_the_others_results_are_written(fake_server, tmp_path):
+    server = fake_server("--ttft", "0.02", "--itl", "0.005", "--tokens", "5")
+    results = tmp_path / "results.json"
+    locust = subprocess.Popen(
+        locust_command("-H", server.url, "--headless", "-u", "4", "-r", "4", "-t", "6s", "--processes", "2",
+                       "--metrics-port", "0", "--stop-timeout", "2", "--results-json", str(results)),
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    try:
+        workers = wait_for(lambda: len(psutil.Process(locust.pid).children()) == 2 and
+                           psutil.Process(locust.pid).children(), 20, "two worker processes")
+        time.sleep(3)
+        workers[0].kill()
+    finally:
+        output = finish(locust, exit_within=60)
+    assert "No last report from worker(s)" in output and "are not counted" in output, output
+    assert "Traceback" not in output
+    data = json.loads(results.read_text())
+    assert 0 < data["completed"] + data["failed"] < server.stats()["arrivals"]
 
 
 def test_headless_run_breaking_an_slo_exits_3_and_says_which(fake_server, tmp_path):
