@@ -85,49 +85,45 @@ def test_master_histograms_sum_every_worker_and_each_fault_is_counted_once(fake_
     assert locust.returncode == 1, output  # Locust's own code for a run with failures, no SLO given
 
 
-def test_a_worker_marked_missing_at_the_stop_still_has_its_last_requests_counted(fake_server, tmp_path):
+def run_with_one_worker_upset(fake_server, tmp_path, run_time: str, stop_timeout: str, upset):
+    """A headless two-worker run in which `upset(worker)` is done to one worker 3 s in; the server's
+    request count, Locust's output and the results JSON."""
     server = fake_server("--ttft", "0.02", "--itl", "0.005", "--tokens", "5")
     results = tmp_path / "results.json"
     locust = subprocess.Popen(
-        locust_command("-H", server.url, "--headless", "-u", "4", "-r", "4", "-t", "8s", "--processes", "2",
-                       "--metrics-port", "0", "--stop-timeout", "5", "--results-json", str(results)),
+        locust_command("-H", server.url, "--headless", "-u", "4", "-r", "4", "-t", run_time, "--processes", "2",
+                       "--metrics-port", "0", "--stop-timeout", stop_timeout, "--results-json", str(results)),
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
     try:
         workers = wait_for(lambda: len(psutil.Process(locust.pid).children()) == 2 and
                            psutil.Process(locust.pid).children(), 20, "two worker processes")
         time.sleep(3)
-        # A frozen worker misses its heartbeats (a starved CPU does the same): the master marks it
-        # missing, and it is still missing when the run time ends and the master asks for last reports.
-        os.kill(workers[0].pid, signal.SIGSTOP)
-        time.sleep(8)
-        os.kill(workers[0].pid, signal.SIGCONT)
+        upset(workers[0])
     finally:
         output = finish(locust, exit_within=60)
+    return server.stats()["arrivals"], output, json.loads(results.read_text())
+
+
+def freeze_for_8s(worker: psutil.Process) -> None:
+    # A frozen worker misses its heartbeats (a starved CPU does the same): the master marks it
+    # missing, and it is still missing when the run time ends and the master asks for last reports.
+    os.kill(worker.pid, signal.SIGSTOP)
+    time.sleep(8)
+    os.kill(worker.pid, signal.SIGCONT)
+
+
+def test_a_worker_marked_missing_at_the_stop_still_has_its_last_requests_counted(fake_server, tmp_path):
+    arrivals, output, data = run_with_one_worker_upset(fake_server, tmp_path, "8s", "5", freeze_for_8s)
     assert "setting state to missing" in output
-    data = json.loads(results.read_text())
-    assert data["completed"] + data["failed"] == server.stats()["arrivals"], output
+    assert data["completed"] + data["failed"] == arrivals, output
 
 
 def test_a_dead_worker_is_named_and_the_others_results_are_written(fake_server, tmp_path):
-    server = fake_server("--ttft", "0.02", "--itl", "0.005", "--tokens", "5")
-    results = tmp_path / "results.json"
-    locust = subprocess.Popen(
-        locust_command("-H", server.url, "--headless", "-u", "4", "-r", "4", "-t", "6s", "--processes", "2",
-                       "--metrics-port", "0", "--stop-timeout", "2", "--results-json", str(results)),
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )
-    try:
-        workers = wait_for(lambda: len(psutil.Process(locust.pid).children()) == 2 and
-                           psutil.Process(locust.pid).children(), 20, "two worker processes")
-        time.sleep(3)
-        workers[0].kill()
-    finally:
-        output = finish(locust, exit_within=60)
+    arrivals, output, data = run_with_one_worker_upset(fake_server, tmp_path, "6s", "2", psutil.Process.kill)
     assert "No last report from worker(s)" in output and "are not counted" in output, output
     assert "Traceback" not in output
-    data = json.loads(results.read_text())
-    assert 0 < data["completed"] + data["failed"] < server.stats()["arrivals"]
+    assert 0 < data["completed"] + data["failed"] < arrivals
 
 
 def test_headless_run_breaking_an_slo_exits_3_and_says_which(fake_server, tmp_path):
