@@ -163,7 +163,7 @@ def parser() -> argparse.ArgumentParser:
                           help="a vLLM base URL (its /metrics is read), repeatable")
     exporter.add_argument("--targets-file", type=Path, help="YAML: targets: [{name: ..., url: ...}]")
     exporter.add_argument("--port", type=int, default=None, help="default 9647")
-    exporter.add_argument("--host", default=None, help="default: all interfaces")
+    exporter.add_argument("--host", default=None, help="address to listen on; default 0.0.0.0 (all interfaces)")
     exporter.add_argument("--interval", type=float, default=None, help="seconds between samples, default 1")
     exporter.add_argument("--window", type=float, default=None,
                           help="seconds behind the _max peaks and windowed ratios, default 15")

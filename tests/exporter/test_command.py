@@ -48,3 +48,50 @@ def test_the_example_targets_file_is_valid():
     settings = build_settings([], REPO / "exporters" / "targets.example.yaml")
     assert [t.name for t in settings.targets] == ["vllm-0", "vllm-1"]
     assert settings.targets[0].metrics_url == "http://127.0.0.1:8000/metrics"
+
+
+def _serves_without_host(serve, argv: list[str]) -> None:  # noqa: F811
+    """Run the sidecar with no --host, as README and the container do; the port comes from the
+    environment so that the command line stays exactly as shipped."""
+    import json
+    import os
+
+    port = free_port()
+    env = {**os.environ, "LOADWATCH_EXPORTER_PORT": str(port)}
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    try:
+        wait_for(lambda: process.poll() is None and (s := scrape(f"http://127.0.0.1:{port}/metrics"))
+                 and total(s, "loadwatch_engine_up") == 1, 15, "the sidecar up with its target")
+    finally:
+        process.terminate()
+        output, _ = process.communicate(timeout=10)
+    assert "Traceback" not in output and process.returncode in (0, -15), output
+
+
+def test_readme_exporter_command_works_as_written(serve):  # noqa: F811
+    import re
+
+    from tests.conftest import REPO
+
+    line = next(ln for ln in (REPO / "README.md").read_text().splitlines()
+                if ln.startswith(".venv/bin/loadwatch exporter --target"))
+    written = re.sub(r"\[.*?\]", "", line).split()
+    assert "--host" not in written
+    target = serve()
+    argv = [a.replace("http://127.0.0.1:8000", target) for a in written[1:]]
+    _serves_without_host(serve, [sys.executable, "-m", "loadwatch.cli", *argv])
+
+
+def test_container_command_works_as_shipped(serve, tmp_path):  # noqa: F811
+    import json
+
+    from tests.conftest import REPO
+
+    dockerfile = (REPO / "exporters" / "Dockerfile").read_text()
+    entrypoint = json.loads(next(ln for ln in dockerfile.splitlines() if ln.startswith("ENTRYPOINT"))[10:])
+    cmd = json.loads(next(ln for ln in dockerfile.splitlines() if ln.startswith("CMD"))[3:])
+    assert entrypoint == ["loadwatch", "exporter"]
+    targets = tmp_path / "targets.yaml"
+    targets.write_text(f"targets:\n  - name: vllm-0\n    url: {serve()}\n")
+    argv = [str(targets) if a == "/etc/loadwatch/targets.yaml" else a for a in cmd]
+    _serves_without_host(serve, [sys.executable, "-m", "loadwatch.cli", "exporter", *argv])

@@ -32,7 +32,7 @@ def serve(settings: ExporterSettings) -> None:
         sampler.start()
     names = ", ".join(f"{t.name}={t.metrics_url}" for t in settings.targets)
     log.info("engine sidecar on http://%s:%d/metrics, sampling every %g s: %s",
-             settings.host or "0.0.0.0", settings.port, settings.interval, names)
+             settings.host, settings.port, settings.interval, names)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:

@@ -22,7 +22,8 @@ class ExporterSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="LOADWATCH_EXPORTER_", extra="ignore")
 
     targets: list[Target] = []
-    host: str = ""
+    # Explicit: prometheus-client 0.26 cannot resolve an empty host name.
+    host: str = "0.0.0.0"
     port: int = Field(9647, ge=0, le=65535)
     interval: float = Field(1.0, gt=0, description="seconds between the sidecar's own samples")
     window: float = Field(15.0, gt=0, description="seconds of samples behind _max and the ratios")
