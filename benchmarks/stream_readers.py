@@ -2,7 +2,8 @@
 
 For 16, 64 and 256 concurrent streams in one gevent process (as in one Locust worker), against
 the fake server of tests/ (TTFT 100 ms, ITL 20 ms, 50 tokens), it prints for each reader:
-the content chunks/s sustained (users started over one second, like Locust's spawn rate), and the p50/p99 of (measured - true) TTFT, pairing each request
+the content chunks/s sustained (users started over one second, like Locust's spawn rate), and the p50/p99 of
+(measured - true) TTFT, pairing each request
 with the server's own record of when it really sent the first token.
 
 Readers: loadwatch's (geventhttpclient, `readline` per SSE line, the one the load generator

@@ -52,7 +52,8 @@ def test_builtin_kinds_pass_kubernetes_validate_strictly():
 
 def test_the_command_line_validator_agrees(tmp_path):
     files = [str(KUSTOMIZE / name) for name in ("namespace.yaml", "vllm.yaml", "locust.yaml")]
-    run = subprocess.run([sys.executable, "-m", "kubernetes_validate", "--strict", "-k", "1.30.0", *files], capture_output=True, text=True)
+    run = subprocess.run([sys.executable, "-m", "kubernetes_validate", "--strict", "-k", "1.30.0", *files],
+                         capture_output=True, text=True)
     assert run.returncode == 0, run.stdout + run.stderr
 
 

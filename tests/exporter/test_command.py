@@ -53,7 +53,6 @@ def test_the_example_targets_file_is_valid():
 def _serves_without_host(serve, argv: list[str]) -> None:  # noqa: F811
     """Run the sidecar with no --host, as README and the container do; the port comes from the
     environment so that the command line stays exactly as shipped."""
-    import json
     import os
 
     port = free_port()

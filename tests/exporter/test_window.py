@@ -37,7 +37,8 @@ def test_ratios_come_from_counter_increases_over_the_window():
 def test_no_traffic_or_a_restart_gives_no_ratio_rather_than_a_wrong_one():
     idle = [snap(prefix_cache_queries=5, prefix_cache_hits=1), snap(prefix_cache_queries=5, prefix_cache_hits=1)]
     assert ratios(idle, "t") == []
-    restarted = [snap(prefix_cache_queries=500, prefix_cache_hits=100), snap(prefix_cache_queries=20, prefix_cache_hits=5)]
+    restarted = [snap(prefix_cache_queries=500, prefix_cache_hits=100),
+                 snap(prefix_cache_queries=20, prefix_cache_hits=5)]
     assert ratios(restarted, "t") == []
 
 

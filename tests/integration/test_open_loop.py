@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import statistics
 import subprocess
+from itertools import pairwise
 
 import pytest
 
@@ -26,7 +27,7 @@ def test_arrivals_have_the_asked_rate_and_variation(fake_server, tmp_path, burst
     assert run.returncode == 0, run.stdout + run.stderr
     times = json.loads(get(server.url + "/stats/arrivals"))
     assert len(times) == 1000
-    gaps = [b - a for a, b in zip(times, times[1:])]
+    gaps = [b - a for a, b in pairwise(times)]
     mean = statistics.fmean(gaps)
     assert mean == pytest.approx(0.01, rel=0.05)
     assert statistics.pstdev(gaps) / mean == pytest.approx(cv, abs=0.15)

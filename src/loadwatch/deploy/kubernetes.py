@@ -48,7 +48,9 @@ class _BlockDumper(yaml.SafeDumper):
 
 
 _BlockDumper.add_representer(
-    str, lambda dumper, text: dumper.represent_scalar("tag:yaml.org,2002:str", text, style="|" if "\n" in text else None))
+    str,
+    lambda dumper, text: dumper.represent_scalar("tag:yaml.org,2002:str", text, style="|" if "\n" in text else None),
+)
 
 
 def _dump(documents: list[dict]) -> str:

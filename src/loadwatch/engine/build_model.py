@@ -23,7 +23,8 @@ def corpus() -> list[str]:
              "throughput percentile monitor alert prometheus grafana locust stream chunk memory block").split()
     lines = [" ".join(words[(i * 7 + j) % len(words)] for j in range(12)) for i in range(400)]
     lines += [f"def f{i}(x):\n    return x * {i} + {i * i}" for i in range(200)]
-    lines += [f"{i} {i * 3.14159:.3f} {hex(i)} 2026-11-{i % 28 + 1:02d}T{i % 24:02d}:{i % 60:02d}:00Z" for i in range(300)]
+    lines += [f"{i} {i * 3.14159:.3f} {hex(i)} 2026-11-{i % 28 + 1:02d}T{i % 24:02d}:{i % 60:02d}:00Z"
+              for i in range(300)]
     return lines
 
 

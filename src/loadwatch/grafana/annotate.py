@@ -17,7 +17,7 @@ class AnnotateError(Exception):
     """Grafana could not be reached or refused an annotation; the message says which."""
 
 
-def annotations(results: dict) -> list[dict]:
+def run_annotations(results: dict) -> list[dict]:
     """The run as one region and each load-shape stage as another, with the figures people look for."""
     run_id = results["run_id"]
 
@@ -45,7 +45,7 @@ def post_annotations(url: str, token: str | None, results: dict, timeout: float 
     """Post them all; how many Grafana took."""
     api = GrafanaApi.from_url(url, credential=token, timeout=timeout)
     posted = 0
-    for annotation in annotations(results):
+    for annotation in run_annotations(results):
         try:
             api.annotations.add_annotation(**annotation)
         except GrafanaException as exc:

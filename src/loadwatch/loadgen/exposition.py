@@ -30,11 +30,11 @@ class ClientCollector(Collector):
                 yield family
         for name, help_text in d.COUNTER_HELP.items():
             label_names = d.FAILURE_LABELS if name == d.FAILURES else d.LABELS
-            family = CounterMetricFamily(name, help_text, labels=label_names)
+            counter = CounterMetricFamily(name, help_text, labels=label_names)
             for labels, value in counts.counters_named(name):
-                family.add_metric(list(labels), value)
-            if family.samples:
-                yield family
+                counter.add_metric(list(labels), value)
+            if counter.samples:
+                yield counter
         yield GaugeMetricFamily(d.USERS, "Locust users running now.", value=self.user_count())
         in_flight = GaugeMetricFamily(d.IN_FLIGHT, "Requests sent and not yet finished.", labels=d.LABELS)
         for labels, n in sorted(self.state.in_flight().items()):

@@ -85,10 +85,12 @@ class RunState:
 
     def stages(self) -> list[dict]:
         """The schedule's stages this run reached, with wall-clock bounds cut at the stop."""
-        out = []
+        out: list[dict] = []
         begin = self.load_start
+        if begin is None:
+            return out
         end_of_run = self.stopped_at or time()
-        for i, stage in enumerate(self.schedule if begin is not None else ()):
+        for i, stage in enumerate(self.schedule):
             if begin >= end_of_run:
                 break
             # The last stage keeps what was sent before Locust stopped, up to a shape tick after its end.

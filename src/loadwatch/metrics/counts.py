@@ -34,7 +34,7 @@ class HistogramCounts:
 
     def cumulative(self) -> list[tuple[str, int]]:
         out, running = [], 0
-        for bound, n in zip((*self.buckets, float("inf")), self.counts):
+        for bound, n in zip((*self.buckets, float("inf")), self.counts, strict=True):
             running += n
             out.append(("+Inf" if bound == float("inf") else repr(bound), running))
         return out

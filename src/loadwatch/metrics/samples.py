@@ -23,9 +23,22 @@ class ScenarioSamples:
     """Columns of one (model, scenario); row i of the success columns is one request."""
 
     def __init__(self) -> None:
-        for column in COLUMNS:
-            setattr(self, column, array("d"))
+        self.start = array("d")
+        self.end = array("d")
+        self.ttft = array("d")
+        self.e2e = array("d")
+        self.tpot = array("d")
+        self.prompt_tokens = array("d")
+        self.completion_tokens = array("d")
+        self.itl = array("d")
+        self.itl_count = array("d")
+        self.fail_start = array("d")
+        self.fail_end = array("d")
         self.fail_reason: list[str] = []
+
+    def column(self, name: str) -> array:
+        """One of COLUMNS by name: for the wire format and per-stage cuts."""
+        return getattr(self, name)
 
     def add_success(self, started_at: float, m: RequestMetrics) -> None:
         self.start.append(started_at)
@@ -58,28 +71,28 @@ class ScenarioSamples:
     def started_within(self, begin: float, end: float) -> ScenarioSamples:
         """The requests sent in [begin, end): a stage's share, whenever they finished."""
         out = ScenarioSamples()
-        start = np.frombuffer(self.start, dtype=float)
+        start = np.frombuffer(self.start, dtype=np.float64)
         keep = (start >= begin) & (start < end)
         for column in COLUMNS[:7]:
-            getattr(out, column).frombytes(np.frombuffer(getattr(self, column), dtype=float)[keep].tobytes())
-        counts = np.frombuffer(self.itl_count, dtype=float)
-        out.itl.frombytes(np.frombuffer(self.itl, dtype=float)[np.repeat(keep, counts.astype(int))].tobytes())
+            out.column(column).frombytes(np.frombuffer(self.column(column), dtype=np.float64)[keep].tobytes())
+        counts = np.frombuffer(self.itl_count, dtype=np.float64)
+        out.itl.frombytes(np.frombuffer(self.itl, dtype=np.float64)[np.repeat(keep, counts.astype(int))].tobytes())
         out.itl_count.frombytes(counts[keep].tobytes())
-        fail_start = np.frombuffer(self.fail_start, dtype=float)
+        fail_start = np.frombuffer(self.fail_start, dtype=np.float64)
         fail_keep = (fail_start >= begin) & (fail_start < end)
         out.fail_start.frombytes(fail_start[fail_keep].tobytes())
-        out.fail_end.frombytes(np.frombuffer(self.fail_end, dtype=float)[fail_keep].tobytes())
+        out.fail_end.frombytes(np.frombuffer(self.fail_end, dtype=np.float64)[fail_keep].tobytes())
         out.fail_reason = [r for r, k in zip(self.fail_reason, fail_keep, strict=True) if k]
         return out
 
     def to_wire(self) -> dict:
-        wire = {column: getattr(self, column).tobytes() for column in COLUMNS}
+        wire: dict = {column: self.column(column).tobytes() for column in COLUMNS}
         wire["fail_reason"] = list(self.fail_reason)
         return wire
 
     def extend_from_wire(self, wire: dict) -> None:
         for column in COLUMNS:
-            getattr(self, column).frombytes(wire[column])
+            self.column(column).frombytes(wire[column])
         self.fail_reason.extend(wire["fail_reason"])
 
 

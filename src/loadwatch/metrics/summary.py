@@ -14,7 +14,7 @@ LATENCIES = {"ttft": "ttft", "tpot": "tpot", "itl": "itl", "e2el": "e2e"}  # key
 
 
 def _values(series: ScenarioSamples, metric: str) -> np.ndarray:
-    values = np.frombuffer(getattr(series, LATENCIES[metric]), dtype=float)
+    values = np.frombuffer(series.column(LATENCIES[metric]), dtype=np.float64)
     return values[~np.isnan(values)] * 1000.0
 
 
@@ -47,7 +47,7 @@ def _good_requests(series: ScenarioSamples, slos: list[SLO]) -> int:
     limits = {s.metric: s.limit for s in slos if s.metric in GOODPUT_METRICS}
     good = np.ones(series.completed, dtype=bool)
     for metric, limit in limits.items():
-        values = np.frombuffer(getattr(series, LATENCIES[metric]), dtype=float) * 1000.0
+        values = np.frombuffer(series.column(LATENCIES[metric]), dtype=np.float64) * 1000.0
         # A request without TPOT (one token) cannot break a TPOT limit.
         good &= np.isnan(values) | (values <= limit)
     return int(good.sum())
@@ -67,8 +67,8 @@ def verdicts(series: ScenarioSamples, slos: list[SLO]) -> list[Verdict]:
 def figures(series: ScenarioSamples, slos: list[SLO], duration: float | None = None) -> dict:
     """vllm-bench-compatible figures of one set of samples, over their own window unless told."""
     duration = _window(series) if duration is None else duration
-    prompt = float(np.nansum(np.frombuffer(series.prompt_tokens, dtype=float)))
-    output = float(np.nansum(np.frombuffer(series.completion_tokens, dtype=float)))
+    prompt = float(np.nansum(np.frombuffer(series.prompt_tokens, dtype=np.float64)))
+    output = float(np.nansum(np.frombuffer(series.completion_tokens, dtype=np.float64)))
     finished = series.completed + series.failed
 
     def per_second(amount: float) -> float:
@@ -94,7 +94,7 @@ def figures(series: ScenarioSamples, slos: list[SLO], duration: float | None = N
     return out
 
 
-def summarize(samples: Samples, slos: list[SLO], stages: list[dict] = ()) -> tuple[dict, list[Verdict]]:
+def summarize(samples: Samples, slos: list[SLO], stages: list[dict] | None = None) -> tuple[dict, list[Verdict]]:
     """Figures of the whole run, one entry per scenario under `scenarios` and per load-shape stage
     under `stages` (each {name, level, unit, start, end}), and the SLO verdicts."""
     total = combined(samples)
@@ -106,7 +106,7 @@ def summarize(samples: Samples, slos: list[SLO], stages: list[dict] = ()) -> tup
     # A stage's throughput is over the stage's own time: requests sent in it, whenever they finished.
     result["stages"] = [
         {**stage, **figures(total.started_within(stage["start"], stage["end"]), slos, stage["end"] - stage["start"])}
-        for stage in stages
+        for stage in stages or []
     ]
     run_verdicts = verdicts(total, slos)
     result["slo"] = [v.as_dict() for v in run_verdicts]

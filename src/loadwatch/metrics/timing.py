@@ -7,6 +7,7 @@ it is tested alone and matches `vllm bench serve` definition for definition.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import pairwise
 
 
 @dataclass(frozen=True)
@@ -39,7 +40,7 @@ def request_metrics(raw: RawTiming) -> RequestMetrics:
         raise ValueError("no chunk carried generated text")
     ttft = arrivals[0] - raw.t0
     e2e = arrivals[-1] - raw.t0
-    itl = tuple(later - earlier for earlier, later in zip(arrivals, arrivals[1:]))
+    itl = tuple(later - earlier for earlier, later in pairwise(arrivals))
     n = raw.completion_tokens
     tpot = (e2e - ttft) / (n - 1) if n is not None and n > 1 else None
     return RequestMetrics(

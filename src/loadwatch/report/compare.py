@@ -21,8 +21,8 @@ def run_name(spec: str) -> tuple[str, Path]:
     name, sep, path = spec.partition("=")
     if sep and name and not Path(spec).exists():
         return name, Path(path)
-    path = Path(spec)
-    return (path.parent.name if path.stem == "results" and path.parent.name else path.stem), path
+    given = Path(spec)
+    return (given.parent.name if given.stem == "results" and given.parent.name else given.stem), given
 
 
 def _value(value: float | None) -> str:

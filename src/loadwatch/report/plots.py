@@ -56,7 +56,8 @@ def plot_ttft_against_engine(data: dict, stages: list[dict], start: float, end: 
     for stage in stages:
         for axis in (top, bottom):
             axis.axvline(datetime.fromtimestamp(stage["start"], UTC), color="grey", linestyle="--", linewidth=0.8)
-        top.annotate(stage["name"], (datetime.fromtimestamp(stage["start"], UTC), 1), xycoords=("data", "axes fraction"),
+        top.annotate(stage["name"], (datetime.fromtimestamp(stage["start"], UTC), 1),
+                     xycoords=("data", "axes fraction"),
                      xytext=(3, -12), textcoords="offset points", fontsize="small", color="grey")
     bottom.set_xlim(datetime.fromtimestamp(start, UTC), datetime.fromtimestamp(end, UTC))
     bottom.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M:%S"))

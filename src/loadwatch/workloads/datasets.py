@@ -32,8 +32,9 @@ def output_len(settings: LoadSettings) -> int:
     return settings.output_len or settings.max_tokens
 
 
-def dataset_path(settings: LoadSettings) -> Path | None:
-    return settings.dataset_path or DEFAULT_PATHS.get(settings.dataset)
+def dataset_path(settings: LoadSettings) -> Path:
+    """The file of a file-backed dataset (sharegpt, agent, jsonl): the user's, or loadwatch's sample."""
+    return settings.dataset_path or DEFAULT_PATHS[settings.dataset]
 
 
 def validate(settings: LoadSettings) -> None:
@@ -72,8 +73,10 @@ def _lengths(rng: random.Random, mean: int, ratio: float) -> int:
 def _random(settings: LoadSettings, tokenizer, rng: random.Random) -> list[Prompt]:
     prefix = tokenizer.text_of_length(rng, settings.prefix_len) + " " if settings.prefix_len else ""
     return [
-        Prompt.user_text(prefix + tokenizer.text_of_length(rng, _lengths(rng, settings.input_len, settings.range_ratio)),
-                         _lengths(rng, output_len(settings), settings.range_ratio))
+        Prompt.user_text(
+            prefix + tokenizer.text_of_length(rng, _lengths(rng, settings.input_len, settings.range_ratio)),
+            _lengths(rng, output_len(settings), settings.range_ratio),
+        )
         for _ in range(settings.dataset_size)
     ]
 

@@ -38,7 +38,7 @@ def read_jsonl(path: Path) -> list[Prompt]:
         where = f"{path} line {number}"
         try:
             item = json.loads(line)
-        except ValueError as exc:
+        except json.JSONDecodeError as exc:
             raise DatasetError(f"{where}: not JSON ({exc.msg})") from None
         if not isinstance(item, dict):
             raise DatasetError(f"{where}: expected an object with `prompt` or `messages`")
@@ -64,7 +64,7 @@ def read_sharegpt(path: Path) -> list[list[dict]]:
     """
     try:
         data = json.loads(_read(path))
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
         raise DatasetError(f"{path} line {exc.lineno}: not JSON ({exc.msg})") from None
     if not isinstance(data, list):
         raise DatasetError(f"{path}: expected a JSON list of conversations")

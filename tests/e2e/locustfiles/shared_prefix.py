@@ -5,7 +5,8 @@ from itertools import count
 from loadwatch.loadgen import LLMUser
 from loadwatch.workloads.prompt import Prompt
 
-SYSTEM = " ".join(f"Rule {i}: answer briefly, cite the monitoring runbook section {i}, and stay polite." for i in range(10))
+SYSTEM = " ".join(f"Rule {i}: answer briefly, cite the monitoring runbook section {i}, and stay polite."
+                  for i in range(10))
 _n = count()
 
 
