@@ -10,6 +10,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from loadwatch.defaults import PORTS
 from loadwatch.engine import process
 from loadwatch.engine.settings import EngineSettings
 from loadwatch.engine.setup import SetupError, ensure_engine, ensure_model
@@ -48,15 +49,15 @@ def engine_command(args: argparse.Namespace) -> int:
         info = process.start(settings, ensure_model(settings, say), args.port, args.passthrough, say=say)
         say(f"engine running: {info.url} (pid {info.pid}); stop it with `loadwatch engine stop`")
     elif args.action == "stop":
-        info = process.stop(settings)
-        say(f"engine stopped (pid {info.pid})" if info else "no engine was running")
+        stopped = process.stop(settings)
+        say(f"engine stopped (pid {stopped.pid})" if stopped else "no engine was running")
     else:
-        info = process.running(settings)
-        if info is None:
+        found = process.running(settings)
+        if found is None:
             say("no engine running")
             return 1
-        state = "healthy" if answers(info.url + "/health") else "not answering /health"
-        say(f"engine pid {info.pid} at {info.url}: {state}; log {info.log}")
+        state = "healthy" if answers(found.url + "/health") else "not answering /health"
+        say(f"engine pid {found.pid} at {found.url}: {state}; log {found.log}")
     return 0
 
 
@@ -162,7 +163,7 @@ def parser() -> argparse.ArgumentParser:
     exporter.add_argument("--target", action="append", default=[], metavar="NAME=URL",
                           help="a vLLM base URL (its /metrics is read), repeatable")
     exporter.add_argument("--targets-file", type=Path, help="YAML: targets: [{name: ..., url: ...}]")
-    exporter.add_argument("--port", type=int, default=None, help="default 9647")
+    exporter.add_argument("--port", type=int, default=None, help=f"default {PORTS['sidecar']}")
     exporter.add_argument("--host", default=None, help="address to listen on; default 0.0.0.0 (all interfaces)")
     exporter.add_argument("--interval", type=float, default=None, help="seconds between samples, default 1")
     exporter.add_argument("--window", type=float, default=None,
@@ -174,7 +175,8 @@ def parser() -> argparse.ArgumentParser:
                                               "Alertmanager")
     stack_up.add_argument("--target", help="base URL of a running vLLM; default: start the embedded engine")
     stack_up.add_argument("--webhook-url", help="where Alertmanager posts alerts")
-    stack_up.add_argument("--metrics-port", type=int, default=9646, help="the Locust master Prometheus scrapes")
+    stack_up.add_argument("--metrics-port", type=int, default=PORTS["client_metrics"],
+                          help="the Locust master Prometheus scrapes")
     stack_up.add_argument("--out", default="runs", help="folder for the run directories")
     stack_up.set_defaults(handler=up_command)
     commands.add_parser("down", help="stop what `loadwatch up` started").set_defaults(handler=down_command)
@@ -186,7 +188,7 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--spawn-rate", "-r", type=float, default=8)
     run.add_argument("--run-time", "-t", default="30s")
     run.add_argument("--slo", action="append", default=[], help="as locust's --slo, repeatable")
-    run.add_argument("--metrics-port", type=int, default=9646)
+    run.add_argument("--metrics-port", type=int, default=PORTS["client_metrics"])
     run.add_argument("--locustfile", type=Path, default=REPO / "locustfiles" / "chat.py")
     run.add_argument("--out", default="runs", help="folder for the run directories")
     run.add_argument("--vllm-arg", dest="vllm_args", action="append", default=[],

@@ -1,63 +1,114 @@
-"""The load generator's settings: one validated object built from Locust's parsed options.
+"""The load generator's settings: the one declaration of every loadwatch option of Locust.
 
-Locust's own parser reads the command line, LOCUST_* environment variables and locust.conf;
-this object validates what it found and is the only place the rest of the code reads from.
+Each field is an option: its default, constraints and choices (a Literal) are the field's, its
+help is the field's description, and `cli(...)` metadata says how it appears on Locust's parser
+(environment variable, web-UI visibility, secrecy). `loadgen/options.py` generates the parser
+options from these fields; Locust's parser reads the command line, LOCUST_* variables and
+locust.conf, and `from_options` validates what it found: the rest of the code reads this object.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from loadwatch.client.endpoints import Endpoint
+from loadwatch.defaults import PORTS
 from loadwatch.metrics.slo import SLO, parse_slo
+
+Shape = Literal["step", "ramp", "spike", "sweep"]
+Dataset = Literal["builtin", "sharegpt", "random", "prefix-repetition", "agent", "jsonl"]
+AgentPrefix = Literal["static", "dynamic"]
+
+
+def cli(env: str | None = None, web_ui: bool = True, secret: bool = False) -> dict[str, Any]:
+    """How a field appears on Locust's parser; env defaults to LOCUST_<NAME>."""
+    return {"cli": {"env": env, "web_ui": web_ui, "secret": secret}}
 
 
 class LoadSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="LOADWATCH_", extra="ignore", protected_namespaces=())
 
-    model: str = ""
-    endpoint: Literal["chat", "completions"] = "chat"
-    max_tokens: int = Field(128, gt=0)
-    temperature: float | None = Field(None, ge=0)
-    ignore_eos: bool = False
-    api_key: SecretStr | None = None
-    request_timeout: float = Field(600.0, gt=0)
-    metrics_port: int = Field(9646, ge=0, le=65535)
-    results_json: Path | None = None
-    slo: list[SLO] = []
-    request_rate: float | None = Field(None, gt=0)
-    burstiness: float = Field(1.0, gt=0)
-    max_concurrency: int | None = Field(None, gt=0)
-    num_requests: int | None = Field(None, gt=0)
-    warmup_requests: int = Field(0, ge=0)
-    warmup_seconds: float = Field(0.0, ge=0)
-    shape: Literal["step", "ramp", "spike", "sweep"] | None = None
-    stage_duration: float = Field(60.0, gt=0)
-    step_size: float | None = Field(None, gt=0)
-    spike_base: float | None = Field(None, gt=0)
-    sweep: list[float] = []
-    dataset: Literal["builtin", "sharegpt", "random", "prefix-repetition", "agent", "jsonl"] = "builtin"
-    dataset_path: Path | None = None
-    seed: int = 0
-    dataset_size: int = Field(1000, gt=0)
-    sharegpt_output_len: int | None = Field(None, gt=0)
-    input_len: int = Field(1024, gt=0)
-    output_len: int | None = Field(None, gt=0)
-    range_ratio: float = Field(0.0, ge=0, lt=1)
-    prefix_len: int = Field(0, ge=0)
-    num_prefixes: int = Field(10, gt=0)
-    suffix_len: int = Field(256, gt=0)
-    agent_prefix: Literal["static", "dynamic"] = "static"
+    # The request
+    model: str = Field("", description="Model to request; default: the first one the server lists at /v1/models")
+    endpoint: Endpoint = Field("chat", description="OpenAI API to stream from: /v1/chat/completions or "
+                                                   "/v1/completions")
+    max_tokens: int = Field(128, gt=0, description="max_tokens of each request")
+    temperature: float | None = Field(None, ge=0, description="Sampling temperature; default: the server's")
+    ignore_eos: bool = Field(False, description="Ask vLLM to generate max_tokens whatever the model says "
+                                                "(vLLM's ignore_eos)")
+    api_key: SecretStr | None = Field(None, description="Bearer token for the server; default: $OPENAI_API_KEY",
+                                      json_schema_extra=cli(env="OPENAI_API_KEY", secret=True))
+    request_timeout: float = Field(600.0, gt=0, description="Seconds a whole streamed request may take before it "
+                                                            "counts as a timeout")
+    metrics_port: int = Field(PORTS["client_metrics"], ge=0, le=65535, json_schema_extra=cli(web_ui=False),
+                              description="Port of the Prometheus endpoint of the master or local runner; "
+                                          "0 turns it off")
+    results_json: Path | None = Field(None, description="Write the run's results (vllm bench serve keys and "
+                                                        "loadwatch's own) to this file")
+    slo: list[SLO] = Field([], description="Service-level objective, repeatable: ttft_p99_ms=500, "
+                                           "tpot_median_ms=50, e2el_p90_ms=20000, failure_ratio=0.01 "
+                                           "(comma-separated in the web UI). A broken one makes a headless "
+                                           "run exit 3")
+    # The run
+    request_rate: float | None = Field(None, gt=0, description="Open loop: requests per second over the whole "
+                                                               "run, sent whether or not earlier ones have "
+                                                               "answered; each user is an arrival process of "
+                                                               "rate/users")
+    burstiness: float = Field(1.0, gt=0, description="Open loop: gamma shape of the gaps; 1 is Poisson, lower is "
+                                                     "burstier")
+    max_concurrency: int | None = Field(None, gt=0, description="Open loop: requests in flight at most; an "
+                                                                "arrival over it is dropped and counted")
+    num_requests: int | None = Field(None, gt=0, description="Stop after exactly this many measured requests, "
+                                                             "across all workers (vllm bench serve's "
+                                                             "--num-prompts)")
+    warmup_requests: int = Field(0, ge=0, description="Send this many requests first and leave them out of "
+                                                      "every figure")
+    warmup_seconds: float = Field(0.0, ge=0, description="Leave out the requests started in the first seconds "
+                                                         "of the run")
+    shape: Shape | None = Field(None, json_schema_extra=cli(web_ui=False),
+                                description="Load shape, stage by stage: step (up to -u users, or "
+                                            "--request-rate, in --step-size steps), ramp (0 to peak, then "
+                                            "hold), spike (base, peak, base) or sweep (--sweep levels)")
+    stage_duration: float = Field(60.0, gt=0, description="Seconds each stage of --shape lasts")
+    step_size: float | None = Field(None, gt=0, description="step: users (or requests/s) added at each step; "
+                                                            "default a quarter of the peak")
+    spike_base: float | None = Field(None, gt=0, description="spike: users (or requests/s) before and after the "
+                                                             "spike; default a quarter of the peak")
+    sweep: list[float] = Field([], description="sweep: comma-separated levels, one stage each: user counts, or "
+                                               "request rates with --request-rate")
+    # The workload
+    dataset: Dataset = Field("builtin", description="Workload: builtin prompts, sharegpt, random, "
+                                                    "prefix-repetition, agent (the seeds' long conversation "
+                                                    "with a date-time prefix) or jsonl")
+    dataset_path: Path | None = Field(None, description="Dataset file; default: loadwatch's own sample for "
+                                                        "sharegpt, agent and jsonl")
+    seed: int = Field(0, description="Seed of the dataset's sampling and order")
+    dataset_size: int = Field(1000, gt=0, description="Prompts drawn from the dataset (then served in a cycle)")
+    sharegpt_output_len: int | None = Field(None, gt=0, description="sharegpt: fixed max_tokens instead of the "
+                                                                    "first answer's token length")
+    input_len: int = Field(1024, gt=0, description="random: prompt tokens")
+    output_len: int | None = Field(None, gt=0, description="random, prefix-repetition, agent: max_tokens; "
+                                                           "default --max-tokens")
+    range_ratio: float = Field(0.0, ge=0, lt=1, description="random: lengths drawn uniformly within +-ratio of "
+                                                            "the mean")
+    prefix_len: int = Field(0, ge=0, description="random: shared prefix tokens; prefix-repetition: tokens of "
+                                                 "each prefix (default 256)")
+    num_prefixes: int = Field(10, gt=0, description="prefix-repetition: distinct shared prefixes")
+    suffix_len: int = Field(256, gt=0, description="prefix-repetition: unique tokens after the prefix")
+    agent_prefix: AgentPrefix = Field("static", description="agent: the same date-time for every request "
+                                                            "(cacheable) or a new one per request")
 
     @field_validator("slo", mode="before")
     @classmethod
     def _parse_slos(cls, value: object) -> object:
-        if isinstance(value, str):
-            value = value.split(",")
-        return [parse_slo(v.strip()) if isinstance(v, str) else v for v in value or [] if v != ""]
+        items = value.split(",") if isinstance(value, str) else value
+        if not isinstance(items, list):
+            return items  # pydantic says what is wrong with it
+        return [parse_slo(v.strip()) if isinstance(v, str) else v for v in items if v != ""]
 
     @field_validator("sweep", mode="before")
     @classmethod

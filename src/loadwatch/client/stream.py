@@ -18,12 +18,12 @@ from geventhttpclient.response import HTTPParseError
 from geventhttpclient.url import URL
 
 from loadwatch.client.chunks import parse_chunk
+from loadwatch.client.endpoints import PATHS, Endpoint
 from loadwatch.client.failures import Reason, RequestFailed, http_reason
 from loadwatch.client.sse import SSEDecoder
 from loadwatch.metrics.timing import RawTiming
 
 _NETWORK_ERRORS = (OSError, socket.timeout, HTTPParseError)
-PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
 
 
 @dataclass(frozen=True)
@@ -111,7 +111,7 @@ class Streamer:
         except ValueError as exc:
             raise RequestFailed(Reason.MALFORMED_CHUNK, f"{path} did not return JSON") from exc
 
-    def stream(self, endpoint: str, payload: dict) -> StreamResult:
+    def stream(self, endpoint: Endpoint, payload: dict) -> StreamResult:
         body = json.dumps(payload).encode()
         received = 0
         started_at = time()
@@ -127,13 +127,13 @@ class Streamer:
             if fired is not timer:
                 raise
             self.close()
-            failure = RequestFailed(Reason.TIMEOUT, f"no complete response within {self.timeout:g} s")
-            return StreamResult(started_at, perf_counter() - t0, received, failure=failure)
+            timed_out = RequestFailed(Reason.TIMEOUT, f"no complete response within {self.timeout:g} s")
+            return StreamResult(started_at, perf_counter() - t0, received, failure=timed_out)
         finally:
             timer.close()
         return StreamResult(started_at, perf_counter() - t0, received, timing=timing)
 
-    def _read_stream(self, endpoint: str, body: bytes, t0: float) -> tuple[RawTiming, int]:
+    def _read_stream(self, endpoint: Endpoint, body: bytes, t0: float) -> tuple[RawTiming, int]:
         try:
             response = self._http().post(self.prefix + PATHS[endpoint], body, headers=self.headers)
         except _NETWORK_ERRORS as exc:

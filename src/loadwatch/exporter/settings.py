@@ -8,6 +8,8 @@ import yaml
 from pydantic import BaseModel, Field, HttpUrl, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from loadwatch.defaults import PORTS
+
 
 class Target(BaseModel):
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.:-]+$")
@@ -24,7 +26,7 @@ class ExporterSettings(BaseSettings):
     targets: list[Target] = []
     # Explicit: prometheus-client 0.26 cannot resolve an empty host name.
     host: str = "0.0.0.0"
-    port: int = Field(9647, ge=0, le=65535)
+    port: int = Field(PORTS["sidecar"], ge=0, le=65535)
     interval: float = Field(1.0, gt=0, description="seconds between the sidecar's own samples")
     window: float = Field(15.0, gt=0, description="seconds of samples behind _max and the ratios")
     # Sampling runs beside scrapes, never in them; 5 s still ends before Prometheus gives up (10 s).

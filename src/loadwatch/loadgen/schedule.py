@@ -7,8 +7,11 @@ shapes serve both. Pure: the Locust shape class and the per-stage summaries read
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import get_args
 
-SHAPES = ("step", "ramp", "spike", "sweep")
+from loadwatch.settings import Shape
+
+SHAPES: tuple[str, ...] = get_args(Shape)
 
 
 @dataclass(frozen=True)

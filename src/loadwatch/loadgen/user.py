@@ -12,8 +12,9 @@ from gevent.pool import Group
 from locust import User, constant, task
 from locust.exception import StopUser
 
+from loadwatch.client.endpoints import PATHS
 from loadwatch.client.failures import RequestFailed
-from loadwatch.client.stream import PATHS, Streamer
+from loadwatch.client.stream import Streamer
 from loadwatch.loadgen.models import UNKNOWN, resolve_model
 from loadwatch.loadgen.quota import WARMUP
 from loadwatch.loadgen.recorder import LLMRequest

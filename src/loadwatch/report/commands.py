@@ -6,6 +6,7 @@ import argparse
 import os
 from pathlib import Path
 
+from loadwatch.defaults import PORTS
 from loadwatch.grafana.annotate import AnnotateError, post_annotations
 from loadwatch.prometheus import PrometheusAPI, PrometheusError, prometheus_on
 from loadwatch.report.build import ReportError, build_report, read_results
@@ -87,6 +88,6 @@ def add_parsers(commands, say) -> None:
 
     annotate = commands.add_parser("annotate", help="post a run and its stages as Grafana annotations")
     annotate.add_argument("run", type=Path, help="a run folder or a results JSON")
-    annotate.add_argument("--grafana-url", required=True, help="e.g. http://127.0.0.1:3000")
+    annotate.add_argument("--grafana-url", required=True, help=f"e.g. http://127.0.0.1:{PORTS['grafana']}")
     annotate.add_argument("--token", help="Grafana service-account token; default $GRAFANA_TOKEN")
     annotate.set_defaults(handler=lambda args: annotate_command(args, say))

@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from loadwatch.defaults import PORTS
 from loadwatch.engine import process as engine
 from loadwatch.engine.settings import EngineSettings
 from loadwatch.engine.setup import ensure_engine, ensure_model
@@ -19,7 +20,7 @@ from loadwatch.stack.components import Component, StackError
 from loadwatch.stack.config import render_alertmanager, render_prometheus
 from loadwatch.stack.settings import StackSettings
 
-DEFAULT_PORTS = {"exporter": 9647, "prometheus": 9090, "alertmanager": 9093}
+DEFAULT_PORTS = {"exporter": PORTS["sidecar"], "prometheus": PORTS["prometheus"], "alertmanager": PORTS["alertmanager"]}
 
 
 @dataclass
@@ -99,7 +100,7 @@ def _wait_for_first_scrape(url: str, timeout: float) -> None:
 
 
 def up(settings: StackSettings, run_dir: Path, target: str | None = None, vllm_args: list[str] | None = None,
-       client_port: int = 9646, say=print) -> Stack:
+       client_port: int = PORTS["client_metrics"], say=print) -> Stack:
     running = Stack.load(settings.state_file)
     if running is not None and any(c.alive() for c in running.components):
         raise StackError(f"a stack is already running (run directory {running.run_dir}); "

@@ -1,0 +1,17 @@
+"""Default ports of every part of the stack (DESIGN.md's), declared once.
+
+Python code reads them from here; the YAML, compose file, manifests and Dockerfiles that cannot
+import Python are checked against them by tests/test_defaults.py.
+"""
+
+from __future__ import annotations
+
+PORTS: dict[str, int] = {
+    "vllm": 8000,
+    "locust_web_ui": 8089,
+    "client_metrics": 9646,
+    "sidecar": 9647,
+    "prometheus": 9090,
+    "alertmanager": 9093,
+    "grafana": 3000,
+}
