@@ -1,9 +1,14 @@
-"""Prometheus exposition of the client metrics: fresh families from the run state on each scrape."""
+"""Prometheus exposition of the client metrics: fresh families from the run state on each scrape,
+served on the metrics port and the web UI."""
 
 from __future__ import annotations
 
+import logging
+import sys
 from collections.abc import Callable, Iterator
 
+from gevent.pywsgi import WSGIServer
+from prometheus_client import make_wsgi_app
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -11,8 +16,11 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from loadwatch.loadgen import webui
 from loadwatch.loadgen.state import RunState
 from loadwatch.metrics import definitions as d
+
+log = logging.getLogger(__name__)
 
 
 class ClientCollector(Collector):
@@ -52,3 +60,20 @@ def client_registry(state: RunState, user_count: Callable[[], int]) -> Collector
     registry = CollectorRegistry(auto_describe=False)
     registry.register(ClientCollector(state, user_count))
     return registry
+
+
+def serve(environment, state: RunState, port: int) -> None:
+    """The client metrics on --metrics-port (0: off) and, when the web UI runs, on its /metrics."""
+    registry = client_registry(state, lambda: environment.runner.user_count if environment.runner else 0)
+    if environment.web_ui:
+        webui.install(environment, state, registry)
+    if port == 0:
+        return
+    host = environment.parsed_options.web_host if environment.parsed_options else ""
+    server = WSGIServer((host or "", port), make_wsgi_app(registry), log=None)
+    try:
+        server.start()
+    except OSError as exc:
+        sys.exit(f"loadwatch: cannot serve metrics on port {port}: {exc.strerror}; "
+                 "choose another with --metrics-port (0 turns it off)")
+    log.info("Client metrics at http://%s:%d/metrics", host or "0.0.0.0", port)

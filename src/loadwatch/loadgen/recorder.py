@@ -68,6 +68,16 @@ class Recorder:
             self.counts.inc(d.GENERATION_TOKENS, labels, m.completion_tokens)
         self.samples.of(labels).add_success(req.started_at, m)
 
+    def start_run(self) -> None:
+        """A new run in this process: the summary and the run's counts start afresh; the Prometheus
+        counts stay monotonic."""
+        self.samples.clear()
+        self.finished = self.warmup_finished = 0
+
+    def reset_samples(self) -> None:
+        """Locust's reset_stats: the figures of the summary start again, the counts go on."""
+        self.samples.clear()
+
     def record_lag(self, labels: tuple[str, str], lag: float, warmup: bool) -> None:
         if not warmup:
             self.counts.observe(d.ARRIVAL_LAG.name, labels, max(0.0, lag))

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
 
 from locust import LoadTestShape
 from locust.runners import MasterRunner
 
+from loadwatch.loadgen.process import run_users
 from loadwatch.loadgen.schedule import level_now, plan_run
+from loadwatch.loadgen.state import Phase
 
 log = logging.getLogger(__name__)
 LOAD_START = "loadwatch_load_start"  # master -> workers: the wall time the schedule's clock started
@@ -23,24 +24,22 @@ LOAD_START = "loadwatch_load_start"  # master -> workers: the wall time the sche
 class OptionShape(LoadTestShape):
     use_common_options = True  # the web UI keeps its users field: the shape's peak in a closed loop
 
-    def __init__(self, environment, refresh_settings: Callable[[], None]) -> None:
+    def __init__(self, environment) -> None:
         super().__init__()
         self.environment = environment
-        self.refresh_settings = refresh_settings
         self.announced = False
 
     def reset_time(self) -> None:
         """Locust calls this as a run starts: plan it with the options the run starts with."""
         super().reset_time()
-        self.refresh_settings()
         process = self.environment.loadwatch
+        process.refresh(self.environment.parsed_options)
         try:
             schedule = plan_run(process.settings, run_users(self.environment.parsed_options))
         except ValueError as exc:
             log.error("loadwatch: %s; nothing to run", exc)
             schedule = []
-        process.state.schedule = schedule
-        process.state.unit = "requests/s" if process.settings.request_rate else "users"
+        process.state.plan(schedule, "requests/s" if process.settings.request_rate else "users")
         self.announced = False
 
     def tick(self) -> tuple[int, float] | None:
@@ -49,7 +48,7 @@ class OptionShape(LoadTestShape):
         if not state.schedule:
             return None
         # The first tick comes before Locust's test_start, while the state is the last run's.
-        load_start = state.load_started() if state.phase == "running" else None
+        load_start = state.load_started() if state.phase is Phase.RUNNING else None
         if load_start is not None and state.current() is None:
             return None
         if process.settings.request_rate:
@@ -63,7 +62,3 @@ class OptionShape(LoadTestShape):
         # Fast enough that a step is in place within a second of its start.
         return count, float(count)
 
-
-def run_users(options) -> int:
-    """The run's -u: every user's share of an open loop's rate, and a closed loop shape's peak."""
-    return max(1, int(getattr(options, "num_users", None) or 1))

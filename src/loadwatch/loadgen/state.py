@@ -1,10 +1,16 @@
-"""The run as the master or local runner sees it: identity, stage and everything measured."""
+"""The run as one Locust process sees it: identity, phase, stage and what it measured.
+
+The master or local runner holds the run's own state. A worker holds a replica: its recorder
+keeps only what was measured since its last report, and the schedule's start comes from the
+master's message, since only the master knows when the warm-up ended.
+"""
 
 from __future__ import annotations
 
 import secrets
 from collections import Counter
 from datetime import UTC, datetime
+from enum import Enum
 from time import monotonic, time
 
 from gevent.event import Event
@@ -17,12 +23,20 @@ def new_run_id() -> str:
     return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
 
 
+class Phase(Enum):
+    IDLE = "idle"
+    RUNNING = "running"
+    STOPPING = "stopping"  # --num-requests reached; Locust is stopping the users
+    STOPPED = "stopped"
+
+
 class RunState:
-    def __init__(self, scenarios: list[str], target: str) -> None:
+    def __init__(self, scenarios: list[str], target: str, replica: bool = False) -> None:
         self.scenarios = scenarios
         self.target = target
+        self.replica = replica
         self.run_id = new_run_id()
-        self.phase = "idle"  # idle, running, stopping (--num-requests reached), stopped
+        self.phase = Phase.IDLE
         self.recorder = Recorder()
         self.worker_in_flight: dict[str, list] = {}
         self.warmup_requests = 0
@@ -40,9 +54,8 @@ class RunState:
         # Prometheus series stay monotonic across runs of one process; the summary starts afresh.
         self.target = target
         self.run_id = new_run_id()
-        self.phase = "running"
-        self.recorder.samples.clear()
-        self.recorder.finished = self.recorder.warmup_finished = 0
+        self.phase = Phase.RUNNING
+        self.recorder.start_run()
         self.warmup_requests = warmup_requests
         self.warmup_until = monotonic() + warmup_seconds
         self.started_at = time()
@@ -50,14 +63,31 @@ class RunState:
         self.load_start = None if warmup_requests or warmup_seconds else self.started_at
         self.stopped_at = None
 
+    def start_replica(self, schedule: list[Stage]) -> None:
+        """A worker's run starts: the open loop's schedule, its clock unknown until the master says."""
+        self.phase = Phase.RUNNING
+        self.schedule = schedule
+        self.load_start = None
+
+    def follow(self, load_start: float) -> None:
+        """A worker: the master says when the schedule's clock started."""
+        self.load_start = load_start
+
+    def plan(self, schedule: list[Stage], unit: str) -> None:
+        """The load shape's schedule for the run that starts, in users or requests/s."""
+        self.schedule = schedule
+        self.unit = unit
+
     def stop(self) -> None:
-        self.phase = "stopped"
+        self.phase = Phase.STOPPED
         self.stopped_at = time()
 
     def load_started(self) -> float | None:
         """When the measured load began, once the warm-up is over: a known time after a timed
         warm-up, the moment it was seen after a counted one (on a master, at a worker's report)."""
-        if self.load_start is None and self.phase == "running":
+        if self.replica:
+            return self.load_start
+        if self.load_start is None and self.phase is Phase.RUNNING:
             counted_left = self.recorder.warmup_finished < self.warmup_requests
             if not counted_left and monotonic() >= self.warmup_until:
                 self.load_start = time() if self.warmup_requests else self.started_at + self.warmup_seconds
@@ -74,8 +104,8 @@ class RunState:
     def stage(self) -> str:
         """`warmup` until the warm-up is over, then the load shape's stage or `load`; `idle`,
         `stopping` and `stopped` around a run."""
-        if self.phase != "running":
-            return self.phase
+        if self.phase is not Phase.RUNNING:
+            return self.phase.value
         if self.load_started() is None:
             return "warmup"
         if not self.schedule:

@@ -39,11 +39,10 @@ def dataset_path(settings: LoadSettings) -> Path:
 
 def validate(settings: LoadSettings) -> None:
     """Raise DatasetError for an unreadable or malformed dataset file, before any request."""
-    path = dataset_path(settings)
     if settings.dataset == "jsonl":
-        read_jsonl(path)
+        read_jsonl(dataset_path(settings))
     elif settings.dataset in ("sharegpt", "agent"):
-        read_sharegpt(path)
+        read_sharegpt(dataset_path(settings))
 
 
 def _sharegpt(settings: LoadSettings, tokenizer, rng: random.Random) -> list[Prompt]:

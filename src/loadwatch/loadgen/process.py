@@ -1,0 +1,94 @@
+"""loadwatch's part of one Locust process, kept on `environment.loadwatch`."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from itertools import count
+
+from gevent.lock import Semaphore
+from pydantic import ValidationError
+
+from loadwatch.client.stream import Streamer
+from loadwatch.loadgen.quota import Quota, Tickets, WorkerTickets
+from loadwatch.loadgen.recorder import Recorder
+from loadwatch.loadgen.schedule import level_now, plan_run
+from loadwatch.loadgen.state import RunState
+from loadwatch.settings import LoadSettings
+from loadwatch.workloads.datasets import Workload, build, validate
+from loadwatch.workloads.errors import DatasetError
+from loadwatch.workloads.tokens import tokenizer_for
+
+log = logging.getLogger(__name__)
+TOKENIZED = ("sharegpt", "random", "prefix-repetition")
+
+
+def run_users(options) -> int:
+    """The run's -u: every user's share of an open loop's rate, and a closed loop shape's peak."""
+    return max(1, int(getattr(options, "num_users", None) or 1))
+
+
+def settings_from(options) -> LoadSettings:
+    """Validated settings with a readable dataset and a plannable shape, or ValueError naming what is wrong."""
+    try:
+        settings = LoadSettings.from_options(options)
+    except ValidationError as exc:
+        problems = "; ".join(f"--{str(e['loc'][0]).replace('_', '-')}: {e['msg']}" for e in exc.errors())
+        raise ValueError(f"loadwatch: invalid options: {problems}") from None
+    try:
+        validate(settings)
+    except DatasetError as exc:
+        raise ValueError(f"loadwatch: {exc}") from None
+    try:
+        plan_run(settings, run_users(options))
+    except ValueError as exc:
+        raise ValueError(f"loadwatch: {exc}") from None
+    return settings
+
+
+@dataclass
+class Process:
+    settings: LoadSettings
+    state: RunState  # the run's own on the master or a local runner, a replica on a worker
+    summary: str = ""
+    workload: Workload | None = None  # built on first use, from this run's settings
+    quota: Quota | None = None  # what the users of this process may still send
+    tickets: Tickets | WorkerTickets | None = None  # the pool (master, local) or a worker's supply
+    user_numbers: Iterator[int] = field(default_factory=count)  # for the users' arrival seeds
+    _building: Semaphore = field(default_factory=Semaphore)
+
+    @property
+    def recorder(self) -> Recorder:
+        return self.state.recorder
+
+    def refresh(self, options) -> None:
+        """The web UI (and a master, for its workers) may have changed options since init."""
+        try:
+            self.settings = settings_from(options)
+        except ValueError as exc:
+            log.error("%s; this run keeps the previous options", exc)
+
+    def new_run(self, options) -> None:
+        """What every process does as a run starts: this run's options, a fresh workload and seeds."""
+        self.refresh(options)
+        self.workload = None
+        self.user_numbers = count()
+
+    def counted(self) -> bool:
+        """Whether the run counts its requests: --num-requests or --warmup-requests."""
+        return self.settings.num_requests is not None or self.settings.warmup_requests > 0
+
+    def request_rate(self) -> float | None:
+        """The open loop's rate now: --request-rate, or the load shape's level at this moment."""
+        schedule = self.state.schedule
+        return level_now(schedule, self.state.load_started(), time.time()) if schedule else self.settings.request_rate
+
+    def dataset_workload(self, streamer: Streamer, model: str | None) -> Workload:
+        """The --dataset of this run, built once per process by the first user that asks."""
+        with self._building:
+            if self.workload is None:
+                tokenizer = tokenizer_for(streamer, model) if self.settings.dataset in TOKENIZED else None
+                self.workload = build(self.settings, tokenizer)
+            return self.workload

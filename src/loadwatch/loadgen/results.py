@@ -1,0 +1,58 @@
+"""The end of a run on the master or local runner: the results JSON, the summary block, the verdict."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from pathlib import Path
+
+from loadwatch.loadgen.process import Process
+from loadwatch.metrics.summary import format_block, summarize
+
+log = logging.getLogger(__name__)
+SLO_EXIT_CODE = 3
+
+
+def write_atomically(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def write_results(path: Path, result: dict, summary: str) -> None:
+    """The results JSON and, beside it with .txt, the printed summary block."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomically(path, json.dumps(result, indent=2) + "\n")
+        write_atomically(path.with_suffix(".txt"), summary + "\n")
+    except OSError as exc:
+        log.error("Cannot write results to %s: %s; the summary below is all there is", path, exc)
+    else:
+        log.info("Results written to %s", path)
+
+
+def finish(process: Process) -> int | None:
+    """Summarise the run, write its results and keep the summary to print; the exit code the SLO
+    verdicts call for, None without SLOs."""
+    state, settings = process.state, process.settings
+    result, verdicts = summarize(state.recorder.samples, settings.slo, state.stages())
+    result = {"run_id": state.run_id, "target": state.target, **result,
+              # Wall clock, warm-up included: the window a report reads from Prometheus.
+              "started_at": state.started_at, "ended_at": state.stopped_at or time.time(),
+              "warmup_requests": state.recorder.warmup_finished, "options": settings.public_options()}
+    process.summary = format_block(result, verdicts)
+    if settings.results_json:
+        write_results(settings.results_json, result, process.summary)
+    if not verdicts:
+        return None
+    return 0 if all(v.passed for v in verdicts) else SLO_EXIT_CODE
+
+
+def print_summary(process: Process, exit_code: int) -> None:
+    # Printed after Locust's own tables, so the figures people compare come last.
+    if process.summary:
+        print(process.summary, flush=True)
+        if exit_code == SLO_EXIT_CODE:
+            print(f"SLO broken: exit code {SLO_EXIT_CODE}", flush=True)

@@ -1,0 +1,198 @@
+"""loadwatch's handlers for each Locust role, as Locust itself splits them.
+
+A local runner measures and sums up on its own. A master sums up what its workers report, deals
+out --num-requests tickets and collects every worker's last report at the stop. A worker measures,
+ships deltas to the master and follows the master's clock. Each role registers named handlers on
+the environment's events when its process starts.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import gevent
+from locust.env import Environment
+from locust.runners import MasterRunner, WorkerRunner
+
+from loadwatch.loadgen import exposition, results
+from loadwatch.loadgen.process import Process, run_users
+from loadwatch.loadgen.quota import ASK, FINAL, FLUSH, GRANT, Quota, Tickets, WorkerTickets
+from loadwatch.loadgen.recorder import REPORT_KEY
+from loadwatch.loadgen.schedule import plan_run
+from loadwatch.loadgen.shape import LOAD_START, OptionShape
+from loadwatch.loadgen.state import Phase, RunState
+from loadwatch.settings import LoadSettings
+
+log = logging.getLogger(__name__)
+TICKET_BATCH = 4  # tickets a worker asks for at a time: few messages, little held back at the end
+
+
+def _scenarios(environment: Environment) -> list[str]:
+    return sorted({getattr(cls, "scenario", cls.__name__) for cls in environment.user_classes}) or ["chat"]
+
+
+class Role:
+    """What every role does: record each request, follow the run's start, stop and stats resets."""
+
+    def __init__(self, environment: Environment, process: Process) -> None:
+        self.environment = environment
+        self.process = process
+
+    def install(self) -> None:
+        events = self.environment.events
+        events.request.add_listener(self.process.recorder.on_request)
+        events.test_start.add_listener(self.on_test_start)
+        events.reset_stats.add_listener(self.on_reset_stats)
+
+    def on_test_start(self, **_kwargs) -> None:
+        self.process.new_run(self.environment.parsed_options)
+
+    def on_reset_stats(self, **_kwargs) -> None:
+        pass
+
+
+class Summing(Role):
+    """The master or a local runner: the run's own state, its metrics endpoint, shape and summary."""
+
+    def install(self) -> None:
+        super().install()
+        events = self.environment.events
+        events.test_stop.add_listener(self.on_test_stop)
+        events.quitting.add_listener(self.on_quitting)
+        events.quit.add_listener(self.on_quit)
+        exposition.serve(self.environment, self.process.state, self.process.settings.metrics_port)
+        if self.process.settings.shape:
+            shape = OptionShape(self.environment)
+            shape.runner = self.environment.runner
+            self.environment.shape_class = shape
+
+    def on_test_start(self, **kwargs) -> None:
+        super().on_test_start(**kwargs)
+        process, settings = self.process, self.process.settings
+        process.tickets = Tickets(settings.num_requests, settings.warmup_requests) if process.counted() else None
+        process.quota = Quota(process.tickets, settings.warmup_seconds)
+        process.state.start(self.environment.host or "", settings.warmup_requests, settings.warmup_seconds)
+
+    def on_test_stop(self, **_kwargs) -> None:
+        self.process.state.stop()
+
+    def on_reset_stats(self, **_kwargs) -> None:
+        self.process.recorder.reset_samples()
+
+    def on_quitting(self, environment: Environment, **_kwargs) -> None:
+        exit_code = results.finish(self.process)
+        if exit_code is not None:
+            environment.process_exit_code = exit_code
+
+    def on_quit(self, exit_code: int, **_kwargs) -> None:
+        results.print_summary(self.process, exit_code)
+
+    def stop_when_done(self, **_kwargs) -> None:
+        """End the run once --num-requests measured requests have finished, everywhere."""
+        process = self.process
+        wanted = process.settings.num_requests
+        if wanted and process.state.phase is Phase.RUNNING and process.recorder.finished >= wanted:
+            process.state.phase = Phase.STOPPING
+            runner = self.environment.runner
+            assert runner is not None
+            # Not from inside this listener: quitting kills the user greenlet that may be running it.
+            gevent.spawn(runner.stop if self.environment.web_ui else runner.quit)
+
+
+class Local(Summing):
+    def install(self) -> None:
+        super().install()
+        self.environment.events.request.add_listener(self.stop_when_done)
+
+
+class Master(Summing):
+    def install(self) -> None:
+        super().install()
+        runner = self.environment.runner
+        assert isinstance(runner, MasterRunner)
+        events = self.environment.events
+        events.worker_report.add_listener(self.process.state.on_worker_report)
+        events.worker_report.add_listener(self.stop_when_done)
+        events.test_stopping.add_listener(self.on_test_stopping)
+        runner.register_message(ASK, self.grant_tickets)
+        runner.register_message(FINAL, self.take_final_report)
+
+    def grant_tickets(self, msg, **_kwargs) -> None:
+        tickets = self.process.tickets
+        kinds = tickets.take(msg.data["n"]) if isinstance(tickets, Tickets) else []
+        self.environment.runner.send_message(GRANT, {"kinds": kinds}, msg.node_id)  # type: ignore[union-attr]
+
+    def take_final_report(self, msg, **_kwargs) -> None:
+        self.process.state.on_final_report(msg.node_id, msg.data)
+
+    def on_test_stopping(self, **_kwargs) -> None:
+        """Collect every worker's last requests before Locust's stop or quit goes out.
+
+        On quit, Locust's master waits only half a second for the workers' last stats, while a worker
+        first lets its in-flight requests finish (--stop-timeout): those requests would be lost.
+        """
+        runner = self.environment.runner
+        assert isinstance(runner, MasterRunner)
+        state = self.process.state
+        # A worker marked missing is often only late with its heartbeats (a busy CPU): it still runs
+        # users and answers, so its last requests are awaited as well.
+        workers = {c.id for c in runner.clients.all}
+        if workers:
+            state.expect_final_reports(workers)
+            runner.send_message(FLUSH, {})
+            if not state.finals_done.wait(timeout=(self.environment.stop_timeout or 0) + 10):
+                log.warning("No last report from worker(s) %s: their requests since their previous report "
+                            "are not counted", ", ".join(sorted(state.finals_pending)))
+
+
+class Worker(Role):
+    def install(self) -> None:
+        super().install()
+        runner = self.environment.runner
+        assert isinstance(runner, WorkerRunner)
+        self.process.tickets = WorkerTickets(runner, TICKET_BATCH)
+        self.environment.events.report_to_master.add_listener(self.add_report)
+        runner.register_message(FLUSH, self.send_final_report, concurrent=True)
+        runner.register_message(LOAD_START, self.follow_load_start)
+
+    def add_report(self, data: dict, **_kwargs) -> None:
+        data[REPORT_KEY] = self.process.recorder.report()
+
+    def follow_load_start(self, msg, **_kwargs) -> None:
+        self.process.state.follow(msg.data["at"])
+
+    def on_test_start(self, **kwargs) -> None:
+        super().on_test_start(**kwargs)
+        process, settings = self.process, self.process.settings
+        # The master's shape sets users in a closed loop; in an open loop each worker reads the rate.
+        users = run_users(self.environment.parsed_options)
+        process.state.start_replica(plan_run(settings, users) if settings.request_rate else [])
+        assert isinstance(process.tickets, WorkerTickets)
+        process.tickets.reset()
+        process.quota = Quota(process.tickets if process.counted() else None, settings.warmup_seconds)
+
+    def send_final_report(self, **_kwargs) -> None:
+        """Start nothing new, let what is in flight finish, then report it all to the master."""
+        process = self.process
+        if process.quota is not None:
+            process.quota.closed = True
+        deadline = time.monotonic() + (self.environment.stop_timeout or 0)
+        while sum(process.recorder.in_flight.values()) > 0 and time.monotonic() < deadline:
+            gevent.sleep(0.05)
+        self.environment.runner.send_message(FINAL, process.recorder.report())  # type: ignore[union-attr]
+
+
+def install(environment: Environment, settings: LoadSettings) -> Process:
+    """loadwatch's process for this Locust process, its role's handlers registered."""
+    runner = environment.runner
+    role: type[Role]
+    if isinstance(runner, WorkerRunner):
+        role, state = Worker, RunState([], "", replica=True)
+    else:
+        role = Master if isinstance(runner, MasterRunner) else Local
+        state = RunState(_scenarios(environment), environment.host or "")
+    process = Process(settings, state)
+    environment.loadwatch = process  # type: ignore[attr-defined]
+    role(environment, process).install()
+    return process
