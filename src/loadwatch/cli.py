@@ -10,6 +10,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from loadwatch import assets
 from loadwatch.defaults import PORTS
 from loadwatch.engine import process
 from loadwatch.engine.settings import EngineSettings
@@ -21,8 +22,6 @@ from loadwatch.report.commands import add_parsers, annotate_command, write_repor
 from loadwatch.stack.components import StackError
 from loadwatch.stack.settings import StackSettings
 from loadwatch.stack.stack import down, up
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def parse_duration(text: str) -> float:
@@ -147,6 +146,16 @@ def _after_run(run_dir: Path, prometheus_url: str, grafana_url: str | None) -> N
         annotate_command(argparse.Namespace(run=results, grafana_url=grafana_url, token=None), say)
 
 
+def locustfile_command(args: argparse.Namespace) -> int:
+    path = assets.locustfile(args.name)
+    if not path.is_file():
+        shipped = sorted(p.stem for p in assets.path("locustfiles").glob("*.py"))
+        say(f"error: no locustfile {args.name!r}; shipped: {', '.join(shipped)}")
+        return 2
+    print(path)
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(
         prog="loadwatch", description=__doc__,
@@ -189,7 +198,7 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--run-time", "-t", default="30s")
     run.add_argument("--slo", action="append", default=[], help="as locust's --slo, repeatable")
     run.add_argument("--metrics-port", type=int, default=PORTS["client_metrics"])
-    run.add_argument("--locustfile", type=Path, default=REPO / "locustfiles" / "chat.py")
+    run.add_argument("--locustfile", type=Path, default=assets.locustfile())
     run.add_argument("--out", default="runs", help="folder for the run directories")
     run.add_argument("--vllm-arg", dest="vllm_args", action="append", default=[],
                      help="extra flag for the embedded vllm serve, repeatable")
@@ -197,6 +206,11 @@ def parser() -> argparse.ArgumentParser:
                                            "(token from $GRAFANA_TOKEN)")
     run.set_defaults(handler=run_command)
     add_parsers(commands, say)
+
+    locustfile = commands.add_parser("locustfile", help="print the path of a shipped locustfile: "
+                                                        "locust -f \"$(loadwatch locustfile)\"")
+    locustfile.add_argument("name", nargs="?", default="chat")
+    locustfile.set_defaults(handler=locustfile_command)
     return top
 
 

@@ -9,10 +9,12 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from loadwatch.deploy.kubernetes import GENERATED, generated_files
+from loadwatch.deploy.kubernetes import GENERATED as GENERATED_PATH
+from loadwatch.deploy.kubernetes import generated_files
 from tests.conftest import REPO
 
 KUSTOMIZE = REPO / "deploy" / "kubernetes"
+GENERATED = REPO / GENERATED_PATH
 OPERATOR_KINDS = {"ServiceMonitor", "PodMonitor", "PrometheusRule"}  # CRDs: no schema in kubernetes-validate
 
 

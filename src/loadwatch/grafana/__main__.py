@@ -1,4 +1,5 @@
-"""Write grafana/dashboards/*.json from loadwatch.grafana.dashboards: `python -m loadwatch.grafana`."""
+"""Write grafana/dashboards/*.json from loadwatch.grafana.dashboards: `python -m loadwatch.grafana`,
+run from the checkout's root."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 from loadwatch.grafana.dashboards import DASHBOARDS
 
-OUT = Path(__file__).resolve().parents[3] / "grafana" / "dashboards"
+OUT = Path("grafana", "dashboards")  # in the checkout, from its root
 
 
 def render(build) -> str:

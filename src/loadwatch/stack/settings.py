@@ -7,14 +7,14 @@ from pathlib import Path
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-REPO = Path(__file__).resolve().parents[3]
+from loadwatch import assets
 
 
 class StackSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="LOADWATCH_STACK_", extra="ignore")
 
     home: Path = Field(Path.home() / ".cache" / "loadwatch", description="where stack.json records what runs")
-    prometheus_dir: Path = REPO / "prometheus"
+    prometheus_dir: Path = Field(default_factory=lambda: assets.path("prometheus"))
     rules_dir: Path | None = Field(None, description="default: prometheus/rules")
     prometheus_bin: str = "prometheus"
     alertmanager_bin: str = "prometheus-alertmanager"

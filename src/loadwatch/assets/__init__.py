@@ -1,0 +1,20 @@
+"""The stack's configs, dashboards and locustfiles, shipped inside the package.
+
+In a checkout, prometheus/, grafana/ and locustfiles/ here are links to the top-level folders
+(the one copy people edit); a wheel carries their files, so an installed loadwatch finds them
+wherever it runs.
+"""
+
+from __future__ import annotations
+
+from importlib.resources import files
+from pathlib import Path
+
+
+def path(*parts: str) -> Path:
+    """A shipped file or folder, e.g. path("prometheus", "rules"); installs unpack to disk, so a Path."""
+    return Path(str(files(__name__).joinpath(*parts)))
+
+
+def locustfile(name: str = "chat") -> Path:
+    return path("locustfiles", f"{name}.py")
