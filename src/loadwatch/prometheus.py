@@ -1,4 +1,4 @@
-"""Reading a run back from Prometheus: its HTTP query API, or a Prometheus started on a run's data.
+"""Reading from Prometheus: its HTTP query API. (Running a Prometheus is the stack's: stack/readback.py.)
 
 The two GET endpoints are called with urllib: the client libraries for Prometheus's query API pull
 pandas and more for what is two URLs and a JSON envelope here.
@@ -10,12 +10,6 @@ import json
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
-
-from loadwatch.processes import port_or_free
-from loadwatch.stack import components
 
 
 class PrometheusError(Exception):
@@ -53,27 +47,3 @@ class PrometheusAPI:
     def query_range(self, expr: str, start: float, end: float, step: float) -> list:
         return self._get("/api/v1/query_range",
                          {"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}"})
-
-
-@contextmanager
-def prometheus_on(data_dir: Path, log_dir: Path, binary: str = "prometheus") -> Iterator[PrometheusAPI]:
-    """A Prometheus that scrapes nothing, serving a finished run's TSDB, stopped on exit."""
-    if not (data_dir / "wal").is_dir() and not any(data_dir.glob("01*")):
-        raise PrometheusError(f"{data_dir} holds no Prometheus data")
-    config = log_dir / "prometheus-readback.yml"
-    log_dir.mkdir(parents=True, exist_ok=True)
-    config.write_text("global: {}\n")
-    port = port_or_free()
-    url = f"http://127.0.0.1:{port}"
-    try:
-        component = components.start(
-            "prometheus-readback",
-            [binary, f"--config.file={config}", f"--storage.tsdb.path={data_dir}",
-             f"--web.listen-address=127.0.0.1:{port}", "--storage.tsdb.retention.time=100y"],
-            url, "/-/ready", log_dir, timeout=120)
-    except components.StackError as exc:
-        raise PrometheusError(str(exc)) from None
-    try:
-        yield PrometheusAPI(url)
-    finally:
-        components.stop(component)

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from loadwatch.prometheus import prometheus_on
+from loadwatch.stack.readback import prometheus_on
 from tests.conftest import REPO
 from tests.e2e.test_saturation_alert import TINY_KV, short_rules
 from tests.e2e.test_spec_decode import NGRAM

@@ -8,9 +8,10 @@ from pathlib import Path
 
 from loadwatch.defaults import PORTS
 from loadwatch.grafana.annotate import AnnotateError, post_annotations
-from loadwatch.prometheus import PrometheusAPI, PrometheusError, prometheus_on
+from loadwatch.prometheus import PrometheusAPI, PrometheusError
 from loadwatch.report.build import ReportError, build_report, read_results
 from loadwatch.report.compare import compare, run_name
+from loadwatch.stack.readback import prometheus_on
 
 
 def _results_path(path: Path) -> Path:

@@ -1,0 +1,35 @@
+"""A Prometheus started on a finished run's data, to read it back (loadwatch report)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from loadwatch.processes import port_or_free
+from loadwatch.prometheus import PrometheusAPI, PrometheusError
+from loadwatch.stack import components
+
+
+@contextmanager
+def prometheus_on(data_dir: Path, log_dir: Path, binary: str = "prometheus") -> Iterator[PrometheusAPI]:
+    """A Prometheus that scrapes nothing, serving a finished run's TSDB, stopped on exit."""
+    if not (data_dir / "wal").is_dir() and not any(data_dir.glob("01*")):
+        raise PrometheusError(f"{data_dir} holds no Prometheus data")
+    config = log_dir / "prometheus-readback.yml"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    config.write_text("global: {}\n")
+    port = port_or_free()
+    url = f"http://127.0.0.1:{port}"
+    try:
+        component = components.start(
+            "prometheus-readback",
+            [binary, f"--config.file={config}", f"--storage.tsdb.path={data_dir}",
+             f"--web.listen-address=127.0.0.1:{port}", "--storage.tsdb.retention.time=100y"],
+            url, "/-/ready", log_dir, timeout=120)
+    except components.StackError as exc:
+        raise PrometheusError(str(exc)) from None
+    try:
+        yield PrometheusAPI(url)
+    finally:
+        components.stop(component)
