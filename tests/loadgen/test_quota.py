@@ -1,3 +1,4 @@
+from loadwatch.catalogue import Client
 from loadwatch.loadgen import quota
 from loadwatch.loadgen.quota import MEASURED, WARMUP, Quota, Tickets
 
@@ -34,4 +35,4 @@ def test_open_loop_lag_is_counted_outside_warmup_and_every_drop_is_counted():
     recorder.record_drop(labels)
     (_, lag), = recorder.counts.histograms_named(d.ARRIVAL_LAG.name)
     assert sum(lag.counts) == 1
-    assert dict(recorder.counts.counters_named(d.ARRIVALS_DROPPED)) == {labels: 2.0}
+    assert dict(recorder.counts.counters_named(Client.ARRIVALS_DROPPED)) == {labels: 2.0}

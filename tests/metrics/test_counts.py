@@ -1,6 +1,7 @@
 import msgpack
 import pytest
 
+from loadwatch.catalogue import Client
 from loadwatch.metrics import definitions as d
 from loadwatch.metrics.counts import MetricCounts
 
@@ -25,9 +26,9 @@ def test_master_total_is_the_exact_sum_of_worker_deltas():
     workers = [MetricCounts(), MetricCounts()]
     for i, v in enumerate(values):
         direct.observe(d.TTFT.name, LABELS, v)
-        direct.inc(d.REQUESTS, LABELS)
+        direct.inc(Client.REQUESTS, LABELS)
         workers[i % 2].observe(d.TTFT.name, LABELS, v)
-        workers[i % 2].inc(d.REQUESTS, LABELS)
+        workers[i % 2].inc(Client.REQUESTS, LABELS)
         if i % 3 == 0:  # reports interleave with observations
             for w in workers:
                 master.merge(msgpack.unpackb(msgpack.packb(w.drain())))
@@ -37,13 +38,13 @@ def test_master_total_is_the_exact_sum_of_worker_deltas():
     (_, want), = direct.histograms_named(d.TTFT.name)
     assert got.counts == want.counts
     assert got.total == pytest.approx(want.total)
-    assert dict(master.counters_named(d.REQUESTS)) == {LABELS: len(values)}
+    assert dict(master.counters_named(Client.REQUESTS)) == {LABELS: len(values)}
 
 
 def test_drain_restarts_from_zero():
     counts = MetricCounts()
     counts.observe(d.E2E.name, LABELS, 1.0)
-    counts.inc(d.FAILURES, (*LABELS, "timeout"))
+    counts.inc(Client.FAILURES, (*LABELS, "timeout"))
     first = counts.drain()
     assert len(first["h"]) == 1 and len(first["c"]) == 1
     assert counts.drain() == {"h": [], "c": []}

@@ -59,3 +59,9 @@ def test_recording_rule_names_are_level_metric_operations():
             level, metric, operations = rule["record"].split(":")
             assert level and metric.startswith("loadwatch_") and operations, rule["record"]
             assert " by (" not in rule["expr"], "aggregate with without(), so engines and workers add up"
+
+
+def test_recording_rules_are_what_the_generator_writes():
+    from loadwatch.rules.recording import render
+
+    assert (PROM / "rules" / "recording.yml").read_text() == render(), "drifted: run `python -m loadwatch.rules`"

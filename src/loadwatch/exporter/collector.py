@@ -7,8 +7,8 @@ from collections.abc import Iterator
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from loadwatch.catalogue import Engine
 from loadwatch.exporter.sampler import TargetSampler
-from loadwatch.exporter.schema import PREFIX
 
 
 class EngineCollector(Collector):
@@ -16,9 +16,9 @@ class EngineCollector(Collector):
         self.samplers = samplers
 
     def collect(self) -> Iterator[Metric]:
-        up = GaugeMetricFamily(PREFIX + "up", "1 when the sidecar's last sample of the target succeeded.",
+        up = GaugeMetricFamily(Engine.UP, "1 when the sidecar's last sample of the target succeeded.",
                                labels=["target"])
-        duration = GaugeMetricFamily(PREFIX + "scrape_duration_seconds",
+        duration = GaugeMetricFamily(Engine.SCRAPE_DURATION,
                                      "Seconds the sidecar's last sample of the target took.", labels=["target"])
         merged: dict[str, Metric] = {}
         for sampler in self.samplers:

@@ -9,7 +9,6 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from loadwatch.exporter.schema import (
     FAMILIES,
-    PREFIX,
     V0_PREFIX_HIT_RATE,
     V0_SPEC_ACCEPTANCE_RATE,
     wanted_names,
@@ -65,7 +64,7 @@ def normalize(text: str, target: str) -> Snapshot:
         source = next((parsed[name] for name in family.sources if name in parsed), None)
         if source is None:
             continue
-        out_name = PREFIX + family.name
+        out_name = family.name
         metric = Metric(out_name, family.help, family.kind)
         totals: dict[EngineKey, float] = {}
         for sample in source.samples:
@@ -79,7 +78,7 @@ def normalize(text: str, target: str) -> Snapshot:
                 totals[key] = totals.get(key, 0.0) + sample.value
         snapshot.families[out_name] = metric
         if family.kind != "histogram":
-            snapshot.values[family.name] = totals
+            snapshot.values[family.key] = totals
     if not snapshot.families:
         raise ValueError("no vLLM metrics in the payload (is this a vLLM /metrics endpoint?)")
     for name, fallback in (("v0_prefix_hit_rate", V0_PREFIX_HIT_RATE),

@@ -10,51 +10,56 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-PREFIX = "loadwatch_engine_"
+from loadwatch.catalogue import ENGINE_PREFIX, Engine
 
 
 @dataclass(frozen=True)
 class Family:
-    name: str  # loadwatch family name, without _total
+    name: str  # the catalogue's family name, without _total
     kind: str  # gauge | counter | histogram
     help: str
     sources: tuple[str, ...]  # vLLM family names as prometheus_client parses them (no _total on counters)
 
+    @property
+    def key(self) -> str:
+        """The short name the sidecar's snapshots keep its values under."""
+        return self.name.removeprefix(ENGINE_PREFIX)
+
 
 FAMILIES = (
-    Family("requests_running", "gauge", "Requests in the engine's running batch.", ("vllm:num_requests_running",)),
-    Family("requests_waiting", "gauge", "Requests queued, not yet scheduled.", ("vllm:num_requests_waiting",)),
-    Family("kv_cache_usage_ratio", "gauge", "KV cache blocks in use, 0-1.",
+    Family(Engine.REQUESTS_RUNNING, "gauge", "Requests in the engine's running batch.", ("vllm:num_requests_running",)),
+    Family(Engine.REQUESTS_WAITING, "gauge", "Requests queued, not yet scheduled.", ("vllm:num_requests_waiting",)),
+    Family(Engine.KV_CACHE_USAGE, "gauge", "KV cache blocks in use, 0-1.",
            ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")),
-    Family("prefix_cache_queries", "counter", "Tokens looked up in the prefix cache.",
+    Family(Engine.PREFIX_CACHE_QUERIES, "counter", "Tokens looked up in the prefix cache.",
            ("vllm:prefix_cache_queries", "vllm:gpu_prefix_cache_queries")),
-    Family("prefix_cache_hits", "counter", "Tokens found in the prefix cache.",
+    Family(Engine.PREFIX_CACHE_HITS, "counter", "Tokens found in the prefix cache.",
            ("vllm:prefix_cache_hits", "vllm:gpu_prefix_cache_hits")),
-    Family("spec_decode_drafts", "counter", "Speculative drafts proposed.", ("vllm:spec_decode_num_drafts",)),
-    Family("spec_decode_draft_tokens", "counter", "Draft tokens proposed.", ("vllm:spec_decode_num_draft_tokens",)),
-    Family("spec_decode_accepted_tokens", "counter", "Draft tokens accepted.",
+    Family(Engine.SPEC_DRAFTS, "counter", "Speculative drafts proposed.", ("vllm:spec_decode_num_drafts",)),
+    Family(Engine.SPEC_DRAFT_TOKENS, "counter", "Draft tokens proposed.", ("vllm:spec_decode_num_draft_tokens",)),
+    Family(Engine.SPEC_ACCEPTED_TOKENS, "counter", "Draft tokens accepted.",
            ("vllm:spec_decode_num_accepted_tokens",)),
-    Family("spec_decode_accepted_tokens_per_position", "counter", "Draft tokens accepted, by draft position.",
+    Family(Engine.SPEC_ACCEPTED_PER_POSITION, "counter", "Draft tokens accepted, by draft position.",
            ("vllm:spec_decode_num_accepted_tokens_per_pos",)),
-    Family("preemptions", "counter", "Requests preempted by the scheduler.", ("vllm:num_preemptions",)),
-    Family("prompt_tokens", "counter", "Prefill tokens processed.", ("vllm:prompt_tokens",)),
-    Family("generation_tokens", "counter", "Tokens generated.", ("vllm:generation_tokens",)),
-    Family("request_success", "counter", "Requests finished, by finished_reason.", ("vllm:request_success",)),
-    Family("admission_rejections", "counter", "Requests refused at admission, by reason.",
+    Family(Engine.PREEMPTIONS, "counter", "Requests preempted by the scheduler.", ("vllm:num_preemptions",)),
+    Family(Engine.PROMPT_TOKENS, "counter", "Prefill tokens processed.", ("vllm:prompt_tokens",)),
+    Family(Engine.GENERATION_TOKENS, "counter", "Tokens generated.", ("vllm:generation_tokens",)),
+    Family(Engine.REQUEST_SUCCESS, "counter", "Requests finished, by finished_reason.", ("vllm:request_success",)),
+    Family(Engine.ADMISSION_REJECTIONS, "counter", "Requests refused at admission, by reason.",
            ("vllm:admission_rejections",)),
-    Family("iteration_tokens", "histogram", "Tokens per engine step: the batch-size distribution.",
+    Family(Engine.ITERATION_TOKENS, "histogram", "Tokens per engine step: the batch-size distribution.",
            ("vllm:iteration_tokens_total",)),
-    Family("time_to_first_token_seconds", "histogram", "Engine-side time to first token.",
+    Family(Engine.TTFT, "histogram", "Engine-side time to first token.",
            ("vllm:time_to_first_token_seconds",)),
-    Family("inter_token_latency_seconds", "histogram", "Engine-side gap between output tokens.",
+    Family(Engine.ITL, "histogram", "Engine-side gap between output tokens.",
            ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds")),
-    Family("e2e_request_latency_seconds", "histogram", "Engine-side request latency.",
+    Family(Engine.E2E, "histogram", "Engine-side request latency.",
            ("vllm:e2e_request_latency_seconds",)),
-    Family("request_queue_time_seconds", "histogram", "Time requests waited in the queue.",
+    Family(Engine.QUEUE_TIME, "histogram", "Time requests waited in the queue.",
            ("vllm:request_queue_time_seconds",)),
-    Family("request_prefill_time_seconds", "histogram", "Time requests spent in prefill.",
+    Family(Engine.PREFILL_TIME, "histogram", "Time requests spent in prefill.",
            ("vllm:request_prefill_time_seconds",)),
-    Family("request_decode_time_seconds", "histogram", "Time requests spent in decode.",
+    Family(Engine.DECODE_TIME, "histogram", "Time requests spent in decode.",
            ("vllm:request_decode_time_seconds",)),
 )
 

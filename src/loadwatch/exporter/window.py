@@ -11,8 +11,8 @@ from collections.abc import Sequence
 
 from prometheus_client.core import GaugeMetricFamily
 
+from loadwatch.catalogue import Engine
 from loadwatch.exporter.normalize import EngineKey, Snapshot
-from loadwatch.exporter.schema import PREFIX
 
 LABELS = ("target", "model", "engine")
 
@@ -34,9 +34,10 @@ def _keys(window: Sequence[Snapshot], name: str) -> set[EngineKey]:
 
 def peaks(window: Sequence[Snapshot], target: str) -> list[GaugeMetricFamily]:
     out = []
-    for name, help_text in (("kv_cache_usage_ratio", "Peak KV cache usage over the sampling window, 0-1."),
-                            ("requests_waiting", "Peak of waiting requests over the sampling window.")):
-        family = GaugeMetricFamily(PREFIX + name + "_max", help_text, labels=LABELS)
+    for name, out_name, help_text in (
+            ("kv_cache_usage_ratio", Engine.KV_CACHE_USAGE_MAX, "Peak KV cache usage over the sampling window, 0-1."),
+            ("requests_waiting", Engine.REQUESTS_WAITING_MAX, "Peak of waiting requests over the sampling window.")):
+        family = GaugeMetricFamily(out_name, help_text, labels=LABELS)
         for key in sorted(_keys(window, name)):
             seen = [v for s in window if (v := s.value(name, key)) is not None]
             family.add_metric(_labels(target, key), max(seen))
@@ -45,11 +46,11 @@ def peaks(window: Sequence[Snapshot], target: str) -> list[GaugeMetricFamily]:
 
 
 def ratios(window: Sequence[Snapshot], target: str) -> list[GaugeMetricFamily]:
-    hit = GaugeMetricFamily(PREFIX + "prefix_cache_hit_ratio",
+    hit = GaugeMetricFamily(Engine.PREFIX_CACHE_HIT_RATIO,
                             "Prefix-cache hits / queries over the sampling window.", labels=LABELS)
-    acceptance = GaugeMetricFamily(PREFIX + "spec_decode_acceptance_ratio",
+    acceptance = GaugeMetricFamily(Engine.SPEC_ACCEPTANCE_RATIO,
                                    "Accepted / proposed draft tokens over the sampling window.", labels=LABELS)
-    length = GaugeMetricFamily(PREFIX + "spec_decode_mean_acceptance_length",
+    length = GaugeMetricFamily(Engine.SPEC_MEAN_ACCEPTANCE_LENGTH,
                                "1 + accepted tokens / drafts over the sampling window.", labels=LABELS)
     last = window[-1]
     for key in sorted(_keys(window, "prefix_cache_queries") | _keys(window, "v0_prefix_hit_rate")):

@@ -16,6 +16,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from loadwatch.catalogue import RUN_INFO, Client
 from loadwatch.loadgen import webui
 from loadwatch.loadgen.state import RunState
 from loadwatch.metrics import definitions as d
@@ -37,19 +38,19 @@ class ClientCollector(Collector):
             if family.samples:
                 yield family
         for name, help_text in d.COUNTER_HELP.items():
-            label_names = d.FAILURE_LABELS if name == d.FAILURES else d.LABELS
+            label_names = d.FAILURE_LABELS if name == Client.FAILURES else d.LABELS
             counter = CounterMetricFamily(name, help_text, labels=label_names)
             for labels, value in counts.counters_named(name):
                 counter.add_metric(list(labels), value)
             if counter.samples:
                 yield counter
-        yield GaugeMetricFamily(d.USERS, "Locust users running now.", value=self.user_count())
-        in_flight = GaugeMetricFamily(d.IN_FLIGHT, "Requests sent and not yet finished.", labels=d.LABELS)
+        yield GaugeMetricFamily(Client.USERS, "Locust users running now.", value=self.user_count())
+        in_flight = GaugeMetricFamily(Client.IN_FLIGHT, "Requests sent and not yet finished.", labels=d.LABELS)
         for labels, n in sorted(self.state.in_flight().items()):
             in_flight.add_metric(list(labels), n)
         yield in_flight
         info = GaugeMetricFamily(
-            d.RUN_INFO, "The load test run; stage follows the run.", labels=("run_id", "scenario", "target", "stage")
+            RUN_INFO, "The load test run; stage follows the run.", labels=("run_id", "scenario", "target", "stage")
         )
         for scenario in self.state.scenarios:
             info.add_metric([self.state.run_id, scenario, self.state.target, self.state.stage], 1)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
+from loadwatch.catalogue import Client
 from loadwatch.metrics import definitions as d
 from loadwatch.metrics.counts import MetricCounts
 from loadwatch.metrics.samples import Samples
@@ -49,11 +50,11 @@ class Recorder:
             return
         self.finished += 1
         labels = req.labels
-        self.counts.inc(d.REQUESTS, labels)
+        self.counts.inc(Client.REQUESTS, labels)
         m = req.metrics
         if m is None:
             reason = req.failure_reason or "unknown"
-            self.counts.inc(d.FAILURES, (*labels, reason))
+            self.counts.inc(Client.FAILURES, (*labels, reason))
             self.samples.of(labels).add_failure(req.started_at, req.elapsed, reason)
             return
         self.counts.observe(d.TTFT.name, labels, m.ttft)
@@ -63,9 +64,9 @@ class Recorder:
         if m.tpot is not None:
             self.counts.observe(d.TPOT.name, labels, m.tpot)
         if m.prompt_tokens is not None:
-            self.counts.inc(d.PROMPT_TOKENS, labels, m.prompt_tokens)
+            self.counts.inc(Client.PROMPT_TOKENS, labels, m.prompt_tokens)
         if m.completion_tokens is not None:
-            self.counts.inc(d.GENERATION_TOKENS, labels, m.completion_tokens)
+            self.counts.inc(Client.GENERATION_TOKENS, labels, m.completion_tokens)
         self.samples.of(labels).add_success(req.started_at, m)
 
     def start_run(self) -> None:
@@ -83,7 +84,7 @@ class Recorder:
             self.counts.observe(d.ARRIVAL_LAG.name, labels, max(0.0, lag))
 
     def record_drop(self, labels: tuple[str, str]) -> None:
-        self.counts.inc(d.ARRIVALS_DROPPED, labels)
+        self.counts.inc(Client.ARRIVALS_DROPPED, labels)
 
     def on_request(self, context: dict | None = None, **_kwargs) -> None:
         req = (context or {}).get("llm")

@@ -8,14 +8,14 @@ from pathlib import Path
 import matplotlib.dates as mdates
 from matplotlib.figure import Figure
 
+from loadwatch.catalogue import Client, Engine
 from loadwatch.prometheus import PrometheusAPI
 
 SERIES = {
-    "ttft_p99": "histogram_quantile(0.99, sum by (le) (rate(loadwatch_client_time_to_first_token_seconds_bucket"
-                "[{window}])))",
-    "kv_usage": "max(loadwatch_engine_kv_cache_usage_ratio)",
-    "kv_usage_peak": "max(loadwatch_engine_kv_cache_usage_ratio_max)",
-    "waiting": "sum(loadwatch_engine_requests_waiting)",
+    "ttft_p99": f"histogram_quantile(0.99, sum by (le) (rate({Client.TTFT}_bucket[{{window}}])))",
+    "kv_usage": f"max({Engine.KV_CACHE_USAGE})",
+    "kv_usage_peak": f"max({Engine.KV_CACHE_USAGE_MAX})",
+    "waiting": f"sum({Engine.REQUESTS_WAITING})",
 }
 
 

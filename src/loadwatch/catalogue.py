@@ -1,0 +1,74 @@
+"""Every metric family loadwatch exports, named once (DESIGN.md's names).
+
+The load generator, the sidecar, the dashboards, the recording rules, the report and its plot
+read the names from here; tests/test_catalogue.py fails when a dashboard, rule or module names a
+loadwatch series that is not here. Counters are named as prometheus_client's families take them,
+without `_total`; a query adds it (`total(...)`).
+"""
+
+from __future__ import annotations
+
+CLIENT_PREFIX = "loadwatch_client_"
+ENGINE_PREFIX = "loadwatch_engine_"
+RUN_INFO = "loadwatch_run_info"
+
+
+class Client:
+    """The load generator's, served by the Locust master or local runner."""
+
+    TTFT = CLIENT_PREFIX + "time_to_first_token_seconds"
+    ITL = CLIENT_PREFIX + "inter_token_latency_seconds"
+    TPOT = CLIENT_PREFIX + "time_per_output_token_seconds"
+    E2E = CLIENT_PREFIX + "e2e_request_latency_seconds"
+    ARRIVAL_LAG = CLIENT_PREFIX + "arrival_lag_seconds"
+    REQUESTS = CLIENT_PREFIX + "requests"
+    FAILURES = CLIENT_PREFIX + "request_failures"
+    PROMPT_TOKENS = CLIENT_PREFIX + "prompt_tokens"
+    GENERATION_TOKENS = CLIENT_PREFIX + "generation_tokens"
+    ARRIVALS_DROPPED = CLIENT_PREFIX + "arrivals_dropped"
+    USERS = CLIENT_PREFIX + "users"
+    IN_FLIGHT = CLIENT_PREFIX + "requests_in_flight"
+
+
+class Engine:
+    """The sidecar's stable schema of vLLM's /metrics."""
+
+    UP = ENGINE_PREFIX + "up"
+    SCRAPE_DURATION = ENGINE_PREFIX + "scrape_duration_seconds"
+    REQUESTS_RUNNING = ENGINE_PREFIX + "requests_running"
+    REQUESTS_WAITING = ENGINE_PREFIX + "requests_waiting"
+    REQUESTS_WAITING_MAX = ENGINE_PREFIX + "requests_waiting_max"
+    KV_CACHE_USAGE = ENGINE_PREFIX + "kv_cache_usage_ratio"
+    KV_CACHE_USAGE_MAX = ENGINE_PREFIX + "kv_cache_usage_ratio_max"
+    PREFIX_CACHE_QUERIES = ENGINE_PREFIX + "prefix_cache_queries"
+    PREFIX_CACHE_HITS = ENGINE_PREFIX + "prefix_cache_hits"
+    PREFIX_CACHE_HIT_RATIO = ENGINE_PREFIX + "prefix_cache_hit_ratio"
+    SPEC_DRAFTS = ENGINE_PREFIX + "spec_decode_drafts"
+    SPEC_DRAFT_TOKENS = ENGINE_PREFIX + "spec_decode_draft_tokens"
+    SPEC_ACCEPTED_TOKENS = ENGINE_PREFIX + "spec_decode_accepted_tokens"
+    SPEC_ACCEPTED_PER_POSITION = ENGINE_PREFIX + "spec_decode_accepted_tokens_per_position"
+    SPEC_ACCEPTANCE_RATIO = ENGINE_PREFIX + "spec_decode_acceptance_ratio"
+    SPEC_MEAN_ACCEPTANCE_LENGTH = ENGINE_PREFIX + "spec_decode_mean_acceptance_length"
+    PREEMPTIONS = ENGINE_PREFIX + "preemptions"
+    PROMPT_TOKENS = ENGINE_PREFIX + "prompt_tokens"
+    GENERATION_TOKENS = ENGINE_PREFIX + "generation_tokens"
+    REQUEST_SUCCESS = ENGINE_PREFIX + "request_success"
+    ADMISSION_REJECTIONS = ENGINE_PREFIX + "admission_rejections"
+    ITERATION_TOKENS = ENGINE_PREFIX + "iteration_tokens"
+    TTFT = ENGINE_PREFIX + "time_to_first_token_seconds"
+    ITL = ENGINE_PREFIX + "inter_token_latency_seconds"
+    E2E = ENGINE_PREFIX + "e2e_request_latency_seconds"
+    QUEUE_TIME = ENGINE_PREFIX + "request_queue_time_seconds"
+    PREFILL_TIME = ENGINE_PREFIX + "request_prefill_time_seconds"
+    DECODE_TIME = ENGINE_PREFIX + "request_decode_time_seconds"
+
+
+def total(counter: str) -> str:
+    """A counter's sample name in queries."""
+    return counter + "_total"
+
+
+def names() -> frozenset[str]:
+    """Every family name of the catalogue."""
+    return frozenset({RUN_INFO} | {value for group in (Client, Engine) for key, value in vars(group).items()
+                                   if key.isupper()})

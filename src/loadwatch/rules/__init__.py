@@ -1,0 +1,1 @@
+"""Prometheus recording rules generated from the metric catalogue (alerts stay hand-written YAML)."""
