@@ -5,7 +5,7 @@ STAMP := $(VENV)/.installed
 TARGET ?=
 RUN_ARGS ?=
 
-.PHONY: setup run test benchmark clean
+.PHONY: setup run test lint benchmark clean
 
 $(STAMP): pyproject.toml
 	scripts/apt-install python3-venv
@@ -20,9 +20,13 @@ run: setup
 	scripts/apt-install prometheus prometheus-alertmanager
 	$(VENV)/bin/loadwatch run $(if $(TARGET),--target $(TARGET)) $(RUN_ARGS)
 
-test: setup
+test: setup lint
 	scripts/apt-install chromium prometheus prometheus-alertmanager
 	$(VENV)/bin/python -m pytest -q
+
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 
 benchmark: setup
 	$(VENV)/bin/python benchmarks/stream_readers.py

@@ -15,11 +15,10 @@ from loadwatch.defaults import PORTS
 from loadwatch.engine import process
 from loadwatch.engine.settings import EngineSettings
 from loadwatch.engine.setup import SetupError, ensure_engine, ensure_model
-from loadwatch.processes import answers, log_tail, port_or_free
+from loadwatch.processes import ComponentError, answers, log_tail, port_or_free
 from loadwatch.prometheus import PrometheusAPI
 from loadwatch.report.build import ReportError
 from loadwatch.report.commands import add_parsers, annotate_command, write_report
-from loadwatch.stack.components import StackError
 from loadwatch.stack.settings import StackSettings
 from loadwatch.stack.stack import down, up
 
@@ -222,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     args.passthrough = argv[cut + 1:]
     try:
         return args.handler(args)
-    except (SetupError, process.EngineError, StackError) as exc:
+    except (SetupError, ComponentError) as exc:
         say(f"error: {exc}")
         return 1
     except KeyboardInterrupt:

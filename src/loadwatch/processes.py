@@ -1,14 +1,33 @@
 """Background servers started by loadwatch (vLLM, the sidecar, Prometheus, Alertmanager):
-their ports, liveness, HTTP readiness, logs, and stopping them by process group."""
+started detached with a log, awaited until they answer, their state saved, stopped by process group."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
+import subprocess
 import time
 import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+
+
+class ComponentError(Exception):
+    """A background server did not start or died; the message carries the end of its log."""
+
+
+@dataclass
+class Component:
+    name: str
+    pid: int
+    url: str  # where it is reached
+    log: str
+
+    def alive(self) -> bool:
+        return alive(self.pid)
 
 
 def port_or_free(preferred: int = 0) -> int:
@@ -66,3 +85,48 @@ def stop_group(pid: int, grace: float) -> None:
             os.killpg(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+def write_state(path: Path, data: object) -> None:
+    """A state file, whole or not at all: a reader never sees half of it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2))
+    os.replace(tmp, path)
+
+
+def start(name: str, command: list[str], url: str, ready_path: str, log: Path, timeout: float,
+          env: dict[str, str] | None = None, on_spawn: Callable[[Component], None] | None = None,
+          on_wait: Callable[[float], None] | None = None) -> Component:
+    """Start a server in a session of its own and wait until `url + ready_path` answers 200.
+
+    `on_spawn` runs as soon as the process exists (to save its PID before the wait), `on_wait`
+    about every ten seconds of waiting with the seconds waited. ComponentError, with the end of
+    the log, when it exits or is not ready within `timeout` (then it is stopped).
+    """
+    log.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with open(log, "w") as out:
+            process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                                       env={**os.environ, **(env or {})})
+    except FileNotFoundError:
+        raise ComponentError(f"{name}: {command[0]} is not installed") from None
+    component = Component(name, process.pid, url, str(log))
+    if on_spawn is not None:
+        on_spawn(component)
+    started = time.monotonic()
+    next_note = 10.0
+    while not answers(url + ready_path):
+        if process.poll() is not None:
+            raise ComponentError(f"{name} exited with code {process.returncode} while starting; "
+                                 f"end of {log}:\n{log_tail(log)}")
+        waited = time.monotonic() - started
+        if waited > timeout:
+            stop_group(component.pid, 20.0)
+            raise ComponentError(f"{name} was not ready at {url + ready_path} within {timeout:.0f} s; "
+                                 f"end of {log}:\n{log_tail(log)}")
+        if on_wait is not None and waited >= next_note:
+            on_wait(waited)
+            next_note += 10.0
+        time.sleep(0.3)
+    return component

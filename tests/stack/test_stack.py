@@ -5,8 +5,8 @@ import sys
 import pytest
 import yaml
 
-from loadwatch.stack import components
-from loadwatch.stack.components import StackError
+from loadwatch import processes
+from loadwatch.processes import ComponentError
 from loadwatch.stack.config import render_alertmanager, render_prometheus
 from loadwatch.stack.settings import StackSettings
 
@@ -36,14 +36,14 @@ def test_rendered_alertmanager_config_posts_to_the_given_webhook(tmp_path):
 
 
 def test_a_component_that_dies_at_start_is_reported_with_its_log(tmp_path):
-    with pytest.raises(StackError, match="(?s)exited with code 3.*boom"):
-        components.start("broken", [sys.executable, "-c", "print('boom'); raise SystemExit(3)"],
-                         "http://127.0.0.1:9", "/", tmp_path, timeout=10)
+    with pytest.raises(ComponentError, match="(?s)exited with code 3.*boom"):
+        processes.start("broken", [sys.executable, "-c", "print('boom'); raise SystemExit(3)"],
+                         "http://127.0.0.1:9", "/", tmp_path / "broken.log", timeout=10)
 
 
 def test_a_missing_program_is_named(tmp_path):
-    with pytest.raises(StackError, match="no-such-binary is not installed"):
-        components.start("x", ["no-such-binary"], "http://127.0.0.1:9", "/", tmp_path, timeout=1)
+    with pytest.raises(ComponentError, match="no-such-binary is not installed"):
+        processes.start("x", ["no-such-binary"], "http://127.0.0.1:9", "/", tmp_path / "x.log", timeout=1)
 
 
 def test_down_without_a_stack_says_so(tmp_path, monkeypatch, capsys):
@@ -52,3 +52,24 @@ def test_down_without_a_stack_says_so(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("LOADWATCH_STACK_HOME", str(tmp_path))
     assert cli.main(["down"]) == 0
     assert capsys.readouterr().out == "loadwatch: no stack was running\n"
+
+
+def test_a_server_is_saved_as_soon_as_it_exists_and_awaited_until_it_answers(tmp_path):
+    import json
+    from dataclasses import asdict
+
+    from tests.conftest import free_port
+
+    port = free_port()
+    state = tmp_path / "state.json"
+    notes: list[float] = []
+    server = [sys.executable, "-c", f"import time, http.server as h; time.sleep(1.5); "
+                                    f"h.HTTPServer(('127.0.0.1', {port}), h.SimpleHTTPRequestHandler).serve_forever()"]
+    component = processes.start("slow", server, f"http://127.0.0.1:{port}", "/", tmp_path / "slow.log", 30,
+                                on_spawn=lambda c: processes.write_state(state, asdict(c)), on_wait=notes.append)
+    try:
+        assert json.loads(state.read_text())["pid"] == component.pid and component.alive()
+        assert not notes  # ready within 10 s: no "still waiting"
+    finally:
+        processes.stop_group(component.pid, 5)
+    assert not component.alive()

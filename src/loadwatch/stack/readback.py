@@ -6,9 +6,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from loadwatch.processes import port_or_free
+from loadwatch import processes
+from loadwatch.processes import ComponentError, port_or_free
 from loadwatch.prometheus import PrometheusAPI, PrometheusError
-from loadwatch.stack import components
 
 
 @contextmanager
@@ -22,14 +22,14 @@ def prometheus_on(data_dir: Path, log_dir: Path, binary: str = "prometheus") -> 
     port = port_or_free()
     url = f"http://127.0.0.1:{port}"
     try:
-        component = components.start(
+        component = processes.start(
             "prometheus-readback",
             [binary, f"--config.file={config}", f"--storage.tsdb.path={data_dir}",
              f"--web.listen-address=127.0.0.1:{port}", "--storage.tsdb.retention.time=100y"],
-            url, "/-/ready", log_dir, timeout=120)
-    except components.StackError as exc:
+            url, "/-/ready", log_dir / "prometheus-readback.log", timeout=120)
+    except ComponentError as exc:
         raise PrometheusError(str(exc)) from None
     try:
         yield PrometheusAPI(url)
     finally:
-        components.stop(component)
+        processes.stop_group(component.pid, 20.0)

@@ -9,22 +9,28 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from loadwatch import processes
 from loadwatch.defaults import PORTS
 from loadwatch.engine import process as engine
 from loadwatch.engine.settings import EngineSettings
 from loadwatch.engine.setup import ensure_engine, ensure_model
-from loadwatch.processes import port_or_free
+from loadwatch.processes import Component, ComponentError, port_or_free
 from loadwatch.prometheus import PrometheusAPI, PrometheusError
-from loadwatch.stack import components
-from loadwatch.stack.components import Component, StackError
 from loadwatch.stack.config import render_alertmanager, render_prometheus
 from loadwatch.stack.settings import StackSettings
+
+
+class StackError(ComponentError):
+    """The stack cannot start or run; the message says which part and why."""
 
 DEFAULT_PORTS = {"exporter": PORTS["sidecar"], "prometheus": PORTS["prometheus"], "alertmanager": PORTS["alertmanager"]}
 
 
 @dataclass
 class Stack:
+    """What `loadwatch up` started, saved in the state file as each part starts: `down`, or an
+    interrupted `up`, finds every PID there."""
+
     run_dir: str
     target: str
     client_port: int
@@ -38,8 +44,7 @@ class Stack:
         return [c for c in self.components if not c.alive()]
 
     def save(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(asdict(self), indent=2))
+        processes.write_state(path, asdict(self))
 
     @classmethod
     def load(cls, path: Path) -> Stack | None:
@@ -52,34 +57,44 @@ class Stack:
 
 
 def _start_all(stack: Stack, settings: StackSettings, run_dir: Path) -> None:
-    logs = run_dir / "logs"
     ports = {name: port_or_free(port) for name, port in DEFAULT_PORTS.items()}
     urls = {name: f"http://127.0.0.1:{port}" for name, port in ports.items()}
-    timeout = settings.start_timeout
-    stack.components.append(components.start(
+
+    def spawned(component: Component) -> None:
+        stack.components.append(component)
+        stack.save(settings.state_file)
+
+    def launch(name: str, command: list[str], ready_path: str) -> None:
+        try:
+            processes.start(name, command, urls[name], ready_path, run_dir / "logs" / f"{name}.log",
+                            settings.start_timeout, on_spawn=spawned)
+        except ComponentError as exc:
+            raise StackError(str(exc)) from None
+
+    launch(
         "exporter",
         [sys.executable, "-m", "loadwatch.cli", "exporter", "--target", f"vllm={stack.target}",
          "--host", "127.0.0.1", "--port", str(ports["exporter"]),
          "--interval", str(settings.exporter_interval), "--window", str(settings.exporter_window),
          "--timeout", str(settings.exporter_timeout)],
-        urls["exporter"], "/metrics", logs, timeout))
+        "/metrics")
     am_config = render_alertmanager(settings, run_dir / "alertmanager", settings.webhook_url or
                                     "http://127.0.0.1:9095/alerts")
-    stack.components.append(components.start(
+    launch(
         "alertmanager",
         [settings.alertmanager_bin, f"--config.file={am_config}", f"--storage.path={run_dir / 'alertmanager-data'}",
          f"--web.listen-address=127.0.0.1:{ports['alertmanager']}", "--cluster.listen-address="],
-        urls["alertmanager"], "/-/ready", logs, timeout))
+        "/-/ready")
     prom_config = render_prometheus(
         settings, run_dir / "prometheus", client=f"127.0.0.1:{stack.client_port}",
         exporter=f"127.0.0.1:{ports['exporter']}", vllm=urlsplit(stack.target).netloc,
         alertmanager=f"127.0.0.1:{ports['alertmanager']}")
-    stack.components.append(components.start(
+    launch(
         "prometheus",
         [settings.prometheus_bin, f"--config.file={prom_config}", f"--storage.tsdb.path={run_dir / 'prometheus-data'}",
          f"--web.listen-address=127.0.0.1:{ports['prometheus']}", "--web.enable-lifecycle"],
-        urls["prometheus"], "/-/ready", logs, timeout))
-    _wait_for_first_scrape(urls["prometheus"], timeout)
+        "/-/ready")
+    _wait_for_first_scrape(urls["prometheus"], settings.start_timeout)
 
 
 def _wait_for_first_scrape(url: str, timeout: float) -> None:
@@ -116,6 +131,7 @@ def up(settings: StackSettings, run_dir: Path, target: str | None = None, vllm_a
         _start_all(stack, settings, run_dir)
     except BaseException:
         _stop(stack, engine_settings)
+        settings.state_file.unlink(missing_ok=True)
         raise
     stack.save(settings.state_file)
     return stack
@@ -123,7 +139,7 @@ def up(settings: StackSettings, run_dir: Path, target: str | None = None, vllm_a
 
 def _stop(stack: Stack, engine_settings: EngineSettings) -> None:
     for component in reversed(stack.components):
-        components.stop(component)
+        processes.stop_group(component.pid, 20.0)
     if stack.engine_started:
         engine.stop(engine_settings)
 
