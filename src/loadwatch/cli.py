@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
-import subprocess
 import sys
-import time
-from datetime import UTC, datetime
 from pathlib import Path
 
 from loadwatch import assets
@@ -15,21 +12,11 @@ from loadwatch.defaults import PORTS
 from loadwatch.engine import process
 from loadwatch.engine.settings import EngineSettings
 from loadwatch.engine.setup import SetupError, ensure_engine, ensure_model
-from loadwatch.processes import ComponentError, answers, log_tail, port_or_free
-from loadwatch.prometheus import PrometheusAPI
-from loadwatch.report.build import ReportError
-from loadwatch.report.commands import add_parsers, annotate_command, write_report
+from loadwatch.processes import ComponentError, answers
+from loadwatch.report.commands import add_parsers
+from loadwatch.run import RunOptions, describe, headless_run, new_run_dir
 from loadwatch.stack.settings import StackSettings
 from loadwatch.stack.stack import down, up
-
-
-def parse_duration(text: str) -> float:
-    """Prometheus-style `5s`, `1m` as seconds."""
-    units = {"ms": 0.001, "s": 1, "m": 60, "h": 3600}
-    for unit in ("ms", "s", "m", "h"):
-        if text.endswith(unit):
-            return float(text[: -len(unit)]) * units[unit]
-    return float(text)
 
 
 def say(message: str) -> None:
@@ -78,17 +65,11 @@ def exporter_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def _describe(stack) -> None:
-    say(f"target (vLLM): {stack.target}")
-    for component in stack.components:
-        say(f"{component.name}: {component.url} (pid {component.pid}, log {component.log})")
-
-
 def up_command(args: argparse.Namespace) -> int:
-    settings = StackSettings(**({"webhook_url": args.webhook_url} if args.webhook_url else {}))
-    run_dir = Path(args.out) / datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    stack = up(settings, run_dir, args.target, args.passthrough, client_port=args.metrics_port, say=say)
-    _describe(stack)
+    settings = StackSettings(webhook_url=args.webhook_url) if args.webhook_url else StackSettings()
+    stack = up(settings, new_run_dir(Path(args.out)), args.target, args.passthrough, client_port=args.metrics_port,
+               say=say)
+    describe(stack, say)
     say(f"load it with: locust -f locustfiles/chat.py -H {stack.target} --metrics-port {stack.client_port}")
     say("stop everything with `loadwatch down`")
     return 0
@@ -101,48 +82,11 @@ def down_command(_args: argparse.Namespace) -> int:
 
 
 def run_command(args: argparse.Namespace) -> int:
-    run_dir = Path(args.out) / datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    settings = StackSettings(**({"webhook_url": args.webhook_url} if args.webhook_url else {}))
-    stack = up(settings, run_dir, args.target, args.vllm_args, client_port=port_or_free(args.metrics_port), say=say)
-    _describe(stack)
-    code = 130
-    try:
-        locust = [
-            sys.executable, "-m", "locust", "-f", str(args.locustfile), "--headless", "-H", stack.target,
-            "-u", str(args.users), "-r", str(args.spawn_rate), "-t", args.run_time, "--stop-timeout", "60",
-            "--metrics-port", str(stack.client_port), "--results-json", str(run_dir / "results.json"),
-            "--csv", str(run_dir / "locust"), "--only-summary",
-            *[f"--slo={slo}" for slo in args.slo], *args.passthrough,
-        ]
-        say(f"load test: {args.users} users for {args.run_time} against {stack.target}")
-        code = subprocess.run(locust).returncode
-        time.sleep(parse_duration(settings.scrape_interval))  # Prometheus' last look at the run
-        _after_run(run_dir, stack.url("prometheus"), args.grafana_url)
-    except KeyboardInterrupt:
-        say("interrupted: stopping everything; what was measured stays in " + str(run_dir))
-    finally:
-        for component in stack.dead():
-            say(f"error: {component.name} died during the run; end of {component.log}:\n"
-                f"{log_tail(component.log)}")
-        down(settings)
-        say("stack stopped" + (" (embedded engine included)" if stack.engine_started else ""))
-    if (run_dir / "results.json").exists():
-        say(f"results: {run_dir}/results.json and results.txt; Prometheus data in {run_dir}/prometheus-data")
-    return code
-
-
-def _after_run(run_dir: Path, prometheus_url: str, grafana_url: str | None) -> None:
-    """The report while the run's Prometheus is still up; problems are reported, the run's code stands."""
-    results = run_dir / "results.json"
-    if not results.exists():
-        say("warning: the load test wrote no results: no report")
-        return
-    try:
-        write_report(results, PrometheusAPI(prometheus_url), "30s", say)
-    except (ReportError, OSError) as exc:
-        say(f"warning: no report: {exc}")
-    if grafana_url:
-        annotate_command(argparse.Namespace(run=results, grafana_url=grafana_url, token=None), say)
+    return headless_run(RunOptions(
+        locustfile=args.locustfile, target=args.target, webhook_url=args.webhook_url, users=args.users,
+        spawn_rate=args.spawn_rate, run_time=args.run_time, slo=args.slo, metrics_port=args.metrics_port,
+        out=Path(args.out), vllm_args=args.vllm_args, grafana_url=args.grafana_url, locust_args=args.passthrough,
+    ), say)
 
 
 def locustfile_command(args: argparse.Namespace) -> int:

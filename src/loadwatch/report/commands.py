@@ -62,15 +62,16 @@ def compare_command(args: argparse.Namespace, say) -> int:
     return 0
 
 
-def annotate_command(args: argparse.Namespace, say) -> int:
-    token = args.token or os.environ.get("GRAFANA_TOKEN")
+def annotate(run: Path, grafana_url: str, token: str | None, say) -> int:
+    """Post a run's annotations; the token defaults to $GRAFANA_TOKEN."""
+    token = token or os.environ.get("GRAFANA_TOKEN")
     try:
-        results = read_results(_results_path(args.run))
-        posted = post_annotations(args.grafana_url, token, results)
+        results = read_results(_results_path(run))
+        posted = post_annotations(grafana_url, token, results)
     except (ReportError, AnnotateError) as exc:
         say(f"error: {exc}")
         return 1
-    say(f"{posted} annotations posted to {args.grafana_url} (tag loadwatch, run {results['run_id']})")
+    say(f"{posted} annotations posted to {grafana_url} (tag loadwatch, run {results['run_id']})")
     return 0
 
 
@@ -87,8 +88,8 @@ def add_parsers(commands, say) -> None:
     comp.add_argument("--markdown", type=Path, help="also write the tables to this file")
     comp.set_defaults(handler=lambda args: compare_command(args, say))
 
-    annotate = commands.add_parser("annotate", help="post a run and its stages as Grafana annotations")
-    annotate.add_argument("run", type=Path, help="a run folder or a results JSON")
-    annotate.add_argument("--grafana-url", required=True, help=f"e.g. http://127.0.0.1:{PORTS['grafana']}")
-    annotate.add_argument("--token", help="Grafana service-account token; default $GRAFANA_TOKEN")
-    annotate.set_defaults(handler=lambda args: annotate_command(args, say))
+    posting = commands.add_parser("annotate", help="post a run and its stages as Grafana annotations")
+    posting.add_argument("run", type=Path, help="a run folder or a results JSON")
+    posting.add_argument("--grafana-url", required=True, help=f"e.g. http://127.0.0.1:{PORTS['grafana']}")
+    posting.add_argument("--token", help="Grafana service-account token; default $GRAFANA_TOKEN")
+    posting.set_defaults(handler=lambda args: annotate(args.run, args.grafana_url, args.token, say))
