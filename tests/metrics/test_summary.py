@@ -1,11 +1,16 @@
 import numpy as np
 import pytest
 
+from loadwatch.metrics.results import Results
 from loadwatch.metrics.samples import Samples
 from loadwatch.metrics.slo import parse_slo
 from loadwatch.metrics.summary import format_block, summarize
 from loadwatch.metrics.timing import RawTiming, request_metrics
 
+
+def as_results(figures: dict) -> Results:
+    """The run's figures as the results file holds them, with the run's identity around them."""
+    return Results.model_validate({"run_id": "r", "started_at": 0.0, "ended_at": 1.0, **figures})
 
 def make_samples() -> Samples:
     samples = Samples()
@@ -55,7 +60,7 @@ def test_failure_ratio_and_no_data():
 
 def test_block_has_vllm_bench_lines_and_slo_verdicts():
     result, verdicts = summarize(make_samples(), [parse_slo("ttft_p99_ms=150")])
-    block = format_block(result, verdicts)
+    block = format_block(as_results(result), verdicts)
     lines = block.splitlines()
     assert lines[0] == "============ Serving Benchmark Result ============"
     assert "Successful requests:                     100       " in lines
@@ -92,4 +97,4 @@ def test_each_stage_counts_the_requests_sent_in_it_over_its_own_time():
     # The stage's own request brings its 900 ms TTFT and its one 50 ms gap with it, no other's.
     assert second["p99_ttft_ms"] == pytest.approx(np.percentile([*range(150, 200), 900], 99))
     assert second["mean_itl_ms"] == pytest.approx((50 * 9 * 20.0 + 50.0) / (50 * 9 + 1))
-    assert "step-2" in format_block(result, [])
+    assert "step-2" in format_block(as_results(result), [])

@@ -4,6 +4,7 @@ from pathlib import Path
 import pytest
 
 from loadwatch.cli import main
+from loadwatch.metrics.results import Results
 from loadwatch.report.build import ReportError
 from loadwatch.report.compare import change, compare, run_name
 
@@ -23,7 +24,8 @@ def test_change_is_signed_percent_of_the_baseline_as_in_the_seeds():
 
 
 def test_tables_have_a_row_per_run_then_changes_against_the_first():
-    text = compare([("baseline", results(1.31, 7983.40)), ("chunked", results(1.38, 6631.39))])
+    text = compare([("baseline", Results.model_validate(results(1.31, 7983.40))),
+                    ("chunked", Results.model_validate(results(1.38, 6631.39)))])
     figures, changes = text.split("## Change against baseline")
     assert "| baseline | 1.31 | 262.00 | 7983.40 |" in figures
     assert "| chunked | +5.34% | +5.34% | -16.94% |" in changes
@@ -32,7 +34,7 @@ def test_tables_have_a_row_per_run_then_changes_against_the_first():
 
 def test_one_run_is_not_a_comparison():
     with pytest.raises(ReportError, match="at least two"):
-        compare([("a", results(1, 1))])
+        compare([("a", Results.model_validate(results(1, 1)))])
 
 
 def test_runs_are_named_by_folder_or_given_name():
@@ -57,3 +59,12 @@ def test_a_broken_results_file_is_named_without_a_traceback(tmp_path, capsys):
     (tmp_path / "b.json").write_text(json.dumps(results(3.0, 50.0)))
     assert main(["compare", str(tmp_path / "a.json"), str(tmp_path / "b.json")]) == 1
     assert "a.json is not a results JSON" in capsys.readouterr().out
+
+
+def test_a_results_file_with_a_wrong_figure_is_named_without_a_traceback(tmp_path, capsys):
+    broken = results(2.0, 100.0) | {"p99_ttft_ms": "fast"}
+    (tmp_path / "a.json").write_text(json.dumps(broken))
+    (tmp_path / "b.json").write_text(json.dumps(results(3.0, 50.0)))
+    assert main(["compare", str(tmp_path / "a.json"), str(tmp_path / "b.json")]) == 1
+    out = capsys.readouterr().out
+    assert "not a loadwatch results file" in out and "p99_ttft_ms" in out and "Traceback" not in out

@@ -10,6 +10,8 @@ from grafana_client import GrafanaApi
 from grafana_client.client import GrafanaException
 from niquests.exceptions import RequestException
 
+from loadwatch.metrics.results import Figures, Results
+
 TAG = "loadwatch"
 
 
@@ -17,31 +19,31 @@ class AnnotateError(Exception):
     """Grafana could not be reached or refused an annotation; the message says which."""
 
 
-def run_annotations(results: dict) -> list[dict]:
+def run_annotations(results: Results) -> list[dict]:
     """The run as one region and each load-shape stage as another, with the figures people look for."""
-    run_id = results["run_id"]
+    run_id = results.run_id
 
-    def summary(figures: dict) -> str:
-        p99 = figures.get("p99_ttft_ms")
-        return (f"{figures['completed']} requests, {figures['failed']} failed, "
-                f"{figures['request_throughput']:.2f} req/s, TTFT p99 "
+    def summary(figures: Figures) -> str:
+        p99 = figures.latency("ttft", "p99")
+        return (f"{figures.completed} requests, {figures.failed} failed, "
+                f"{figures.request_throughput:.2f} req/s, TTFT p99 "
                 + ("n/a" if p99 is None else f"{p99:.0f} ms"))
 
     out = [{
-        "time_from": int(results["started_at"] * 1000), "time_to": int(results["ended_at"] * 1000),
+        "time_from": int(results.started_at * 1000), "time_to": int(results.ended_at * 1000),
         "tags": [TAG, "run", run_id],
-        "text": f"loadwatch run {run_id} against {results.get('target') or 'n/a'}: {summary(results)}",
+        "text": f"loadwatch run {run_id} against {results.target or 'n/a'}: {summary(results)}",
     }]
-    for stage in results.get("stages", []):
+    for stage in results.stages:
         out.append({
-            "time_from": int(stage["start"] * 1000), "time_to": int(stage["end"] * 1000),
-            "tags": [TAG, "stage", stage["name"], run_id],
-            "text": f"stage {stage['name']} at {stage['level']:g} {stage['unit']}: {summary(stage)}",
+            "time_from": int(stage.start * 1000), "time_to": int(stage.end * 1000),
+            "tags": [TAG, "stage", stage.name, run_id],
+            "text": f"stage {stage.name} at {stage.level:g} {stage.unit}: {summary(stage)}",
         })
     return out
 
 
-def post_annotations(url: str, token: str | None, results: dict, timeout: float = 10.0) -> int:
+def post_annotations(url: str, token: str | None, results: Results, timeout: float = 10.0) -> int:
     """Post them all; how many Grafana took."""
     api = GrafanaApi.from_url(url, credential=token, timeout=timeout)
     posted = 0

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from loadwatch.loadgen.process import Process
+from loadwatch.metrics.results import Results
 from loadwatch.metrics.summary import format_block, summarize
 
 log = logging.getLogger(__name__)
@@ -37,14 +38,15 @@ def finish(process: Process) -> int | None:
     """Summarise the run, write its results and keep the summary to print; the exit code the SLO
     verdicts call for, None without SLOs."""
     state, settings = process.state, process.settings
-    result, verdicts = summarize(state.recorder.samples, settings.slo, state.stages())
-    result = {"run_id": state.run_id, "target": state.target, **result,
-              # Wall clock, warm-up included: the window a report reads from Prometheus.
-              "started_at": state.started_at, "ended_at": state.stopped_at or time.time(),
-              "warmup_requests": state.recorder.warmup_finished, "options": settings.public_options()}
+    figures, verdicts = summarize(state.recorder.samples, settings.slo, state.stages())
+    result = Results.model_validate({
+        "run_id": state.run_id, "target": state.target, **figures,
+        # Wall clock, warm-up included: the window a report reads from Prometheus.
+        "started_at": state.started_at, "ended_at": state.stopped_at or time.time(),
+        "warmup_requests": state.recorder.warmup_finished, "options": settings.public_options()})
     process.summary = format_block(result, verdicts)
     if settings.results_json:
-        write_results(settings.results_json, result, process.summary)
+        write_results(settings.results_json, result.model_dump(mode="json"), process.summary)
     if not verdicts:
         return None
     return 0 if all(v.passed for v in verdicts) else SLO_EXIT_CODE

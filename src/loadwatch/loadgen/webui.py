@@ -9,6 +9,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.registry import CollectorRegistry
 
 from loadwatch.loadgen.state import RunState
+from loadwatch.metrics.results import Figures
 from loadwatch.metrics.summary import figures
 
 TAB_KEY = "llm"
@@ -24,13 +25,13 @@ COLUMNS = [
 def tab_rows(state: RunState) -> list[dict]:
     rows = []
     for (model, scenario), series in sorted(state.recorder.samples.by_labels.items()):
-        f = figures(series, [])
-        row = {"name": f"{scenario} ({model})", "requests": f["completed"] + f["failed"], "failures": f["failed"]}
+        f = Figures.model_validate(figures(series, []))
+        row = {"name": f"{scenario} ({model})", "requests": f.completed + f.failed, "failures": f.failed}
         for key, _title in COLUMNS[3:-1]:
             metric, p = key.split("_")
-            value = f[f"{p}_{metric}_ms"]
+            value = f.latency(metric, p)
             row[key] = "" if value is None else round(value, 1)
-        row["output_throughput"] = round(f["output_throughput"], 1)
+        row["output_throughput"] = round(f.output_throughput, 1)
         rows.append(row)
     return rows
 

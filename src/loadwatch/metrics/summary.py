@@ -6,10 +6,10 @@ from array import array
 
 import numpy as np
 
+from loadwatch.metrics.results import STATS, Results, Stage, latency_key
 from loadwatch.metrics.samples import Samples, ScenarioSamples
 from loadwatch.metrics.slo import FAILURE_RATIO, GOODPUT_METRICS, SLO, Verdict
 
-PERCENTILES = (50, 90, 95, 99)
 LATENCIES = {"ttft": "ttft", "tpot": "tpot", "itl": "itl", "e2el": "e2e"}  # key -> column
 
 
@@ -89,8 +89,8 @@ def figures(series: ScenarioSamples, slos: list[SLO], duration: float | None = N
     }
     for metric in LATENCIES:
         values = _values(series, metric)
-        for stat in ("mean", "median", "std", *(f"p{q}" for q in PERCENTILES)):
-            out[f"{stat}_{metric}_ms"] = statistic(values, stat)
+        for stat in STATS:
+            out[latency_key(metric, stat)] = statistic(values, stat)
     return out
 
 
@@ -125,34 +125,34 @@ def _cell(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.1f}"
 
 
-def format_stages(stages: list[dict]) -> list[str]:
+def format_stages(stages: list[Stage]) -> list[str]:
     """One line per stage: its level, throughputs and the latencies a step test is read by."""
     lines = [f"{'stage':<10} {'level':>8} {'req/s':>7} {'tok/s':>8} {'TTFT p50':>9} {'TTFT p99':>9} "
              f"{'TPOT p50':>9} {'failed':>6}"]
     for st in stages:
-        level = f"{st['level']:g}{'u' if st['unit'] == 'users' else '/s'}"
-        lines.append(f"{st['name']:<10} {level:>8} {st['request_throughput']:>7.2f} {st['output_throughput']:>8.1f} "
-                     f"{_cell(st['median_ttft_ms']):>9} {_cell(st['p99_ttft_ms']):>9} "
-                     f"{_cell(st['median_tpot_ms']):>9} {st['failed']:>6}")
+        level = f"{st.level:g}{'u' if st.unit == 'users' else '/s'}"
+        lines.append(f"{st.name:<10} {level:>8} {st.request_throughput:>7.2f} {st.output_throughput:>8.1f} "
+                     f"{_cell(st.latency('ttft', 'median')):>9} {_cell(st.latency('ttft', 'p99')):>9} "
+                     f"{_cell(st.latency('tpot', 'median')):>9} {st.failed:>6}")
     return lines
 
 
-def format_block(result: dict, verdict_list: list[Verdict]) -> str:
+def format_block(result: Results, verdict_list: list[Verdict]) -> str:
     """The "Serving Benchmark Result" block of `vllm bench serve`, plus failures and SLOs."""
     lines = [
         "{s:{c}^{n}}".format(s=" Serving Benchmark Result ", n=50, c="="),
-        _row("Successful requests:", result["completed"]),
-        _row("Failed requests:", result["failed"]),
-        _row("Benchmark duration (s):", result["duration"]),
-        _row("Total input tokens:", result["total_input_tokens"]),
-        _row("Total generated tokens:", result["total_output_tokens"]),
-        _row("Request throughput (req/s):", result["request_throughput"]),
+        _row("Successful requests:", result.completed),
+        _row("Failed requests:", result.failed),
+        _row("Benchmark duration (s):", result.duration),
+        _row("Total input tokens:", result.total_input_tokens),
+        _row("Total generated tokens:", result.total_output_tokens),
+        _row("Request throughput (req/s):", result.request_throughput),
     ]
     if verdict_list:
-        lines.append(_row("Request goodput (req/s):", result["request_goodput"]))
+        lines.append(_row("Request goodput (req/s):", result.request_goodput))
     lines += [
-        _row("Output token throughput (tok/s):", result["output_throughput"]),
-        _row("Total Token throughput (tok/s):", result["total_token_throughput"]),
+        _row("Output token throughput (tok/s):", result.output_throughput),
+        _row("Total Token throughput (tok/s):", result.total_token_throughput),
     ]
     sections = (
         ("ttft", "Time to First Token", "TTFT"),
@@ -162,15 +162,15 @@ def format_block(result: dict, verdict_list: list[Verdict]) -> str:
     )
     for key, title, short in sections:
         lines.append("{s:{c}^{n}}".format(s=title, n=50, c="-"))
-        lines.append(_row(f"Mean {short} (ms):", result[f"mean_{key}_ms"]))
-        lines.append(_row(f"Median {short} (ms):", result[f"median_{key}_ms"]))
-        lines.append(_row(f"P99 {short} (ms):", result[f"p99_{key}_ms"]))
-    if result["failures"]:
+        lines.append(_row(f"Mean {short} (ms):", result.latency(key, "mean")))
+        lines.append(_row(f"Median {short} (ms):", result.latency(key, "median")))
+        lines.append(_row(f"P99 {short} (ms):", result.latency(key, "p99")))
+    if result.failures:
         lines.append("{s:{c}^{n}}".format(s="Failures", n=50, c="-"))
-        lines += [_row(f"{reason}:", n) for reason, n in result["failures"].items()]
-    if result.get("stages"):
+        lines += [_row(f"{reason}:", n) for reason, n in result.failures.items()]
+    if result.stages:
         lines.append("{s:{c}^{n}}".format(s="Stages", n=50, c="-"))
-        lines += format_stages(result["stages"])
+        lines += format_stages(result.stages)
     if verdict_list:
         lines.append("{s:{c}^{n}}".format(s="SLOs", n=50, c="-"))
         lines += [v.describe() for v in verdict_list]

@@ -71,7 +71,7 @@ def annotate(run: Path, grafana_url: str, token: str | None, say) -> int:
     except (ReportError, AnnotateError) as exc:
         say(f"error: {exc}")
         return 1
-    say(f"{posted} annotations posted to {grafana_url} (tag loadwatch, run {results['run_id']})")
+    say(f"{posted} annotations posted to {grafana_url} (tag loadwatch, run {results.run_id})")
     return 0
 
 

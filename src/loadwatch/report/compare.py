@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from loadwatch.metrics.results import Results, latency_key
 from loadwatch.report.build import ReportError
 from loadwatch.report.markdown import table
 
 COLUMNS = [
     ("req/s", "request_throughput"),
     ("output tok/s", "output_throughput"),
-    *((f"{stat} {name} (ms)", f"{key}_{metric}_ms")
-      for name, metric in (("TTFT", "ttft"), ("TPOT", "tpot"), ("E2EL", "e2el"))
-      for stat, key in (("mean", "mean"), ("median", "median"), ("p99", "p99"))),
+    *((f"{stat} {metric.upper()} (ms)", latency_key(metric, stat))
+      for metric in ("ttft", "tpot", "e2el") for stat in ("mean", "median", "p99")),
 ]
 
 
@@ -35,13 +35,13 @@ def change(base: float | None, value: float | None) -> str:
     return f"{(value - base) / base * 100:+.2f}%"
 
 
-def compare(runs: list[tuple[str, dict]]) -> str:
+def compare(runs: list[tuple[str, Results]]) -> str:
     if len(runs) < 2:
         raise ReportError("compare needs at least two results files")
     header = ["run", *(label for label, _ in COLUMNS)]
-    figures = table(header, [[name, *(_value(r.get(key)) for _, key in COLUMNS)] for name, r in runs])
+    figures = table(header, [[name, *(_value(r.field(key)) for _, key in COLUMNS)] for name, r in runs])
     base_name, base = runs[0]
-    changes = table(header, [[name, *(change(base.get(key), r.get(key)) for _, key in COLUMNS)]
+    changes = table(header, [[name, *(change(base.field(key), r.field(key)) for _, key in COLUMNS)]
                              for name, r in runs[1:]])
     return "\n".join([
         "## Results", "", *figures, "",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from loadwatch.metrics.results import latency_key
+
 
 def ms(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.1f} ms"
@@ -35,7 +37,7 @@ def render(report: dict) -> str:
             number(c["total_token_throughput"]), number(c["request_goodput"])]]),
         "",
         *table(["latency", "mean", "median", "p99"], [
-            [name.upper(), ms(c[f"mean_{name}_ms"]), ms(c[f"median_{name}_ms"]), ms(c[f"p99_{name}_ms"])]
+            [name.upper(), *(ms(c[latency_key(name, stat)]) for stat in ("mean", "median", "p99"))]
             for name in ("ttft", "tpot", "itl", "e2el")]),
     ]
     if c["failures"]:
@@ -55,7 +57,7 @@ def render(report: dict) -> str:
             ]),
             "", "## Where the time goes", "",
             *table(["", "mean TTFT", "p99 TTFT"], [
-                ["client", ms(c["mean_ttft_ms"]), ms(c["p99_ttft_ms"])],
+                ["client", ms(c[latency_key("ttft", "mean")]), ms(c[latency_key("ttft", "p99")])],
                 ["engine", ms(e["engine_mean_ttft_ms"]), ms(e["engine_p99_ttft_ms"])],
                 ["outside the engine", ms(e.get("ttft_outside_engine_ms")), ""],
             ]),
@@ -67,8 +69,9 @@ def render(report: dict) -> str:
         lines += ["", "## Stages", "", *table(
             ["stage", "level", "requests", "failed", "req/s", "output tok/s", "TTFT median", "TTFT p99", "TPOT median"],
             [[s["name"], f"{s['level']:g} {s['unit']}", str(s["completed"]), str(s["failed"]),
-              number(s["request_throughput"]), number(s["output_throughput"]), ms(s["median_ttft_ms"]),
-              ms(s["p99_ttft_ms"]), ms(s["median_tpot_ms"])] for s in report["stages"]])]
+              number(s["request_throughput"]), number(s["output_throughput"]),
+              ms(s[latency_key("ttft", "median")]), ms(s[latency_key("ttft", "p99")]),
+              ms(s[latency_key("tpot", "median")])] for s in report["stages"]])]
     if report["slo"]:
         lines += ["", "## SLOs", "", *table(["objective", "limit", "measured", "verdict"], [
             [v["name"], f"{v['limit']:g}", number(v["measured"], 3), "met" if v["passed"] else "BROKEN"]

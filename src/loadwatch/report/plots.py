@@ -9,6 +9,7 @@ import matplotlib.dates as mdates
 from matplotlib.figure import Figure
 
 from loadwatch.catalogue import Client, Engine
+from loadwatch.metrics.results import Stage
 from loadwatch.prometheus import PrometheusAPI
 
 SERIES = {
@@ -32,7 +33,7 @@ def _times(points: list[tuple[float, float]]) -> list[datetime]:
     return [datetime.fromtimestamp(t, UTC) for t, _ in points]
 
 
-def plot_ttft_against_engine(data: dict, stages: list[dict], start: float, end: float, path: Path) -> Path:
+def plot_ttft_against_engine(data: dict, stages: list[Stage], start: float, end: float, path: Path) -> Path:
     # A Figure of its own, not pyplot's: no global state and no display backend to choose.
     fig = Figure(figsize=(10, 6))
     top, bottom = fig.subplots(2, 1, sharex=True)
@@ -55,8 +56,8 @@ def plot_ttft_against_engine(data: dict, stages: list[dict], start: float, end: 
     bottom.legend(lines, [line.get_label() for line in lines], loc="upper left", fontsize="small")
     for stage in stages:
         for axis in (top, bottom):
-            axis.axvline(datetime.fromtimestamp(stage["start"], UTC), color="grey", linestyle="--", linewidth=0.8)
-        top.annotate(stage["name"], (datetime.fromtimestamp(stage["start"], UTC), 1),
+            axis.axvline(datetime.fromtimestamp(stage.start, UTC), color="grey", linestyle="--", linewidth=0.8)
+        top.annotate(stage.name, (datetime.fromtimestamp(stage.start, UTC), 1),
                      xycoords=("data", "axes fraction"),
                      xytext=(3, -12), textcoords="offset points", fontsize="small", color="grey")
     bottom.set_xlim(datetime.fromtimestamp(start, UTC), datetime.fromtimestamp(end, UTC))

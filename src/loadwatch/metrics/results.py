@@ -1,0 +1,80 @@
+"""The results of a run, as the results JSON holds them: one typed model for every reader.
+
+The keys are `vllm bench serve`'s (`completed`, `request_throughput`, `p99_ttft_ms`, ...) plus
+loadwatch's own, so files stay comparable with vLLM's; the summary writes this model and the
+web UI, the report, compare and annotate read it. A latency statistic is named by
+`latency_key(metric, stat)` alone.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, model_validator
+
+LATENCY_METRICS = ("ttft", "tpot", "itl", "e2el")
+PERCENTILES = (50, 90, 95, 99)
+STATS = ("mean", "median", "std", *(f"p{q}" for q in PERCENTILES))
+
+
+def latency_key(metric: str, stat: str) -> str:
+    """`p99_ttft_ms`: vllm bench serve's key of a latency statistic, in milliseconds."""
+    return f"{stat}_{metric}_ms"
+
+
+LATENCY_KEYS = tuple(latency_key(m, s) for m in LATENCY_METRICS for s in STATS)
+
+
+class Figures(BaseModel):
+    """The figures of one window: the whole run, a scenario, or a load-shape stage."""
+
+    # Latency statistics are keys of their own (vllm's layout), kept as extra fields.
+    model_config = ConfigDict(extra="allow")
+
+    completed: int
+    failed: int = 0
+    duration: float = 0.0
+    total_input_tokens: int = 0
+    total_output_tokens: int = 0
+    request_throughput: float = 0.0
+    request_goodput: float = 0.0
+    output_throughput: float = 0.0
+    total_token_throughput: float = 0.0
+    failure_ratio: float = 0.0
+    failures: dict[str, int] = {}
+
+    @model_validator(mode="after")
+    def _latencies_are_numbers(self) -> Figures:
+        for key in LATENCY_KEYS:
+            value = (self.model_extra or {}).get(key)
+            if value is not None and not isinstance(value, int | float):
+                raise ValueError(f"{key} must be a number or null, not {value!r}")
+        return self
+
+    def latency(self, metric: str, stat: str) -> float | None:
+        """A latency statistic in ms; None where the run had no such value (or the file predates it)."""
+        return (self.model_extra or {}).get(latency_key(metric, stat))
+
+    def field(self, key: str) -> Any:
+        """A figure by its results key (the fixed ones or a latency key), for tables keyed by name."""
+        return getattr(self, key) if key in type(self).model_fields else (self.model_extra or {}).get(key)
+
+
+class Stage(Figures):
+    name: str
+    level: float
+    unit: str
+    start: float
+    end: float
+
+
+class Results(Figures):
+    run_id: str
+    target: str | None = None
+    started_at: float
+    ended_at: float
+    warmup_requests: int = 0
+    options: dict[str, Any] = {}
+    scenarios: dict[str, Figures] = {}
+    stages: list[Stage] = []
+    slo: list[dict[str, Any]] = []
