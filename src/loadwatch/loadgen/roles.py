@@ -13,7 +13,7 @@ import time
 
 import gevent
 from locust.env import Environment
-from locust.runners import MasterRunner, WorkerRunner
+from locust.runners import STATE_RUNNING, STATE_SPAWNING, MasterRunner, WorkerRunner
 
 from loadwatch.loadgen import exposition, results
 from loadwatch.loadgen.process import Process, run_users
@@ -155,6 +155,11 @@ class Worker(Role):
         self.environment.events.report_to_master.add_listener(self.add_report)
         runner.register_message(FLUSH, self.send_final_report, concurrent=True)
         runner.register_message(LOAD_START, self.follow_load_start)
+        # Locust connects a worker to its master before it fires init: the master's spawn can come
+        # first, firing test_start before this handler exists. The users are spawned only after init
+        # returns, so catching up here still comes before their first request.
+        if runner.worker_state in (STATE_SPAWNING, STATE_RUNNING):
+            self.on_test_start()
 
     def add_report(self, data: dict, **_kwargs) -> None:
         data[REPORT_KEY] = self.process.recorder.report()
