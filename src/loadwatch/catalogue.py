@@ -1,4 +1,4 @@
-"""Every metric family loadwatch exports, named once (DESIGN.md's names).
+"""Every metric family loadwatch exports, named once: the project's stable names.
 
 The load generator, the sidecar, the dashboards, the recording rules, the report and its plot
 read the names from here; tests/test_catalogue.py fails when a dashboard, rule or module names a

@@ -1,4 +1,4 @@
-"""Default ports of every part of the stack (DESIGN.md's), declared once.
+"""Default ports of every part of the stack, declared once.
 
 Python code reads them from here; the YAML, compose file, manifests and Dockerfiles that cannot
 import Python are checked against them by tests/test_defaults.py.

@@ -1,4 +1,4 @@
-"""The engine metrics of DESIGN.md and the vLLM names each one is read from, newest first.
+"""The sidecar's stable engine metrics and the vLLM names each one is read from, newest first.
 
 vLLM renamed its metrics twice: V0 (0.8.x with VLLM_USE_V1=0), V1 of 0.8-0.11 (`gpu_*` cache
 names, `time_per_output_token_seconds` for the per-token gap) and current releases. Each entry

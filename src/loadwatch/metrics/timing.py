@@ -1,4 +1,4 @@
-"""Per-request latency maths, from raw timestamps to the figures of DESIGN.md.
+"""Per-request latency maths, from raw timestamps to the figures `vllm bench serve` defines (README: What is measured).
 
 Capture (client/stream.py) records when things arrived; this module only does arithmetic, so
 it is tested alone and matches `vllm bench serve` definition for definition.
