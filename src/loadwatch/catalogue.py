@@ -35,6 +35,7 @@ class Engine:
 
     UP = ENGINE_PREFIX + "up"
     SCRAPE_DURATION = ENGINE_PREFIX + "scrape_duration_seconds"
+    SCRAPE_ERRORS = ENGINE_PREFIX + "scrape_errors"
     REQUESTS_RUNNING = ENGINE_PREFIX + "requests_running"
     REQUESTS_WAITING = ENGINE_PREFIX + "requests_waiting"
     REQUESTS_WAITING_MAX = ENGINE_PREFIX + "requests_waiting_max"

@@ -83,9 +83,12 @@ def test_down_slow_and_garbage_targets_show_up_0_and_no_engine_series(serve):
     families = exposition(samplers)
     up = {s.labels["target"]: s.value for s in families["loadwatch_engine_up"].samples}
     assert up == {"good": 1.0, "down": 0.0, "garbage": 0.0, "slow": 0.0}
-    engine_targets = {s.labels["target"] for name, f in families.items() if name != "loadwatch_engine_up"
-                      and name != "loadwatch_engine_scrape_duration_seconds" for s in f.samples}
+    own = {"loadwatch_engine_up", "loadwatch_engine_scrape_duration_seconds", "loadwatch_engine_scrape_errors"}
+    engine_targets = {s.labels["target"] for name, f in families.items() if name not in own for s in f.samples}
     assert engine_targets == {"good"}
+    failed = {(s.labels["target"], s.labels["reason"]) for s in families["loadwatch_engine_scrape_errors"].samples
+              if s.name.endswith("_total") and s.value == 1}
+    assert failed == {("down", "connection"), ("garbage", "parse"), ("slow", "timeout")}
     kv = families["loadwatch_engine_kv_cache_usage_ratio"].samples[0]
     assert kv.labels == {"target": "good", "model": "tiny", "engine": "0"}
 

@@ -12,7 +12,7 @@ from tests.conftest import REPO
 
 PROM = REPO / "prometheus"
 ALERTS = {"VLLMEngineDown", "VLLMKVCacheSaturated", "VLLMRequestQueueGrowing", "VLLMPreemptionsHigh",
-          "VLLMSpecDecodeAcceptanceLow", "LoadTestTTFTSLOViolated", "LoadTestFailureRateHigh"}
+          "VLLMSpecDecodeAcceptanceLow", "LoadTestTTFTSLOViolated", "LoadTestFailureRateHigh", "LoadwatchSidecarDown"}
 pytestmark = pytest.mark.skipif(shutil.which("promtool") is None, reason="Debian's prometheus package is missing")
 
 
@@ -24,7 +24,7 @@ def run(*command: str) -> str:
 
 def test_prometheus_config_and_rules_are_valid():
     out = run("promtool", "check", "config", "prometheus.yml")
-    assert "SUCCESS: 7 rules found" in out
+    assert "SUCCESS: 8 rules found" in out
 
 
 def test_promtool_unit_tests_pass():

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from loadwatch.catalogue import Engine
+from loadwatch.exporter.fetch import REASONS
 from loadwatch.exporter.sampler import TargetSampler
 
 
@@ -16,13 +17,18 @@ class EngineCollector(Collector):
         self.samplers = samplers
 
     def collect(self) -> Iterator[Metric]:
-        up = GaugeMetricFamily(Engine.UP, "1 when the sidecar's last sample of the target succeeded.",
-                               labels=["target"])
+        up = GaugeMetricFamily(Engine.UP, "1 when the sidecar's last sample of the target succeeded and is "
+                                          "recent.", labels=["target"])
+        errors = CounterMetricFamily(Engine.SCRAPE_ERRORS, "Failed samples of the target by reason.",
+                                     labels=["target", "reason"])
         duration = GaugeMetricFamily(Engine.SCRAPE_DURATION,
                                      "Seconds the sidecar's last sample of the target took.", labels=["target"])
         merged: dict[str, Metric] = {}
         for sampler in self.samplers:
-            reading = sampler.reading
+            sampler.ensure_running()
+            reading = sampler.current()
+            for reason in REASONS:
+                errors.add_metric([sampler.target.name, reason], sampler.errors[reason])
             up.add_metric([sampler.target.name], 1.0 if reading.up else 0.0)
             duration.add_metric([sampler.target.name], reading.duration)
             # A target that is down exposes nothing but `up`: no stale engine series.
@@ -33,4 +39,5 @@ class EngineCollector(Collector):
                 into.samples.extend(family.samples)
         yield up
         yield duration
+        yield errors
         yield from merged.values()

@@ -1,22 +1,27 @@
-"""One thread per target: fetch /metrics every interval, keep the window, log state changes once."""
+"""One thread per target: fetch /metrics every interval, keep the window, log state changes once.
+
+Whatever a target sends, a sample ends in a reading: up with its families, or down with the
+reason counted. A reading carries its time, so one that is too old is served as down, never as
+current; a sampler thread that died anyway is started again by the next scrape.
+"""
 
 from __future__ import annotations
 
 import logging
 import threading
 import time
-import urllib.error
-import urllib.request
-from collections import deque
+from collections import Counter, deque
 from dataclasses import dataclass, field
 
 from prometheus_client.core import Metric
 
+from loadwatch.exporter.fetch import FetchError, fetch
 from loadwatch.exporter.normalize import Snapshot, normalize
 from loadwatch.exporter.settings import Target
 from loadwatch.exporter.window import peaks, ratios
 
 log = logging.getLogger(__name__)
+STALE_INTERVALS = 3  # a reading older than this many intervals (past the sample's own deadline) is stale
 
 
 @dataclass(frozen=True)
@@ -25,6 +30,7 @@ class Reading:
 
     up: bool
     duration: float
+    at: float = field(default_factory=time.monotonic)  # when the sample ended
     families: list[Metric] = field(default_factory=list)
 
 
@@ -34,31 +40,47 @@ class TargetSampler:
         self.window: deque[tuple[float, Snapshot]] = deque()
         self.window_seconds = window
         self.reading = Reading(up=False, duration=0.0)
+        self.errors: Counter[str] = Counter()  # failed samples by reason, since the start
         self._was_up: bool | None = None
         self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
 
     def fetch(self) -> str:
-        with urllib.request.urlopen(self.target.metrics_url, timeout=self.timeout) as response:
-            return response.read().decode("utf-8", "replace")
+        return fetch(self.target.metrics_url, self.timeout).decode("utf-8", "replace")
 
     def sample_once(self) -> Reading:
         started = time.monotonic()
         try:
-            snapshot = normalize(self.fetch(), self.target.name)
-        except (OSError, urllib.error.URLError, ValueError, UnicodeError) as exc:
+            text = self.fetch()
+            try:
+                snapshot = normalize(text, self.target.name)
+            except Exception as exc:  # the parser's errors on garbage are of many kinds
+                raise FetchError("parse", f"not vLLM's metrics ({type(exc).__name__}: {exc})") from None
+            self.window.append((started, snapshot))
+            while self.window and self.window[0][0] < started - self.window_seconds:
+                self.window.popleft()
+            snapshots = [s for _, s in self.window]
+            families = [*snapshot.families.values(), *peaks(snapshots, self.target.name),
+                        *ratios(snapshots, self.target.name)]
+        except Exception as exc:
+            reason = exc.reason if isinstance(exc, FetchError) else "internal"
+            if reason == "internal":
+                log.exception("target %s: unexpected error in a sample", self.target.name)
+            self.errors[reason] += 1
             self.window.clear()
             self._note(False, exc)
             self.reading = Reading(up=False, duration=time.monotonic() - started)
             return self.reading
-        self.window.append((started, snapshot))
-        while self.window and self.window[0][0] < started - self.window_seconds:
-            self.window.popleft()
-        snapshots = [s for _, s in self.window]
-        families = [*snapshot.families.values(), *peaks(snapshots, self.target.name),
-                    *ratios(snapshots, self.target.name)]
         self._note(True, None)
         self.reading = Reading(up=True, duration=time.monotonic() - started, families=families)
         return self.reading
+
+    def current(self) -> Reading:
+        """The reading to serve now: down when the last one is too old to be the target's state."""
+        reading = self.reading
+        if reading.up and time.monotonic() - reading.at > self.timeout + STALE_INTERVALS * self.interval:
+            return Reading(up=False, duration=reading.duration, at=reading.at)
+        return reading
 
     def _note(self, up: bool, error: Exception | None) -> None:
         if up == self._was_up:
@@ -76,7 +98,14 @@ class TargetSampler:
             self._stop.wait(max(0.0, self.interval - (time.monotonic() - began)))
 
     def start(self) -> None:
-        threading.Thread(target=self.run, name=f"sample-{self.target.name}", daemon=True).start()
+        self._thread = threading.Thread(target=self.run, name=f"sample-{self.target.name}", daemon=True)
+        self._thread.start()
+
+    def ensure_running(self) -> None:
+        """Start the thread again if it died (it should not: sample_once catches everything)."""
+        if self._thread is not None and not self._thread.is_alive() and not self._stop.is_set():
+            log.error("target %s: the sampler thread had stopped; started again", self.target.name)
+            self.start()
 
     def stop(self) -> None:
         self._stop.set()
