@@ -9,10 +9,11 @@ import signal
 import socket
 import subprocess
 import time
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+from loadwatch import loopback
 
 
 class ComponentError(Exception):
@@ -58,7 +59,7 @@ def alive(pid: int) -> bool:
 def answers(url: str) -> bool:
     """Whether the URL answers 200 within 2 s."""
     try:
-        with urllib.request.urlopen(url, timeout=2) as response:
+        with loopback.urlopen(url, timeout=2) as response:
             return response.status == 200
     except OSError:
         return False

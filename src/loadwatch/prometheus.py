@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.parse
-import urllib.request
+
+from loadwatch import loopback
 
 
 class PrometheusError(Exception):
@@ -24,7 +25,7 @@ class PrometheusAPI:
     def _get(self, path: str, params: dict) -> list:
         url = f"{self.url}{path}?{urllib.parse.urlencode(params)}"
         try:
-            with urllib.request.urlopen(url, timeout=self.timeout) as response:
+            with loopback.urlopen(url, timeout=self.timeout) as response:
                 body = json.loads(response.read())
         except urllib.error.HTTPError as exc:
             detail = json.loads(exc.read() or b"{}").get("error", exc.reason)
