@@ -23,7 +23,15 @@ import statistics
 from collections import Counter
 
 FAULTS = ("connection", "http_500", "http_429", "stream_cut", "malformed_chunk", "empty_completion",
-          "stream_error", "timeout")
+          "stream_error", "timeout", "http_400", "http_503", "huge_error", "non_utf8", "delta_string",
+          "tokens_string", "endless_line", "error_null", "no_usage", "stall_first")
+# What the load generator must record for each fault: a failure reason, or None for a success.
+EXPECTED = {"connection": "connection", "http_500": "http_500", "http_429": "http_429", "stream_cut": "stream_cut",
+            "malformed_chunk": "malformed_chunk", "empty_completion": "empty_completion",
+            "stream_error": "stream_error", "timeout": "timeout", "http_400": "http_400", "http_503": "http_503",
+            "huge_error": "http_500", "non_utf8": "malformed_chunk", "delta_string": "malformed_chunk",
+            "tokens_string": "malformed_chunk", "endless_line": "malformed_chunk", "error_null": None,
+            "no_usage": None, "stall_first": "timeout"}
 
 
 def sse(obj: object) -> bytes:
@@ -58,6 +66,7 @@ class Stats:
 class Config:
     def __init__(self, args: argparse.Namespace) -> None:
         self.ttft, self.itl, self.tokens, self.stall = args.ttft, args.itl, args.tokens, args.stall
+        self.retry_after = args.retry_after
         self.faults: dict[str, int] = {}
         for item in args.fault:
             name, _, every = item.partition("=")
@@ -106,9 +115,13 @@ class Connection(asyncio.Protocol):
 
     def _respond(self, status: int, obj: object) -> None:
         body = json.dumps(obj).encode()
-        reason = {200: "OK", 404: "Not Found", 429: "Too Many Requests", 500: "Internal Server Error"}[status]
+        self._respond_raw(status, body)
+
+    def _respond_raw(self, status: int, body: bytes, extra: str = "") -> None:
+        reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 429: "Too Many Requests",
+                  500: "Internal Server Error", 503: "Service Unavailable"}[status]
         self.transport.write(
-            f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\n"
+            f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\n{extra}"
             f"Content-Length: {len(body)}\r\n\r\n".encode() + body
         )
 
@@ -147,9 +160,13 @@ class Connection(asyncio.Protocol):
         if fault == "connection":
             self.transport.close()
             return False
-        if fault in ("http_500", "http_429"):
+        if fault in ("http_500", "http_429", "http_400", "http_503"):
             status = int(fault[5:])
-            self._respond(status, {"error": {"message": f"injected {status}", "code": status}})
+            body = json.dumps({"error": {"message": f"injected {status}", "code": status}}).encode()
+            self._respond_raw(status, body, f"Retry-After: {config.retry_after:g}\r\n" if status in (429, 503) else "")
+            return True
+        if fault == "huge_error":  # 50 MB: the client must read a bounded part and hang up
+            self._respond_raw(500, b'{"error": {"message": "' + b"x" * 50_000_000 + b'"}}')
             return True
         model = request.get("model", "fake-model")
         self.transport.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
@@ -157,7 +174,7 @@ class Connection(asyncio.Protocol):
         role = {"id": "x", "object": "chat.completion.chunk", "model": model,
                 "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]}
         self._chunk(sse(role))
-        if fault == "timeout":
+        if fault in ("timeout", "stall_first"):
             await asyncio.sleep(config.stall)
             self.transport.close()
             return False
@@ -174,15 +191,31 @@ class Connection(asyncio.Protocol):
                 self._chunk(sse(b"{not json"))
             if i == n // 2 and fault == "stream_error":
                 self._chunk(sse({"error": {"message": "injected engine error"}}))
-            self._chunk(sse(content_chunk(model, f"tok{i} ", completions)))
+            if i == n // 2 and fault == "non_utf8":
+                self._chunk(b"data: {\"choices\": [{\"delta\": {\"content\": \"\xff\xfe\"}}]}\n\n")
+            if i == n // 2 and fault == "delta_string":
+                self._chunk(sse({"id": "x", "choices": [{"index": 0, "delta": "tok"}]}))
+            if i == n // 2 and fault == "endless_line":  # 4 MiB without a newline, then the stream ends
+                for _ in range(64):
+                    self._chunk(b"data: " + b"x" * 65536)
+                    await asyncio.sleep(0)
+                self.transport.close()
+                return False
+            chunk = content_chunk(model, f"tok{i} ", completions)
+            if fault == "error_null":
+                chunk["error"] = None
+            self._chunk(sse(chunk))
             sent.append(self.loop.time())
         prompt_tokens = len(json.dumps(request.get("messages") or request.get("prompt"))) // 4
         usage = {"prompt_tokens": prompt_tokens, "completion_tokens": n, "total_tokens": prompt_tokens + n}
-        self._chunk(sse({"id": "x", "object": "chat.completion.chunk", "model": model, "choices": [],
-                         "usage": usage}))
+        if fault == "tokens_string":
+            usage["completion_tokens"] = str(n)
+        if fault != "no_usage":
+            self._chunk(sse({"id": "x", "object": "chat.completion.chunk", "model": model, "choices": [],
+                             "usage": usage}))
         self._chunk(sse(b"[DONE]"))
         self.transport.write(b"0\r\n\r\n")
-        if not fault:
+        if not fault or EXPECTED[fault] is None:
             stats.outcomes["completed"] += 1
             stats.true_ttft.append(sent[0] - arrival)
             if "user" in request:
@@ -199,6 +232,7 @@ def main() -> None:
     parser.add_argument("--itl", type=float, default=0.02)
     parser.add_argument("--tokens", type=int, default=20)
     parser.add_argument("--stall", type=float, default=30.0, help="how long a `timeout` fault stalls")
+    parser.add_argument("--retry-after", type=float, default=1.0, help="Retry-After of 429 and 503 answers")
     parser.add_argument("--fault", action="append", default=[], help="NAME=EVERY: every EVERY-th arrival fails so")
     args = parser.parse_args()
     config, stats = Config(args), Stats()

@@ -44,6 +44,9 @@ class LoadSettings(BaseSettings):
                                       json_schema_extra=cli(env="OPENAI_API_KEY", secret=True))
     request_timeout: float = Field(600.0, gt=0, description="Seconds a whole streamed request may take before it "
                                                             "counts as a timeout")
+    max_line_bytes: int = Field(2**20, ge=1024, json_schema_extra=cli(web_ui=False),
+                                description="Longest line a stream may send, in bytes; a longer one fails the "
+                                            "request as malformed_chunk")
     metrics_port: int = Field(PORTS["client_metrics"], ge=0, le=65535, json_schema_extra=cli(web_ui=False),
                               description="Port of the Prometheus endpoint of the master or local runner; "
                                           "0 turns it off")

@@ -17,10 +17,31 @@ class Chunk:
 
 def _text_of(choice: dict, endpoint: str) -> str | None:
     if endpoint == "completions":
-        return choice.get("text")
-    delta = choice.get("delta") or {}
+        text = choice.get("text")
+        return _string(text, "text")
+    delta = choice.get("delta")
+    if delta is None:
+        return None
+    if not isinstance(delta, dict):
+        raise RequestFailed(Reason.MALFORMED_CHUNK, f"delta is a {type(delta).__name__}, not an object")
     # Reasoning models stream thoughts before the answer; vLLM has named the field both ways.
-    return delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning")
+    for field in ("content", "reasoning_content", "reasoning"):
+        if text := _string(delta.get(field), field):
+            return text
+    return None
+
+
+def _string(value: object, name: str) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    raise RequestFailed(Reason.MALFORMED_CHUNK, f"{name} is a {type(value).__name__}, not a string")
+
+
+def _count(usage: dict, name: str) -> int | None:
+    value = usage.get(name)
+    if value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
+        return value
+    raise RequestFailed(Reason.MALFORMED_CHUNK, f"usage.{name} is {value!r}, not a count")
 
 
 def parse_chunk(data: str, endpoint: str) -> Chunk:
@@ -30,8 +51,8 @@ def parse_chunk(data: str, endpoint: str) -> Chunk:
         raise RequestFailed(Reason.MALFORMED_CHUNK, f"not JSON: {data[:120]!r}") from exc
     if not isinstance(obj, dict):
         raise RequestFailed(Reason.MALFORMED_CHUNK, f"not a JSON object: {data[:120]!r}")
-    if "error" in obj:
-        error = obj["error"]
+    error = obj.get("error")
+    if error is not None:  # `"error": null` is no error
         message = error.get("message", error) if isinstance(error, dict) else error
         raise RequestFailed(Reason.STREAM_ERROR, str(message)[:300])
     choices = obj.get("choices")
@@ -40,5 +61,7 @@ def parse_chunk(data: str, endpoint: str) -> Chunk:
         raise RequestFailed(Reason.MALFORMED_CHUNK, f"no choices list: {data[:120]!r}")
     has_text = bool(choices) and bool(_text_of(choices[0], endpoint))
     if isinstance(usage, dict):
-        return Chunk(has_text, usage.get("prompt_tokens"), usage.get("completion_tokens"))
+        return Chunk(has_text, _count(usage, "prompt_tokens"), _count(usage, "completion_tokens"))
+    if usage is not None:
+        raise RequestFailed(Reason.MALFORMED_CHUNK, f"usage is a {type(usage).__name__}, not an object")
     return Chunk(has_text)

@@ -13,6 +13,9 @@ class Reason(StrEnum):
     EMPTY_COMPLETION = "empty_completion"
     # The server reported an error inside a 200 stream (vLLM sends `data: {"error": ...}`).
     STREAM_ERROR = "stream_error"
+    # Anything else that went wrong in the load generator while sending or reading: the request is
+    # still counted once, and the exception named in the log.
+    CLIENT_ERROR = "client_error"
 
 
 def http_reason(status: int) -> str:
@@ -22,7 +25,8 @@ def http_reason(status: int) -> str:
 class RequestFailed(Exception):
     """A request that finished without a usable completion."""
 
-    def __init__(self, reason: str, message: str) -> None:
+    def __init__(self, reason: str, message: str, retry_after: float | None = None) -> None:
         super().__init__(f"{reason}: {message}")
         self.reason = reason
         self.message = message
+        self.retry_after = retry_after  # seconds, from a 429 or 503's Retry-After

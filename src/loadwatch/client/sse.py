@@ -7,6 +7,8 @@ to a few string operations.
 
 from __future__ import annotations
 
+from loadwatch.client.failures import Reason, RequestFailed
+
 
 class SSEDecoder:
     """Feed raw bytes in any split; get back the `data` payload of each completed event."""
@@ -20,7 +22,10 @@ class SSEDecoder:
         *lines, self._pending = buf.split(b"\n")
         events: list[str] = []
         for raw in lines:
-            line = raw.rstrip(b"\r").decode("utf-8")
+            try:
+                line = raw.rstrip(b"\r").decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise RequestFailed(Reason.MALFORMED_CHUNK, f"not UTF-8: {raw[:80]!r}") from exc
             if not line:
                 if self._data:
                     events.append("\n".join(self._data))

@@ -8,8 +8,11 @@ benchmarks/stream_readers.py compares it with requests' `iter_lines`.
 from __future__ import annotations
 
 import json
+import logging
 import socket
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from time import perf_counter, time
 
 import gevent
@@ -20,10 +23,33 @@ from geventhttpclient.url import URL
 from loadwatch.client.chunks import parse_chunk
 from loadwatch.client.endpoints import PATHS, Endpoint
 from loadwatch.client.failures import Reason, RequestFailed, http_reason
+from loadwatch.client.lines import read_line
 from loadwatch.client.sse import SSEDecoder
 from loadwatch.metrics.timing import RawTiming
 
 _NETWORK_ERRORS = (OSError, socket.timeout, HTTPParseError)
+ERROR_BODY_LIMIT = 64 * 1024  # of a non-200 answer: enough for any error message
+MAX_LINE_BYTES = 2**20
+log = logging.getLogger(__name__)
+_logged: set[str] = set()  # exception types already logged as client_error, once each per process
+
+
+def _first(value: str | list[str] | None) -> str | None:
+    return value[0] if isinstance(value, list) else value
+
+
+def retry_after(value: str | None) -> float | None:
+    """Seconds from a Retry-After header: a number of seconds or an HTTP date."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        return max(0.0, (parsedate_to_datetime(value) - datetime.now(UTC)).total_seconds())
+    except (TypeError, ValueError):
+        return None
 
 
 @dataclass(frozen=True)
@@ -65,9 +91,11 @@ def split_base_url(base_url: str) -> tuple[str, str]:
 class Streamer:
     """One keep-alive connection to an OpenAI-compatible server, as one Locust user holds it."""
 
-    def __init__(self, base_url: str, api_key: str | None, timeout: float) -> None:
+    def __init__(self, base_url: str, api_key: str | None, timeout: float,
+                 max_line_bytes: int = MAX_LINE_BYTES) -> None:
         self.origin, self.prefix = split_base_url(base_url)
         self.timeout = timeout
+        self.max_line_bytes = max_line_bytes
         self.headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
         if api_key:
             self.headers["Authorization"] = f"Bearer {api_key}"
@@ -100,7 +128,7 @@ class Streamer:
         with gevent.Timeout(min(self.timeout, 30.0), RequestFailed(Reason.TIMEOUT, path)):
             try:
                 response = self._http().request(method, self.prefix + path, body=body or b"", headers=self.headers)
-                reply = response.read()
+                reply = response.read(ERROR_BODY_LIMIT if response.status_code != 200 else None)
             except _NETWORK_ERRORS as exc:
                 self.close()
                 raise RequestFailed(Reason.CONNECTION, f"{self.origin}: {exc}") from exc
@@ -129,6 +157,15 @@ class Streamer:
             self.close()
             timed_out = RequestFailed(Reason.TIMEOUT, f"no complete response within {self.timeout:g} s")
             return StreamResult(started_at, perf_counter() - t0, received, failure=timed_out)
+        except Exception as exc:  # whatever else: the request still ends, counted once
+            self.close()
+            kind = type(exc).__name__
+            if kind not in _logged:
+                _logged.add(kind)
+                log.exception("a request failed inside the load generator (%s); such requests count as "
+                              "client_error, and this is logged once", kind)
+            failed = RequestFailed(Reason.CLIENT_ERROR, f"{kind}: {exc}")
+            return StreamResult(started_at, perf_counter() - t0, received, failure=failed)
         finally:
             timer.close()
         return StreamResult(started_at, perf_counter() - t0, received, timing=timing)
@@ -140,10 +177,12 @@ class Streamer:
             raise RequestFailed(Reason.CONNECTION, f"{self.origin}: {exc}") from exc
         if response.status_code != 200:
             try:
-                error_body = response.read()
+                error_body = response.read(ERROR_BODY_LIMIT)
             except _NETWORK_ERRORS:
                 error_body = b""
-            raise RequestFailed(http_reason(response.status_code), server_error_message(error_body))
+            # The rest of a long error body stays unread: the connection is closed with the failure.
+            raise RequestFailed(http_reason(response.status_code), server_error_message(error_body),
+                                retry_after(_first(response.get("retry-after"))))
 
         decoder = SSEDecoder()
         arrivals: list[float] = []
@@ -152,7 +191,7 @@ class Streamer:
         received = 0
         while True:
             try:
-                line = response.readline(b"\n")
+                line = read_line(response, self.max_line_bytes)
             except _NETWORK_ERRORS as exc:
                 raise RequestFailed(Reason.STREAM_CUT, f"after {len(arrivals)} chunks: {exc}") from exc
             now = perf_counter()

@@ -14,7 +14,7 @@ from locust.exception import StopUser
 
 from loadwatch.client.endpoints import PATHS
 from loadwatch.client.failures import RequestFailed
-from loadwatch.client.stream import Streamer
+from loadwatch.client.stream import Streamer, StreamResult
 from loadwatch.loadgen.models import UNKNOWN, resolve_model
 from loadwatch.loadgen.process import run_users
 from loadwatch.loadgen.quota import WARMUP
@@ -28,6 +28,8 @@ from loadwatch.workloads.prompt import Prompt
 
 log = logging.getLogger(__name__)
 RATE_CHECK_SECONDS = 0.5
+MIN_BACKOFF, MAX_BACKOFF = 0.05, 1.0  # seconds a closed-loop user waits after an instant failure
+MAX_RETRY_AFTER = 30.0  # the most of a server's Retry-After a user honours
 
 
 def build_payload(settings: LoadSettings, model: str | None, prompt: Prompt) -> dict:
@@ -57,12 +59,13 @@ class LLMUser(User):
     scenario = "chat"  # the Locust request name and the `scenario` label
     workload: Workload | None = None  # a locustfile's own; None: the run's --dataset
     wait_time = constant(0)
+    backoff = 0.0  # the closed loop's current pause after instant failures
 
     def on_start(self) -> None:
         self.process = self.environment.loadwatch
         settings = self.process.settings
         self.api_key = settings.api_key.get_secret_value() if settings.api_key else None
-        self.streamer = Streamer(self.host or "", self.api_key, settings.request_timeout)
+        self.streamer = self._new_streamer()
         self.model = settings.model or resolve_model(self.streamer)
         try:
             self.next_prompt = self.workload or self.process.dataset_workload(self.streamer, self.model)
@@ -70,6 +73,10 @@ class LLMUser(User):
             log.error("loadwatch: cannot build the %s dataset: %s", settings.dataset, exc)
             self.environment.runner.quit()
             raise StopUser() from None
+
+    def _new_streamer(self) -> Streamer:
+        settings = self.process.settings
+        return Streamer(self.host or "", self.api_key, settings.request_timeout, settings.max_line_bytes)
 
     def on_stop(self) -> None:
         self.streamer.close()
@@ -82,7 +89,20 @@ class LLMUser(User):
         kind = self.process.quota.take()
         if kind is None:  # this run's --num-requests are all sent
             raise StopUser()
-        self._send(kind, self.streamer)
+        self._pause_after(self._send(kind, self.streamer))
+
+    def _pause_after(self, result: StreamResult) -> None:
+        """A closed loop must not spin on a server that refuses at once (400, 429, 503, refused):
+        wait as long as its Retry-After says (bounded), or back off briefly, doubling while it lasts."""
+        failure = result.failure
+        if failure is None or result.elapsed >= MAX_BACKOFF:
+            self.backoff = 0.0
+            return
+        if failure.retry_after is not None:
+            gevent.sleep(min(failure.retry_after, MAX_RETRY_AFTER))
+            return
+        self.backoff = min(MAX_BACKOFF, max(MIN_BACKOFF, 2 * self.backoff))
+        gevent.sleep(self.backoff)
 
     def _open_loop(self) -> None:
         """Send at scheduled times whatever the answers: no coordinated omission."""
@@ -114,7 +134,7 @@ class LLMUser(User):
                     busy.join()
                     raise StopUser()
                 self.process.recorder.record_lag(labels, time.monotonic() - scheduled, warmup=kind == WARMUP)
-                streamer = idle.pop() if idle else Streamer(self.host or "", self.api_key, settings.request_timeout)
+                streamer = idle.pop() if idle else self._new_streamer()
                 busy.spawn(self._send_and_return, kind, streamer, idle)
         finally:
             busy.kill()
@@ -127,7 +147,7 @@ class LLMUser(User):
         finally:
             idle.append(streamer)
 
-    def _send(self, kind: str, streamer: Streamer) -> None:
+    def _send(self, kind: str, streamer: Streamer) -> StreamResult:
         warmup = kind == WARMUP
         settings = self.process.settings
         payload = build_payload(settings, self.model, self.next_prompt())
@@ -161,3 +181,4 @@ class LLMUser(User):
             start_time=result.started_at,
             url=streamer.prefix + PATHS[settings.endpoint],
         )
+        return result
