@@ -45,7 +45,7 @@ def test_the_report_puts_engine_figures_beside_the_client_summary(run_dir):
     client, engine = report["client"], report["engine"]
     assert client["completed"] > 20 and client["failures"].get("http_400", 0) > 0
     assert engine["kv_cache_usage_peak"] > 0.9 and engine["requests_waiting_peak"] >= 1
-    assert engine["preemptions"] >= 0 and engine["prefix_cache_hit_ratio"] is not None
+    assert isinstance(engine["preemptions"], float) and engine["prefix_cache_hit_ratio"] is not None
     assert engine["spec_decode_acceptance_ratio"] > 0 and engine["spec_decode_mean_acceptance_length"] > 1
     assert 0 < engine["engine_mean_ttft_ms"] < client["mean_ttft_ms"]
     assert 0 < engine["queue_time_share"] < 1

@@ -81,7 +81,7 @@ def test_impossible_shape_stops_before_any_request(fake_server):
                        "--shape", "spike", "--spike-base", "8"),
         capture_output=True, text=True, timeout=60,
     )
-    assert run.returncode != 0
+    assert run.returncode == 2
     assert "--spike-base must be above 0 and below the spike's level 4" in run.stderr
     assert "Traceback" not in run.stderr
     assert server.stats()["arrivals"] == 0

@@ -13,7 +13,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.browser]
 CHROMIUM = shutil.which("chromium")
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium package is not installed")
+@pytest.mark.needs("chromium")
 def test_llm_tab_fills_with_figures_during_a_run_started_from_the_ui(fake_server, tmp_path):
     from playwright.sync_api import sync_playwright
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 
 import pytest
@@ -13,7 +12,7 @@ from tests.conftest import REPO
 PROM = REPO / "prometheus"
 ALERTS = {"VLLMEngineDown", "VLLMKVCacheSaturated", "VLLMRequestQueueGrowing", "VLLMPreemptionsHigh",
           "VLLMSpecDecodeAcceptanceLow", "LoadTestTTFTSLOViolated", "LoadTestFailureRateHigh", "LoadwatchSidecarDown"}
-pytestmark = pytest.mark.skipif(shutil.which("promtool") is None, reason="Debian's prometheus package is missing")
+pytestmark = pytest.mark.needs("promtool")
 
 
 def run(*command: str) -> str:

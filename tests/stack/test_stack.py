@@ -1,4 +1,3 @@
-import shutil
 import subprocess
 import sys
 
@@ -10,7 +9,7 @@ from loadwatch.processes import ComponentError
 from loadwatch.stack.config import render_alertmanager, render_prometheus
 from loadwatch.stack.settings import StackSettings
 
-needs_promtool = pytest.mark.skipif(shutil.which("promtool") is None, reason="Debian's prometheus is missing")
+needs_promtool = pytest.mark.needs("promtool")
 
 
 @needs_promtool

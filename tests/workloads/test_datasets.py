@@ -92,5 +92,5 @@ def test_a_bad_dataset_stops_the_run_before_it_starts(tmp_path):
     run = subprocess.run(locust_command("-H", "http://127.0.0.1:9", "--headless", "-t", "5s", "--metrics-port", "0",
                                         "--dataset", "jsonl", "--dataset-path", str(bad)),
                          capture_output=True, text=True, timeout=60)
-    assert run.returncode != 0
+    assert run.returncode == 2
     assert "bad.jsonl line 2" in run.stderr and "Traceback" not in run.stderr

@@ -75,6 +75,7 @@ def serve(environment, state: RunState, port: int) -> None:
     try:
         server.start()
     except OSError as exc:
-        sys.exit(f"loadwatch: cannot serve metrics on port {port}: {exc.strerror}; "
-                 "choose another with --metrics-port (0 turns it off)")
+        print(f"loadwatch: cannot serve metrics on port {port}: {exc.strerror}; "
+              "choose another with --metrics-port (0 turns it off)", file=sys.stderr, flush=True)
+        sys.exit(2)  # a bad option, as README's exit codes say
     log.info("Client metrics at http://%s:%d/metrics", host or "0.0.0.0", port)

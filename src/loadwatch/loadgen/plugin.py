@@ -10,6 +10,7 @@ from loadwatch.loadgen import roles
 from loadwatch.loadgen.options import add_options
 from loadwatch.loadgen.process import settings_from
 
+BAD_OPTIONS = 2  # README's exit codes: as argparse exits on a malformed command line
 events.init_command_line_parser.add_listener(add_options)
 
 
@@ -18,5 +19,6 @@ def on_init(environment, **_kwargs) -> None:
     try:
         settings = settings_from(environment.parsed_options)
     except ValueError as exc:
-        sys.exit(str(exc))
+        print(exc, file=sys.stderr, flush=True)
+        sys.exit(BAD_OPTIONS)
     roles.install(environment, settings)
