@@ -105,3 +105,29 @@ def test_random_prompts_have_the_asked_token_length_by_the_engines_tokenizer(eng
     lengths = [tokenizer.count(ranged().text) for _ in range(20)]
     assert all(75 <= n <= 125 for n in lengths) and len(set(lengths)) > 1
     streamer.close()
+
+
+@pytest.mark.parametrize("dataset", [
+    ["--dataset", "builtin"], ["--dataset", "sharegpt"], ["--dataset", "random"], ["--dataset", "prefix-repetition"],
+    ["--dataset", "agent", "--agent-prefix", "static"], ["--dataset", "agent", "--agent-prefix", "dynamic"],
+    ["--dataset", "jsonl"],
+], ids=lambda args: "-".join(args[1::2]))
+def test_every_shipped_dataset_fits_the_embedded_engine(engine, tmp_path, dataset):
+    # Before, the agent session's 2,049 prompt tokens met --max-model-len 2048: every request a 400.
+    results = tmp_path / "results.json"
+    run = headless(engine.url, results, "-u", "3", "-r", "3", "--num-requests", "3", "--max-tokens", "16",
+                   "--output-len", "16", *dataset)
+    data = json.loads(results.read_text())
+    assert run.returncode == 0 and (data["completed"], data["failed"]) == (3, 0), run.stderr[-2000:]
+
+
+def test_a_workload_over_the_context_stops_before_sending_with_a_clear_message(engine, tmp_path):
+    before = engine_figures(engine.url)
+    run = headless(engine.url, tmp_path / "results.json", "-u", "2", "-r", "2", "-t", "20s",
+                   "--dataset", "agent", "--output-len", "3000")
+    assert run.returncode == 2, run.stderr[-2000:]
+    assert "the agent workload cannot fit the server's context" in run.stderr
+    assert "max_model_len of 4096" in run.stderr and "Traceback" not in run.stderr
+    assert engine_figures(engine.url)["success"] == before["success"]
+    data = json.loads((tmp_path / "results.json").read_text())
+    assert data["completed"] + data["failed"] == 0  # not one refused request sent

@@ -37,8 +37,9 @@ def command(settings: EngineSettings, model_dir: Path, port: int, extra: list[st
         "--model", str(model_dir), "--served-model-name", settings.served_model_name,
         "--host", "127.0.0.1", "--port", str(port),
         "--enforce-eager", "--enable-prefix-caching",
-        # The CPU default block is 128 tokens; 32 lets short shared prefixes hit the cache.
-        "--block-size", "32", "--max-model-len", "2048",
+        # The CPU default block is 128 tokens; 32 lets short shared prefixes hit the cache. The tiny
+        # model's whole context: the seeds' agent session alone is over 2,048 tokens.
+        "--block-size", "32", "--max-model-len", "4096",
         *extra,
     ]
 

@@ -17,8 +17,10 @@ from loadwatch.loadgen.recorder import Recorder
 from loadwatch.loadgen.schedule import level_now, plan_run
 from loadwatch.loadgen.state import RunState
 from loadwatch.settings import LoadSettings
-from loadwatch.workloads.datasets import Workload, build, validate
+from loadwatch.workloads.context import check_context
+from loadwatch.workloads.datasets import build, validate
 from loadwatch.workloads.errors import DatasetError
+from loadwatch.workloads.prompt import Workload
 from loadwatch.workloads.tokens import tokenizer_for
 
 log = logging.getLogger(__name__)
@@ -90,5 +92,8 @@ class Process:
         with self._building:
             if self.workload is None:
                 tokenizer = tokenizer_for(streamer, model) if self.settings.dataset in TOKENIZED else None
-                self.workload = build(self.settings, tokenizer)
+                workload = build(self.settings, tokenizer)
+                check_context(streamer, model, list(workload.prompts), self.settings.max_tokens,
+                              self.settings.endpoint == "chat", self.settings.dataset)
+                self.workload = workload
             return self.workload

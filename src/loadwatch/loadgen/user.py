@@ -6,6 +6,7 @@ import logging
 import math
 import random
 import time
+from collections.abc import Callable
 
 import gevent
 from gevent.pool import Group
@@ -22,7 +23,6 @@ from loadwatch.loadgen.recorder import LLMRequest
 from loadwatch.metrics.timing import request_metrics
 from loadwatch.settings import LoadSettings
 from loadwatch.workloads.arrivals import gap, spend
-from loadwatch.workloads.datasets import Workload
 from loadwatch.workloads.errors import DatasetError
 from loadwatch.workloads.prompt import Prompt
 
@@ -57,7 +57,7 @@ class LLMUser(User):
 
     abstract = True
     scenario = "chat"  # the Locust request name and the `scenario` label
-    workload: Workload | None = None  # a locustfile's own; None: the run's --dataset
+    workload: Callable[[], Prompt] | None = None  # a locustfile's own; None: the run's --dataset
     wait_time = constant(0)
     backoff = 0.0  # the closed loop's current pause after instant failures
 
@@ -71,6 +71,7 @@ class LLMUser(User):
             self.next_prompt = self.workload or self.process.dataset_workload(self.streamer, self.model)
         except (DatasetError, RequestFailed) as exc:
             log.error("loadwatch: cannot build the %s dataset: %s", settings.dataset, exc)
+            self.environment.process_exit_code = 2  # a workload this server cannot take: README's bad options
             self.environment.runner.quit()
             raise StopUser() from None
 

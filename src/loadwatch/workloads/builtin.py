@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from itertools import cycle
-
-from loadwatch.workloads.prompt import Prompt
+from loadwatch.workloads.prompt import Cycle, Prompt
 
 QUESTIONS = (
     "Explain in a few sentences what a KV cache is in a transformer inference server.",
@@ -18,11 +16,6 @@ QUESTIONS = (
 )
 
 
-class BuiltinPrompts:
-    """Cycles through QUESTIONS; every user of a process shares the cycle."""
-
-    def __init__(self) -> None:
-        self._next = cycle(QUESTIONS).__next__
-
-    def __call__(self) -> Prompt:
-        return Prompt.user_text(self._next())
+def builtin_prompts() -> Cycle:
+    """QUESTIONS in a cycle; every user of a process shares it."""
+    return Cycle([Prompt.user_text(q) for q in QUESTIONS])

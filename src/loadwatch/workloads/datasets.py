@@ -7,16 +7,16 @@ prompts once the server is known, for token lengths measured by its own tokenize
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Sequence
 from datetime import datetime, timedelta
-from itertools import count, cycle
+from itertools import count
 from pathlib import Path
 
 from loadwatch.settings import LoadSettings
-from loadwatch.workloads.builtin import BuiltinPrompts
+from loadwatch.workloads.builtin import builtin_prompts
 from loadwatch.workloads.errors import DatasetError
 from loadwatch.workloads.files import read_jsonl, read_sharegpt
-from loadwatch.workloads.prompt import Prompt
+from loadwatch.workloads.prompt import Cycle, Prompt, Workload
 
 SAMPLES = Path(__file__).with_name("samples")
 DEFAULT_PATHS = {"sharegpt": SAMPLES / "sharegpt-50.json", "agent": SAMPLES / "agent-conversation.json",
@@ -25,7 +25,6 @@ DEFAULT_PATHS = {"sharegpt": SAMPLES / "sharegpt-50.json", "agent": SAMPLES / "a
 MIN_LEN, MAX_PROMPT_LEN, MAX_TOTAL_LEN = 4, 1024, 2048
 STATIC_STAMP = "2025-01-01 00:00:00"
 
-Workload = Callable[[], Prompt]
 
 
 def output_len(settings: LoadSettings) -> int:
@@ -96,26 +95,34 @@ def agent(settings: LoadSettings) -> Workload:
     while messages[-1]["role"] != "user":
         messages = messages[:-1]
     first = next(i for i, m in enumerate(messages) if m["role"] == "user")
-    requests = count()
-    now = datetime(2025, 1, 1)
+    return AgentSession(messages, first, settings.agent_prefix == "static", output_len(settings))
 
-    def next_prompt() -> Prompt:
-        if settings.agent_prefix == "static":
-            stamp = STATIC_STAMP
-        else:
-            stamp = (now - timedelta(days=next(requests) + 1)).strftime("%Y-%m-%d %H:%M:%S")
-        stamped = [dict(m) for m in messages]
-        stamped[first]["content"] = f"{stamp} {stamped[first]['content']}"
-        return Prompt(tuple(stamped), output_len(settings))
 
-    return next_prompt
+class AgentSession:
+    """The agent conversation with its date-time: the same every time (static) or a new one each."""
+
+    def __init__(self, messages: list[dict], first: int, static: bool, max_tokens: int | None) -> None:
+        self.messages, self.first, self.static, self.max_tokens = messages, first, static, max_tokens
+        self.requests = count()
+        self.prompts: Sequence[Prompt] = [self.stamped(STATIC_STAMP)]  # a dynamic stamp has the same length
+
+    def stamped(self, stamp: str) -> Prompt:
+        messages = [dict(m) for m in self.messages]
+        messages[self.first]["content"] = f"{stamp} {messages[self.first]['content']}"
+        return Prompt(tuple(messages), self.max_tokens)
+
+    def __call__(self) -> Prompt:
+        if self.static:
+            return self.stamped(STATIC_STAMP)
+        day = datetime(2025, 1, 1) - timedelta(days=next(self.requests) + 1)
+        return self.stamped(day.strftime("%Y-%m-%d %H:%M:%S"))
 
 
 def build(settings: LoadSettings, tokenizer) -> Workload:
     """The prompts of the chosen dataset, served in a cycle; the same order for the same seed."""
     rng = random.Random(settings.seed)
     if settings.dataset == "builtin":
-        return BuiltinPrompts()
+        return builtin_prompts()
     if settings.dataset == "agent":
         return agent(settings)
     if settings.dataset == "jsonl":
@@ -124,5 +131,5 @@ def build(settings: LoadSettings, tokenizer) -> Workload:
     else:
         make = {"sharegpt": _sharegpt, "random": _random, "prefix-repetition": _prefix_repetition}[settings.dataset]
         prompts = make(settings, tokenizer, rng)
-    return cycle(prompts).__next__
+    return Cycle(prompts)
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import cycle
+from typing import Protocol
 
 
 @dataclass(frozen=True)
@@ -18,3 +21,22 @@ class Prompt:
     def text(self) -> str:
         """The messages as one prompt, for the completions endpoint."""
         return "\n".join(str(m["content"]) for m in self.messages)
+
+
+class Workload(Protocol):
+    """Where a user gets its next prompt; `prompts` are the distinct ones, checked before the run."""
+
+    prompts: Sequence[Prompt]
+
+    def __call__(self) -> Prompt: ...
+
+
+class Cycle:
+    """Prompts served in a cycle; every user of a process shares it."""
+
+    def __init__(self, prompts: Sequence[Prompt]) -> None:
+        self.prompts = prompts
+        self._next = cycle(prompts).__next__
+
+    def __call__(self) -> Prompt:
+        return self._next()
