@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
 from pathlib import Path
 
@@ -157,8 +158,13 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
+def _interrupt(_signum, _frame) -> None:
+    raise KeyboardInterrupt  # SIGTERM as Ctrl-C: what was started is stopped, what was measured kept
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    signal.signal(signal.SIGTERM, _interrupt)
     # Split by hand: argparse's REMAINDER would also swallow our own options after the action.
     cut = argv.index("--") if "--" in argv else len(argv)
     args = parser().parse_args(argv[:cut])
@@ -169,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
         say(f"error: {exc}")
         return 1
     except KeyboardInterrupt:
-        say("interrupted; everything started was stopped")
+        say("interrupted; what this command had started is stopped")
         return 130
 
 

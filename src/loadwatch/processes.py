@@ -113,8 +113,19 @@ def start(name: str, command: list[str], url: str, ready_path: str, log: Path, t
     except FileNotFoundError:
         raise ComponentError(f"{name}: {command[0]} is not installed") from None
     component = Component(name, process.pid, url, str(log))
-    if on_spawn is not None:
-        on_spawn(component)
+    try:
+        if on_spawn is not None:
+            on_spawn(component)
+        _await_ready(component, process, ready_path, log, timeout, on_wait)
+    except BaseException:  # not ready, or interrupted (Ctrl-C, SIGTERM) while waiting: stop it
+        stop_group(component.pid, 20.0)
+        raise
+    return component
+
+
+def _await_ready(component: Component, process: subprocess.Popen, ready_path: str, log: Path, timeout: float,
+                 on_wait: Callable[[float], None] | None) -> None:
+    name, url = component.name, component.url
     started = time.monotonic()
     next_note = 10.0
     while not answers(url + ready_path):
@@ -123,11 +134,9 @@ def start(name: str, command: list[str], url: str, ready_path: str, log: Path, t
                                  f"end of {log}:\n{log_tail(log)}")
         waited = time.monotonic() - started
         if waited > timeout:
-            stop_group(component.pid, 20.0)
             raise ComponentError(f"{name} was not ready at {url + ready_path} within {timeout:.0f} s; "
                                  f"end of {log}:\n{log_tail(log)}")
         if on_wait is not None and waited >= next_note:
             on_wait(waited)
             next_note += 10.0
         time.sleep(0.3)
-    return component

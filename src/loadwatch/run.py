@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import time
@@ -15,6 +16,8 @@ from loadwatch.report.build import ReportError
 from loadwatch.report.commands import annotate, write_report
 from loadwatch.stack.settings import StackSettings
 from loadwatch.stack.stack import Stack, down, up
+
+INTERRUPTED = 130  # as a shell reports a command ended by Ctrl-C
 
 
 @dataclass
@@ -62,6 +65,35 @@ def locust_command(options: RunOptions, stack: Stack, run_dir: Path) -> list[str
     ]
 
 
+LOCUST_GRACE = 90.0  # seconds an interrupted Locust gets to let requests finish (60) and write its results
+
+
+def _run_locust(command: list[str], say) -> int:
+    """Locust's exit code; on Ctrl-C or SIGTERM, 130 once Locust has written what it measured.
+
+    Ctrl-C reaches Locust too (one process group) and it stops gracefully; a SIGTERM sent to
+    loadwatch alone is passed on as SIGINT. A second interruption ends Locust at once.
+    """
+    locust = subprocess.Popen(command)
+    try:
+        return locust.wait()
+    except KeyboardInterrupt:
+        say("interrupted: letting Locust finish its requests and write the results (Ctrl-C again to cut it short)")
+        try:
+            if locust.poll() is None:
+                locust.send_signal(signal.SIGINT)
+            locust.wait(timeout=LOCUST_GRACE)
+        except (KeyboardInterrupt, subprocess.TimeoutExpired):
+            locust.terminate()
+            try:
+                locust.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                locust.kill()
+                locust.wait()
+            say("Locust was stopped before it finished: its results may be missing")
+        return INTERRUPTED
+
+
 def headless_run(options: RunOptions, say) -> int:
     """The exit code is Locust's: 0, 1 for failures, 3 for a broken SLO; 130 when interrupted."""
     run_dir = new_run_dir(options.out)
@@ -69,14 +101,16 @@ def headless_run(options: RunOptions, say) -> int:
     stack = up(settings, run_dir, options.target, options.vllm_args,
                client_port=port_or_free(options.metrics_port), say=say)
     describe(stack, say)
-    code = 130
+    code = INTERRUPTED
     try:
         say(f"load test: {options.users} users for {options.run_time} against {stack.target}")
-        code = subprocess.run(locust_command(options, stack, run_dir)).returncode
-        time.sleep(parse_duration(settings.scrape_interval))  # Prometheus' last look at the run
+        code = _run_locust(locust_command(options, stack, run_dir), say)
+        if code != INTERRUPTED:
+            time.sleep(parse_duration(settings.scrape_interval))  # Prometheus' last look at the run
         _after_run(run_dir, stack.url("prometheus"), options.grafana_url, say)
     except KeyboardInterrupt:
-        say("interrupted: stopping everything; what was measured stays in " + str(run_dir))
+        code = INTERRUPTED
+        say("interrupted again: no report; stopping everything")
     finally:
         for component in stack.dead():
             say(f"error: {component.name} died during the run; end of {component.log}:\n"

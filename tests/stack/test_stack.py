@@ -23,7 +23,7 @@ def test_rendered_prometheus_config_has_this_runs_ports_and_passes_promtool(tmp_
                        "vllm": ["127.0.0.1:3333"]}
     assert config["global"]["scrape_interval"] == "2s"
     check = subprocess.run(["promtool", "check", "config", str(path)], capture_output=True, text=True)
-    assert check.returncode == 0 and "SUCCESS: 7 rules found" in check.stdout, check.stdout + check.stderr
+    assert check.returncode == 0 and "SUCCESS: 8 rules found" in check.stdout, check.stdout + check.stderr
 
 
 @needs_promtool
@@ -72,3 +72,17 @@ def test_a_server_is_saved_as_soon_as_it_exists_and_awaited_until_it_answers(tmp
     finally:
         processes.stop_group(component.pid, 5)
     assert not component.alive()
+
+
+def test_a_start_interrupted_while_waiting_stops_what_it_started(tmp_path):
+    spawned = []
+
+    def interrupted(component):
+        spawned.append(component)
+        raise KeyboardInterrupt  # Ctrl-C, or SIGTERM turned into it by the CLI, during the wait
+
+    never_ready = [sys.executable, "-c", "import time; time.sleep(60)"]
+    with pytest.raises(KeyboardInterrupt):
+        processes.start("slow", never_ready, "http://127.0.0.1:9", "/", tmp_path / "slow.log", 30,
+                        on_spawn=interrupted)
+    assert spawned and not spawned[0].alive()

@@ -68,6 +68,9 @@ def start(settings: EngineSettings, model_dir: Path, port: int | None = None, ex
     except ComponentError as exc:
         _state_file(settings).unlink(missing_ok=True)
         raise EngineError(str(exc)) from None
+    except BaseException:  # interrupted: processes.start stopped vLLM
+        _state_file(settings).unlink(missing_ok=True)
+        raise
     say(f"vLLM ready on {info.url} (pid {info.pid}) after {time.monotonic() - started:.0f} s")
     return info
 
