@@ -10,9 +10,13 @@ from loadwatch.client.failures import Reason, RequestFailed
 
 @dataclass(frozen=True, slots=True)
 class Chunk:
-    has_text: bool
+    text: str | None  # the generated text it carries, if any
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+
+    @property
+    def has_text(self) -> bool:
+        return bool(self.text)
 
 
 def _text_of(choice: dict, endpoint: str) -> str | None:
@@ -59,9 +63,9 @@ def parse_chunk(data: str, endpoint: str) -> Chunk:
     usage = obj.get("usage")
     if not isinstance(choices, list) or (choices and not isinstance(choices[0], dict)):
         raise RequestFailed(Reason.MALFORMED_CHUNK, f"no choices list: {data[:120]!r}")
-    has_text = bool(choices) and bool(_text_of(choices[0], endpoint))
+    text = _text_of(choices[0], endpoint) if choices else None
     if isinstance(usage, dict):
-        return Chunk(has_text, _count(usage, "prompt_tokens"), _count(usage, "completion_tokens"))
+        return Chunk(text, _count(usage, "prompt_tokens"), _count(usage, "completion_tokens"))
     if usage is not None:
         raise RequestFailed(Reason.MALFORMED_CHUNK, f"usage is a {type(usage).__name__}, not an object")
-    return Chunk(has_text)
+    return Chunk(text)

@@ -61,6 +61,8 @@ class StreamResult:
     received_bytes: int
     timing: RawTiming | None = None
     failure: RequestFailed | None = None
+    # The generated text, kept only when the server sent no usage: its tokens are counted afterwards.
+    text_without_usage: str | None = None
 
 
 def server_error_message(body: bytes) -> str:
@@ -147,7 +149,7 @@ class Streamer:
         timer = gevent.Timeout(self.timeout)
         timer.start()
         try:
-            timing, received = self._read_stream(endpoint, body, t0)
+            timing, received, text = self._read_stream(endpoint, body, t0)
         except RequestFailed as failure:
             self.close()
             return StreamResult(started_at, perf_counter() - t0, received, failure=failure)
@@ -168,9 +170,10 @@ class Streamer:
             return StreamResult(started_at, perf_counter() - t0, received, failure=failed)
         finally:
             timer.close()
-        return StreamResult(started_at, perf_counter() - t0, received, timing=timing)
+        return StreamResult(started_at, perf_counter() - t0, received, timing=timing,
+                            text_without_usage=text if timing.completion_tokens is None else None)
 
-    def _read_stream(self, endpoint: Endpoint, body: bytes, t0: float) -> tuple[RawTiming, int]:
+    def _read_stream(self, endpoint: Endpoint, body: bytes, t0: float) -> tuple[RawTiming, int, str]:
         try:
             response = self._http().post(self.prefix + PATHS[endpoint], body, headers=self.headers)
         except _NETWORK_ERRORS as exc:
@@ -186,6 +189,7 @@ class Streamer:
 
         decoder = SSEDecoder()
         arrivals: list[float] = []
+        pieces: list[str] = []
         prompt_tokens = completion_tokens = None
         done = False
         received = 0
@@ -203,8 +207,9 @@ class Streamer:
                     done = True
                     continue
                 chunk = parse_chunk(data, endpoint)
-                if chunk.has_text:
+                if chunk.text:
                     arrivals.append(now)
+                    pieces.append(chunk.text)
                 if chunk.completion_tokens is not None:
                     prompt_tokens, completion_tokens = chunk.prompt_tokens, chunk.completion_tokens
             if not line:
@@ -213,4 +218,4 @@ class Streamer:
             raise RequestFailed(Reason.STREAM_CUT, f"stream ended before [DONE] after {len(arrivals)} chunks")
         if not arrivals or completion_tokens == 0:
             raise RequestFailed(Reason.EMPTY_COMPLETION, "the stream carried no generated text")
-        return RawTiming(t0, tuple(arrivals), prompt_tokens, completion_tokens), received
+        return RawTiming(t0, tuple(arrivals), prompt_tokens, completion_tokens), received, "".join(pieces)

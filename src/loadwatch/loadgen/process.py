@@ -11,6 +11,7 @@ from itertools import count
 from gevent.lock import Semaphore
 from pydantic import ValidationError
 
+from loadwatch.client.failures import RequestFailed
 from loadwatch.client.stream import Streamer
 from loadwatch.loadgen.quota import Quota, Tickets, WorkerTickets
 from loadwatch.loadgen.recorder import Recorder
@@ -21,7 +22,7 @@ from loadwatch.workloads.context import check_context
 from loadwatch.workloads.datasets import build, validate
 from loadwatch.workloads.errors import DatasetError
 from loadwatch.workloads.prompt import Workload
-from loadwatch.workloads.tokens import tokenizer_for
+from loadwatch.workloads.tokens import ApproximateTokenizer, ServerTokenizer, tokenizer_for
 
 log = logging.getLogger(__name__)
 TOKENIZED = ("sharegpt", "random", "prefix-repetition")
@@ -59,7 +60,9 @@ class Process:
     quota: Quota | None = None  # what the users of this process may still send
     tickets: Tickets | WorkerTickets | None = None  # the pool (master, local) or a worker's supply
     user_numbers: Iterator[int] = field(default_factory=count)  # for the users' arrival seeds
+    tokenize_works: bool | None = None  # whether the server's /tokenize counts output tokens; None: untried
     _building: Semaphore = field(default_factory=Semaphore)
+    _probing: Semaphore = field(default_factory=Semaphore)
 
     @property
     def recorder(self) -> Recorder:
@@ -86,6 +89,26 @@ class Process:
         """The open loop's rate now: --request-rate, or the load shape's level at this moment."""
         schedule = self.state.schedule
         return level_now(schedule, self.state.load_started(), time.time()) if schedule else self.settings.request_rate
+
+    def count_output_tokens(self, streamer: Streamer, model: str | None, text: str) -> tuple[int, str]:
+        """Output tokens of a stream that carried no usage, and how they were counted: with the
+        server's /tokenize (as vllm bench serve counts with the tokenizer), else approximated."""
+        with self._probing:  # the probe yields: one user probes, the others wait for its answer
+            if self.tokenize_works is None:
+                self.tokenize_works = self._probe_tokenize(streamer, model)
+        if self.tokenize_works:
+            try:
+                return ServerTokenizer(streamer, model).count(text), "tokenize"
+            except (RequestFailed, KeyError, TypeError, ValueError):
+                pass
+        return ApproximateTokenizer().count(text), "approximation"
+
+    def _probe_tokenize(self, streamer: Streamer, model: str | None) -> bool:
+        works = isinstance(tokenizer_for(streamer, model), ServerTokenizer)
+        log.warning("%s sent no usage (stream_options.include_usage is ignored): output tokens are counted "
+                    "%s; the results say so under output_tokens_counted_by", streamer.origin,
+                    "with its /tokenize" if works else "approximately (4 characters a token)")
+        return works
 
     def dataset_workload(self, streamer: Streamer, model: str | None) -> Workload:
         """The --dataset of this run, built once per process by the first user that asks."""

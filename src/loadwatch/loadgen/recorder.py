@@ -29,6 +29,7 @@ class LLMRequest:
     metrics: RequestMetrics | None = None
     failure_reason: str | None = None
     warmup: bool = False  # left out of every figure
+    tokens_from: str = "usage"  # how its output tokens were counted: usage, tokenize or approximation
 
     @property
     def labels(self) -> tuple[str, str]:
@@ -43,6 +44,7 @@ class Recorder:
         # Of this run (not Prometheus counters): what --num-requests and the warm-up stage follow.
         self.finished = 0
         self.warmup_finished = 0
+        self.tokens_from: Counter[str] = Counter()  # successful requests by how their tokens were counted
 
     def record(self, req: LLMRequest) -> None:
         if req.warmup:
@@ -68,12 +70,14 @@ class Recorder:
         if m.completion_tokens is not None:
             self.counts.inc(Client.GENERATION_TOKENS, labels, m.completion_tokens)
         self.samples.of(labels).add_success(req.started_at, m)
+        self.tokens_from[req.tokens_from] += 1
 
     def start_run(self) -> None:
         """A new run in this process: the summary and the run's counts start afresh; the Prometheus
         counts stay monotonic."""
         self.samples.clear()
         self.finished = self.warmup_finished = 0
+        self.tokens_from.clear()
 
     def reset_samples(self) -> None:
         """Locust's reset_stats: the figures of the summary start again, the counts go on."""
@@ -99,8 +103,10 @@ class Recorder:
             "in_flight": [[list(k), n] for k, n in self.in_flight.items() if n],
             "finished": self.finished,
             "warmup_finished": self.warmup_finished,
+            "tokens_from": dict(self.tokens_from),
         }
         self.finished = self.warmup_finished = 0
+        self.tokens_from.clear()
         return report
 
     def merge(self, report: dict) -> None:
@@ -108,3 +114,4 @@ class Recorder:
         self.samples.merge(report["samples"])
         self.finished += report["finished"]
         self.warmup_finished += report["warmup_finished"]
+        self.tokens_from.update(report["tokens_from"])

@@ -43,7 +43,8 @@ def finish(process: Process) -> int | None:
         "run_id": state.run_id, "target": state.target, **figures,
         # Wall clock, warm-up included: the window a report reads from Prometheus.
         "started_at": state.started_at, "ended_at": state.stopped_at or time.time(),
-        "warmup_requests": state.recorder.warmup_finished, "options": settings.public_options()})
+        "warmup_requests": state.recorder.warmup_finished,
+        "output_tokens_counted_by": dict(state.recorder.tokens_from), "options": settings.public_options()})
     process.summary = format_block(result, verdicts)
     if settings.results_json:
         write_results(settings.results_json, result.model_dump(mode="json"), process.summary)

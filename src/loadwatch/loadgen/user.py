@@ -7,6 +7,7 @@ import math
 import random
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 import gevent
 from gevent.pool import Group
@@ -160,7 +161,11 @@ class LLMUser(User):
         finally:
             in_flight[labels] -= 1
         failure = result.failure
-        metrics = request_metrics(result.timing) if result.timing else None
+        timing, tokens_from = result.timing, "usage"
+        if timing is not None and result.text_without_usage is not None:
+            n, tokens_from = self.process.count_output_tokens(streamer, self.model, result.text_without_usage)
+            timing = replace(timing, completion_tokens=n)
+        metrics = request_metrics(timing) if timing else None
         record = LLMRequest(
             model=labels[0],
             scenario=self.scenario,
@@ -169,6 +174,7 @@ class LLMUser(User):
             metrics=metrics,
             failure_reason=failure.reason if failure else None,
             warmup=warmup,
+            tokens_from=tokens_from,
         )
         self.environment.events.request.fire(
             request_type="POST",

@@ -74,6 +74,9 @@ class Results(Figures):
     started_at: float
     ended_at: float
     warmup_requests: int = 0
+    # Successful requests by how their output tokens were counted: the server's usage, its /tokenize
+    # of the generated text, or an approximation (4 characters a token) when it sent no usage.
+    output_tokens_counted_by: dict[str, int] = {}
     options: dict[str, Any] = {}
     scenarios: dict[str, Figures] = {}
     stages: list[Stage] = []

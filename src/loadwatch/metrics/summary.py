@@ -165,6 +165,10 @@ def format_block(result: Results, verdict_list: list[Verdict]) -> str:
         lines.append(_row(f"Mean {short} (ms):", result.latency(key, "mean")))
         lines.append(_row(f"Median {short} (ms):", result.latency(key, "median")))
         lines.append(_row(f"P99 {short} (ms):", result.latency(key, "p99")))
+    counted_otherwise = {k: n for k, n in result.output_tokens_counted_by.items() if k != "usage"}
+    if counted_otherwise:
+        lines.append("{s:{c}^{n}}".format(s="Output tokens without usage", n=50, c="-"))
+        lines += [_row(f"counted by {how}:", n) for how, n in sorted(counted_otherwise.items())]
     if result.failures:
         lines.append("{s:{c}^{n}}".format(s="Failures", n=50, c="-"))
         lines += [_row(f"{reason}:", n) for reason, n in result.failures.items()]
