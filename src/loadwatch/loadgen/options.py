@@ -12,6 +12,7 @@ import typing
 from pathlib import Path
 from typing import Any, Literal
 
+from locust.argument_parser import LocustArgumentParser
 from pydantic import SecretStr
 from pydantic.fields import FieldInfo
 
@@ -65,7 +66,7 @@ def argument(name: str, field: FieldInfo) -> tuple[str, dict[str, Any]]:
     return "--" + name.replace("_", "-"), kwargs
 
 
-def add_options(parser, **_kwargs) -> None:
+def add_options(parser: LocustArgumentParser, **_kwargs) -> None:
     # Locust's own add_argument, never a group's: only it knows is_secret and the web UI fields.
     for name, field in LoadSettings.model_fields.items():
         flag, kwargs = argument(name, field)

@@ -17,6 +17,7 @@ from loadwatch.workloads.builtin import builtin_prompts
 from loadwatch.workloads.errors import DatasetError
 from loadwatch.workloads.files import read_jsonl, read_sharegpt
 from loadwatch.workloads.prompt import Cycle, Prompt, Workload
+from loadwatch.workloads.tokens import Tokenizer
 
 SAMPLES = Path(__file__).with_name("samples")
 DEFAULT_PATHS = {"sharegpt": SAMPLES / "sharegpt-50.json", "agent": SAMPLES / "agent-conversation.json",
@@ -44,7 +45,7 @@ def validate(settings: LoadSettings) -> None:
         read_sharegpt(dataset_path(settings))
 
 
-def _sharegpt(settings: LoadSettings, tokenizer, rng: random.Random) -> list[Prompt]:
+def _sharegpt(settings: LoadSettings, tokenizer: Tokenizer, rng: random.Random) -> list[Prompt]:
     conversations = read_sharegpt(dataset_path(settings))
     rng.shuffle(conversations)
     prompts = []
@@ -68,7 +69,7 @@ def _lengths(rng: random.Random, mean: int, ratio: float) -> int:
     return rng.randint(max(1, int(mean * (1 - ratio))), max(1, int(mean * (1 + ratio))))
 
 
-def _random(settings: LoadSettings, tokenizer, rng: random.Random) -> list[Prompt]:
+def _random(settings: LoadSettings, tokenizer: Tokenizer, rng: random.Random) -> list[Prompt]:
     prefix = tokenizer.text_of_length(rng, settings.prefix_len) + " " if settings.prefix_len else ""
     return [
         Prompt.user_text(
@@ -79,7 +80,7 @@ def _random(settings: LoadSettings, tokenizer, rng: random.Random) -> list[Promp
     ]
 
 
-def _prefix_repetition(settings: LoadSettings, tokenizer, rng: random.Random) -> list[Prompt]:
+def _prefix_repetition(settings: LoadSettings, tokenizer: Tokenizer, rng: random.Random) -> list[Prompt]:
     prefixes = [tokenizer.text_of_length(rng, settings.prefix_len or 256) for _ in range(settings.num_prefixes)]
     prompts = [Prompt.user_text(f"{prefix} {tokenizer.text_of_length(rng, settings.suffix_len)}", output_len(settings))
                for prefix in prefixes for _ in range(max(1, settings.dataset_size // settings.num_prefixes))]
@@ -118,7 +119,7 @@ class AgentSession:
         return self.stamped(day.strftime("%Y-%m-%d %H:%M:%S"))
 
 
-def build(settings: LoadSettings, tokenizer) -> Workload:
+def build(settings: LoadSettings, tokenizer: Tokenizer | None) -> Workload:
     """The prompts of the chosen dataset, served in a cycle; the same order for the same seed."""
     rng = random.Random(settings.seed)
     if settings.dataset == "builtin":
@@ -130,6 +131,8 @@ def build(settings: LoadSettings, tokenizer) -> Workload:
         rng.shuffle(prompts)
     else:
         make = {"sharegpt": _sharegpt, "random": _random, "prefix-repetition": _prefix_repetition}[settings.dataset]
+        if tokenizer is None:  # loadgen/process.py gives one to the datasets in its TOKENIZED
+            raise TypeError(f"the {settings.dataset} dataset measures lengths with a tokenizer")
         prompts = make(settings, tokenizer, rng)
     return Cycle(prompts)
 

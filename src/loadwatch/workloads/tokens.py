@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import random
+from typing import Protocol
 
 from loadwatch.client.failures import RequestFailed
 from loadwatch.client.stream import Streamer
@@ -20,6 +21,12 @@ WORDS = ("time latency server cache token batch queue engine model prefix decode
 
 def random_words(rng: random.Random, n: int) -> str:
     return " ".join(rng.choice(WORDS) for _ in range(n))
+
+
+class Tokenizer(Protocol):
+    def count(self, text: str) -> int: ...
+
+    def text_of_length(self, rng: random.Random, n: int) -> str: ...
 
 
 class ServerTokenizer:
@@ -63,7 +70,7 @@ class ApproximateTokenizer:
         return text[: n * self.CHARS_PER_TOKEN]
 
 
-def tokenizer_for(streamer: Streamer, model: str | None):
+def tokenizer_for(streamer: Streamer, model: str | None) -> Tokenizer:
     server = ServerTokenizer(streamer, model)
     try:
         server.count("probe")
