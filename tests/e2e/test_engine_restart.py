@@ -1,0 +1,105 @@
+"""The embedded engine killed and started again in the middle of a run: every request that reached
+the server is counted once by loadwatch, as a success or a classified failure.
+
+vLLM's own counters die with it, so the server side is counted by a small proxy in front of it:
+one request per connection (it asks both sides to close after each), counted when the proxy has
+read it whole, whether or not the engine is there to answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from loadwatch.engine import process
+from loadwatch.engine.settings import EngineSettings
+from loadwatch.engine.setup import ensure_engine, ensure_model
+from tests.conftest import REPO, free_port
+
+pytestmark = pytest.mark.e2e
+
+
+def _close_after(head: bytes) -> bytes:
+    lines = [line for line in head.split(b"\r\n") if not line.lower().startswith(b"connection:")]
+    return b"\r\n".join(lines[:-2] + [b"Connection: close", b"", b""])
+
+
+class CountingProxy:
+    def __init__(self, upstream_port: int) -> None:
+        self.upstream_port, self.port, self.received = upstream_port, free_port(), 0
+        self.loop = asyncio.new_event_loop()
+        ready = threading.Event()
+        threading.Thread(target=self._run, args=(ready,), daemon=True).start()
+        ready.wait(10)
+
+    def _run(self, ready: threading.Event) -> None:
+        asyncio.set_event_loop(self.loop)
+        server = self.loop.run_until_complete(asyncio.start_server(self._serve, "127.0.0.1", self.port))
+        ready.set()
+        self.loop.run_until_complete(server.serve_forever())
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                           if line.lower().startswith(b"content-length:")), 0)
+            body = await reader.readexactly(length)
+            if head.startswith(b"POST /v1/chat/completions"):
+                self.received += 1
+            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.upstream_port)
+            up_writer.write(_close_after(head) + body)
+            writer.write(_close_after(await up_reader.readuntil(b"\r\n\r\n")))
+            while chunk := await up_reader.read(65536):
+                writer.write(chunk)
+                await writer.drain()
+            up_writer.close()
+        except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+            pass  # the engine is down or died mid-answer: the client sees its connection end
+        finally:
+            writer.close()
+
+
+def test_a_run_across_an_engine_restart_counts_every_request_once(tmp_path):
+    settings = EngineSettings()
+    ensure_engine(settings)
+    model = ensure_model(settings)
+    port = free_port()
+    engine = process.start(settings, model, port)
+    proxy = CountingProxy(port)
+    results = tmp_path / "results.json"
+    locust = subprocess.Popen(
+        [sys.executable, "-m", "locust", "-f", str(REPO / "locustfiles" / "chat.py"), "-H",
+         f"http://127.0.0.1:{proxy.port}", "--headless", "-u", "4", "-r", "4", "-t", "75s", "--stop-timeout", "30",
+         "--max-tokens", "32", "--request-timeout", "20", "--metrics-port", "0", "--results-json", str(results)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        time.sleep(12)
+        before_kill = proxy.received
+        os.killpg(engine.pid, signal.SIGKILL)  # a crash, not a shutdown
+        process.stop(settings)
+        time.sleep(2)
+        engine = process.start(settings, model, port)
+        restarted_at = proxy.received
+        output, _ = locust.communicate(timeout=180)
+    finally:
+        if locust.poll() is None:
+            locust.kill()
+        process.stop(settings)
+    data = json.loads(Path(results).read_text())
+    print(f"engine restart: proxy received {proxy.received} ({before_kill} before the crash, {restarted_at} by the "
+          f"restart); loadwatch: {data['completed']} completed, {data['failed']} failed {data['failures']}")
+    assert before_kill > 0 and proxy.received > restarted_at, "load before the crash and after the restart"
+    assert data["completed"] + data["failed"] == proxy.received, (data["failures"], output[-3000:])
+    # The random-weights model may end a completion at once (empty_completion): a real outcome too.
+    assert data["failures"].get("connection", 0) + data["failures"].get("stream_cut", 0) > 0
+    assert set(data["failures"]) <= {"connection", "stream_cut", "http_500", "http_502", "empty_completion"}
+    assert "Traceback" not in output
