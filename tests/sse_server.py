@@ -24,14 +24,14 @@ from collections import Counter
 
 FAULTS = ("connection", "http_500", "http_429", "stream_cut", "malformed_chunk", "empty_completion",
           "stream_error", "timeout", "http_400", "http_503", "huge_error", "non_utf8", "delta_string",
-          "tokens_string", "endless_line", "error_null", "no_usage", "stall_first")
+          "tokens_string", "endless_line", "error_null", "no_usage", "stall_first", "stall_mid")
 # What the load generator must record for each fault: a failure reason, or None for a success.
 EXPECTED = {"connection": "connection", "http_500": "http_500", "http_429": "http_429", "stream_cut": "stream_cut",
             "malformed_chunk": "malformed_chunk", "empty_completion": "empty_completion",
             "stream_error": "stream_error", "timeout": "timeout", "http_400": "http_400", "http_503": "http_503",
             "huge_error": "http_500", "non_utf8": "malformed_chunk", "delta_string": "malformed_chunk",
             "tokens_string": "malformed_chunk", "endless_line": "malformed_chunk", "error_null": None,
-            "no_usage": None, "stall_first": "timeout"}
+            "no_usage": None, "stall_first": "timeout", "stall_mid": "timeout"}
 
 
 def sse(obj: object) -> bytes:
@@ -168,13 +168,17 @@ class Connection(asyncio.Protocol):
         if fault == "huge_error":  # 50 MB: the client must read a bounded part and hang up
             self._respond_raw(500, b'{"error": {"message": "' + b"x" * 50_000_000 + b'"}}')
             return True
+        if fault == "stall_first":  # not even the response headers
+            await asyncio.sleep(config.stall)
+            self.transport.close()
+            return False
         model = request.get("model", "fake-model")
         self.transport.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
                              b"Transfer-Encoding: chunked\r\n\r\n")
         role = {"id": "x", "object": "chat.completion.chunk", "model": model,
                 "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]}
         self._chunk(sse(role))
-        if fault in ("timeout", "stall_first"):
+        if fault == "timeout":  # headers and the role chunk, then nothing
             await asyncio.sleep(config.stall)
             self.transport.close()
             return False
@@ -183,6 +187,10 @@ class Connection(asyncio.Protocol):
         for i in range(n):
             await asyncio.sleep(max(0.0, arrival + config.ttft + i * config.itl - self.loop.time()))
             if self.transport.is_closing():
+                return False
+            if i == n // 2 and fault == "stall_mid":
+                await asyncio.sleep(config.stall)
+                self.transport.close()
                 return False
             if i == n // 2 and fault == "stream_cut":
                 self.transport.close()

@@ -9,7 +9,7 @@ import pytest
 from tests.conftest import REPO
 
 LAYERS = [
-    {"catalogue", "defaults", "yamlblock", "assets", "loopback"},  # facts declared once, small helpers
+    {"catalogue", "defaults", "yamlblock", "assets", "loopback", "atomic"},  # facts declared once, small helpers
     {"metrics", "processes", "prometheus"},  # pure maths, child processes, the query client
     {"client"},  # the streaming HTTP client
     {"settings"},  # the load generator's options

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from loadwatch import loopback
+from loadwatch.atomic import write_atomically
 
 
 class ComponentError(Exception):
@@ -90,10 +91,7 @@ def stop_group(pid: int, grace: float) -> None:
 
 def write_state(path: Path, data: object) -> None:
     """A state file, whole or not at all: a reader never sees half of it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2))
-    os.replace(tmp, path)
+    write_atomically(path, json.dumps(data, indent=2))
 
 
 def start(name: str, command: list[str], url: str, ready_path: str, log: Path, timeout: float,

@@ -4,22 +4,16 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import time
 from pathlib import Path
 
+from loadwatch.atomic import write_atomically
 from loadwatch.loadgen.process import Process
 from loadwatch.metrics.results import Results
 from loadwatch.metrics.summary import format_block, summarize
 
 log = logging.getLogger(__name__)
 SLO_EXIT_CODE = 3
-
-
-def write_atomically(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
 
 
 def write_results(path: Path, result: dict, summary: str) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from loadwatch.atomic import write_atomically
 from loadwatch.metrics.results import LATENCY_METRICS, Results, latency_key
 from loadwatch.prometheus import PrometheusAPI, PrometheusError
 from loadwatch.report.engine import engine_figures
@@ -80,6 +81,6 @@ def build_report(results_path: Path, api: PrometheusAPI | None, out_dir: Path, r
         "notes": notes,
     }
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "report.json").write_text(json.dumps(report, indent=2) + "\n")
-    (out_dir / "report.md").write_text(render(report))
+    write_atomically(out_dir / "report.json", json.dumps(report, indent=2) + "\n")
+    write_atomically(out_dir / "report.md", render(report))
     return report
