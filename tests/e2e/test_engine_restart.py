@@ -8,10 +8,11 @@ read it whole, whether or not the engine is there to answer.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import signal
+import socket
+import socketserver
 import subprocess
 import sys
 import threading
@@ -33,39 +34,55 @@ def _close_after(head: bytes) -> bytes:
     return b"\r\n".join(lines[:-2] + [b"Connection: close", b"", b""])
 
 
+def _read_head(sock: socket.socket, buffered: bytes = b"") -> tuple[bytes, bytes]:
+    """(the head up to its blank line, what came after it)"""
+    while b"\r\n\r\n" not in buffered:
+        data = sock.recv(65536)
+        if not data:
+            raise ConnectionError("closed before the head ended")
+        buffered += data
+    at = buffered.index(b"\r\n\r\n") + 4
+    return buffered[:at], buffered[at:]
+
+
 class CountingProxy:
+    """Blocking sockets, not asyncio: the tests run gevent-patched, where a thread is a greenlet of
+    the main thread, and a running asyncio loop there would stay visible to later tests."""
+
     def __init__(self, upstream_port: int) -> None:
-        self.upstream_port, self.port, self.received = upstream_port, free_port(), 0
-        self.loop = asyncio.new_event_loop()
-        ready = threading.Event()
-        threading.Thread(target=self._run, args=(ready,), daemon=True).start()
-        ready.wait(10)
+        self.upstream_port, self.received = upstream_port, 0
+        proxy = self
 
-    def _run(self, ready: threading.Event) -> None:
-        asyncio.set_event_loop(self.loop)
-        server = self.loop.run_until_complete(asyncio.start_server(self._serve, "127.0.0.1", self.port))
-        ready.set()
-        self.loop.run_until_complete(server.serve_forever())
+        class Handler(socketserver.BaseRequestHandler):
+            def handle(self) -> None:
+                proxy.serve(self.request)
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def serve(self, client: socket.socket) -> None:
         try:
-            head = await reader.readuntil(b"\r\n\r\n")
+            head, rest = _read_head(client)
             length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
                            if line.lower().startswith(b"content-length:")), 0)
-            body = await reader.readexactly(length)
+            while len(rest) < length:
+                rest += client.recv(65536)
             if head.startswith(b"POST /v1/chat/completions"):
                 self.received += 1
-            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.upstream_port)
-            up_writer.write(_close_after(head) + body)
-            writer.write(_close_after(await up_reader.readuntil(b"\r\n\r\n")))
-            while chunk := await up_reader.read(65536):
-                writer.write(chunk)
-                await writer.drain()
-            up_writer.close()
-        except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+            with socket.create_connection(("127.0.0.1", self.upstream_port), timeout=60) as upstream:
+                upstream.sendall(_close_after(head) + rest[:length])
+                answer_head, answer_rest = _read_head(upstream)
+                client.sendall(_close_after(answer_head) + answer_rest)
+                while data := upstream.recv(65536):
+                    client.sendall(data)
+        except OSError:
             pass  # the engine is down or died mid-answer: the client sees its connection end
-        finally:
-            writer.close()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
 
 
 def test_a_run_across_an_engine_restart_counts_every_request_once(tmp_path):
@@ -94,6 +111,7 @@ def test_a_run_across_an_engine_restart_counts_every_request_once(tmp_path):
         if locust.poll() is None:
             locust.kill()
         process.stop(settings)
+        proxy.close()
     data = json.loads(Path(results).read_text())
     print(f"engine restart: proxy received {proxy.received} ({before_kill} before the crash, {restarted_at} by the "
           f"restart); loadwatch: {data['completed']} completed, {data['failed']} failed {data['failures']}")
