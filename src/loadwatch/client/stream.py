@@ -218,4 +218,6 @@ class Streamer:
             raise RequestFailed(Reason.STREAM_CUT, f"stream ended before [DONE] after {len(arrivals)} chunks")
         if not arrivals or completion_tokens == 0:
             raise RequestFailed(Reason.EMPTY_COMPLETION, "the stream carried no generated text")
-        return RawTiming(t0, tuple(arrivals), prompt_tokens, completion_tokens), received, "".join(pieces)
+        # The text is joined only when it must be counted: a server that sent usage needs none of it.
+        text = "".join(pieces) if completion_tokens is None else ""
+        return RawTiming(t0, tuple(arrivals), prompt_tokens, completion_tokens), received, text
