@@ -29,6 +29,7 @@ import numpy as np  # noqa: E402
 import requests  # noqa: E402
 
 from loadwatch.client.stream import Streamer  # noqa: E402
+from loadwatch.settings import LoadSettings  # noqa: E402
 
 SERVER = Path(__file__).resolve().parents[1] / "tests" / "sse_server.py"
 TOKENS = 50
@@ -41,7 +42,7 @@ def payload() -> dict:
 
 
 def loadwatch_reader(url: str):
-    streamer = Streamer(url, None, 60.0)
+    streamer = Streamer(url, None, 60.0, LoadSettings().max_line_bytes)
 
     def one() -> tuple[str, float | None, int]:
         body = payload()

@@ -96,7 +96,7 @@ def test_random_prompts_have_the_asked_token_length_by_the_engines_tokenizer(eng
     from loadwatch.workloads.datasets import build
     from loadwatch.workloads.tokens import ServerTokenizer, tokenizer_for
 
-    streamer = Streamer(engine.url, None, 30.0)
+    streamer = Streamer(engine.url, None, 30.0, LoadSettings().max_line_bytes)
     tokenizer = tokenizer_for(streamer, "tiny")
     assert isinstance(tokenizer, ServerTokenizer)
     exact = build(LoadSettings(dataset="random", input_len=100, output_len=8, dataset_size=10), tokenizer)

@@ -11,6 +11,7 @@ from importlib import metadata
 import pytest
 
 from loadwatch.client.stream import Streamer
+from loadwatch.settings import LoadSettings
 from tests.conftest import REPO
 from tests.integration.test_fidelity import assert_faithful
 
@@ -23,7 +24,7 @@ def test_the_stream_reader_is_not_built_on_urllib3_whichever_owns_that_package()
     # Which of the two owns `urllib3` depends on install order; the stream reader uses neither.
     owner = "urllib3-future" if urllib3.__version__ == metadata.version("urllib3-future") else "urllib3"
     print(f"`urllib3` is {owner} {urllib3.__version__}")
-    streamer = Streamer("http://127.0.0.1:1", None, 5.0)
+    streamer = Streamer("http://127.0.0.1:1", None, 5.0, LoadSettings().max_line_bytes)
     assert type(streamer._http()).__module__.startswith("geventhttpclient")
     streamer.close()
 

@@ -29,7 +29,6 @@ from loadwatch.metrics.timing import RawTiming
 
 _NETWORK_ERRORS = (OSError, socket.timeout, HTTPParseError)
 ERROR_BODY_LIMIT = 64 * 1024  # of a non-200 answer: enough for any error message
-MAX_LINE_BYTES = 2**20
 log = logging.getLogger(__name__)
 _logged: set[str] = set()  # exception types already logged as client_error, once each per process
 
@@ -94,7 +93,7 @@ class Streamer:
     """One keep-alive connection to an OpenAI-compatible server, as one Locust user holds it."""
 
     def __init__(self, base_url: str, api_key: str | None, timeout: float,
-                 max_line_bytes: int = MAX_LINE_BYTES) -> None:
+                 max_line_bytes: int) -> None:
         self.origin, self.prefix = split_base_url(base_url)
         self.timeout = timeout
         self.max_line_bytes = max_line_bytes
