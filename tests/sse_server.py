@@ -67,6 +67,7 @@ class Config:
     def __init__(self, args: argparse.Namespace) -> None:
         self.ttft, self.itl, self.tokens, self.stall = args.ttft, args.itl, args.tokens, args.stall
         self.retry_after = args.retry_after
+        self.authorization = args.authorization
         self.faults: dict[str, int] = {}
         for item in args.fault:
             name, _, every = item.partition("=")
@@ -111,6 +112,11 @@ class Connection(asyncio.Protocol):
         self.buffer = self.buffer[head_end + 4 + length:]
         arrival, self.arrival = self.arrival, (self.loop.time() if self.buffer else None)
         self.busy = True
+        if self.config.authorization and path.startswith("/v1/") \
+                and headers.get("authorization") != self.config.authorization:
+            self._respond(401, {"error": "Unauthorized"})  # as vLLM's --api-key answers
+            self._next_request()
+            return
         self.loop.create_task(self._serve(method, path, body, arrival))
 
     def _respond(self, status: int, obj: object) -> None:
@@ -118,7 +124,7 @@ class Connection(asyncio.Protocol):
         self._respond_raw(status, body)
 
     def _respond_raw(self, status: int, body: bytes, extra: str = "") -> None:
-        reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 429: "Too Many Requests",
+        reason = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 429: "Too Many Requests",
                   500: "Internal Server Error", 503: "Service Unavailable"}[status]
         self.transport.write(
             f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\n{extra}"
@@ -244,6 +250,7 @@ def main() -> None:
     parser.add_argument("--stall", type=float, default=30.0, help="how long a `timeout` fault stalls")
     parser.add_argument("--retry-after", type=float, default=1.0, help="Retry-After of 429 and 503 answers")
     parser.add_argument("--fault", action="append", default=[], help="NAME=EVERY: every EVERY-th arrival fails so")
+    parser.add_argument("--authorization", help="the Authorization header /v1/ requests must carry, else 401")
     args = parser.parse_args()
     config, stats = Config(args), Stats()
 

@@ -9,7 +9,8 @@ import pytest
 from tests.conftest import REPO
 
 LAYERS = [
-    {"catalogue", "defaults", "yamlblock", "assets", "loopback", "atomic"},  # facts declared once, small helpers
+    # facts declared once, small helpers
+    {"catalogue", "defaults", "yamlblock", "assets", "loopback", "atomic", "credentials"},
     {"metrics", "processes", "prometheus"},  # pure maths, child processes, the query client
     {"client"},  # the streaming HTTP client
     {"settings"},  # the load generator's options

@@ -1,4 +1,4 @@
-"""Default ports of every part of the stack, declared once.
+"""Default ports and listen address of every part of the stack, declared once.
 
 Python code reads them from here; the YAML, compose file, manifests and Dockerfiles that cannot
 import Python are checked against them by tests/test_defaults.py.
@@ -15,3 +15,7 @@ PORTS: dict[str, int] = {
     "alertmanager": 9093,
     "grafana": 3000,
 }
+
+# Every server loadwatch starts listens here unless its user names another address: nothing is
+# open to the network unless asked.
+LOOPBACK = "127.0.0.1"

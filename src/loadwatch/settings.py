@@ -2,9 +2,11 @@
 
 Each field is an option: its default, constraints and choices (a Literal) are the field's, its
 help is the field's description, and `cli(...)` metadata says how it appears on Locust's parser
-(environment variable, web-UI visibility, secrecy). `loadgen/options.py` generates the parser
-options from these fields; Locust's parser reads the command line, LOCUST_* variables and
-locust.conf, and `from_options` validates what it found: the rest of the code reads this object.
+(environment variable, web-UI visibility). No field holds a secret: each process reads secrets
+from its own environment (`loadwatch.credentials`), so they never travel with the options.
+`loadgen/options.py` generates the parser options from these fields; Locust's parser reads the
+command line, LOCUST_* variables and locust.conf, and `from_options` validates what it found: the
+rest of the code reads this object.
 """
 
 from __future__ import annotations
@@ -12,11 +14,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from loadwatch.client.endpoints import Endpoint
-from loadwatch.defaults import PORTS
+from loadwatch.defaults import LOOPBACK, PORTS
 from loadwatch.metrics.slo import SLO, parse_slo
 
 Shape = Literal["step", "ramp", "spike", "sweep"]
@@ -24,9 +26,10 @@ Dataset = Literal["builtin", "sharegpt", "random", "prefix-repetition", "agent",
 AgentPrefix = Literal["static", "dynamic"]
 
 
-def cli(env: str | None = None, web_ui: bool = True, secret: bool = False) -> dict[str, Any]:
-    """How a field appears on Locust's parser; env defaults to LOCUST_<NAME>."""
-    return {"cli": {"env": env, "web_ui": web_ui, "secret": secret}}
+def cli(env: str | None = None, web_ui: bool = True) -> dict[str, Any]:
+    """How a field appears on Locust's parser; env defaults to LOCUST_<NAME>. Paths are never web-UI
+    fields: whoever reaches the UI must not choose what the master reads or writes."""
+    return {"cli": {"env": env, "web_ui": web_ui}}
 
 
 class LoadSettings(BaseSettings):
@@ -40,8 +43,10 @@ class LoadSettings(BaseSettings):
     temperature: float | None = Field(None, ge=0, description="Sampling temperature; default: the server's")
     ignore_eos: bool = Field(False, description="Ask vLLM to generate max_tokens whatever the model says "
                                                 "(vLLM's ignore_eos)")
-    api_key: SecretStr | None = Field(None, description="Bearer token for the server; default: $OPENAI_API_KEY",
-                                      json_schema_extra=cli(env="OPENAI_API_KEY", secret=True))
+    api_key_file: Path | None = Field(None, json_schema_extra=cli(web_ui=False),
+                                      description="File holding the server's bearer token; default: "
+                                                  "$OPENAI_API_KEY_FILE, else $OPENAI_API_KEY. Each process "
+                                                  "(master, every worker) reads its own")
     request_timeout: float = Field(600.0, gt=0, description="Seconds a whole streamed request may take before it "
                                                             "counts as a timeout")
     max_line_bytes: int = Field(2**20, ge=1024, json_schema_extra=cli(web_ui=False),
@@ -50,8 +55,12 @@ class LoadSettings(BaseSettings):
     metrics_port: int = Field(PORTS["client_metrics"], ge=0, le=65535, json_schema_extra=cli(web_ui=False),
                               description="Port of the Prometheus endpoint of the master or local runner; "
                                           "0 turns it off")
-    results_json: Path | None = Field(None, description="Write the run's results (vllm bench serve keys and "
-                                                        "loadwatch's own) to this file")
+    metrics_host: str = Field(LOOPBACK, json_schema_extra=cli(web_ui=False),
+                              description="Address the Prometheus endpoint listens on: this machine only by "
+                                          "default; 0.0.0.0 opens it to the network")
+    results_json: Path | None = Field(None, json_schema_extra=cli(web_ui=False),
+                                      description="Write the run's results (vllm bench serve keys and "
+                                                  "loadwatch's own) to this file")
     slo: list[SLO] = Field([], description="Service-level objective, repeatable: ttft_p99_ms=500, "
                                            "tpot_median_ms=50, e2el_p90_ms=20000, failure_ratio=0.01 "
                                            "(comma-separated in the web UI). A broken one makes a headless "
@@ -87,8 +96,9 @@ class LoadSettings(BaseSettings):
     dataset: Dataset = Field("builtin", description="Workload: builtin prompts, sharegpt, random, "
                                                     "prefix-repetition, agent (the seeds' long conversation "
                                                     "with a date-time prefix) or jsonl")
-    dataset_path: Path | None = Field(None, description="Dataset file; default: loadwatch's own sample for "
-                                                        "sharegpt, agent and jsonl")
+    dataset_path: Path | None = Field(None, json_schema_extra=cli(web_ui=False),
+                                      description="Dataset file; default: loadwatch's own sample for "
+                                                  "sharegpt, agent and jsonl")
     seed: int = Field(0, description="Seed of the dataset's sampling and order")
     dataset_size: int = Field(1000, gt=0, description="Prompts drawn from the dataset (then served in a cycle)")
     sharegpt_output_len: int | None = Field(None, gt=0, description="sharegpt: fixed max_tokens instead of the "
@@ -127,7 +137,7 @@ class LoadSettings(BaseSettings):
         return cls(**{name: value for name, value in given.items() if value not in (None, "")})
 
     def public_options(self) -> dict:
-        """The options of a run as they may be written down: never the API key."""
-        options = self.model_dump(mode="json", exclude={"api_key", "slo"})
+        """The options of a run as they are written down with its results."""
+        options = self.model_dump(mode="json", exclude={"slo"})
         options["slo"] = [f"{s.name}={s.limit:g}" for s in self.slo]
         return options

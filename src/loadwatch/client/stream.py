@@ -25,6 +25,7 @@ from loadwatch.client.endpoints import PATHS, Endpoint
 from loadwatch.client.failures import Reason, RequestFailed, http_reason
 from loadwatch.client.lines import read_line
 from loadwatch.client.sse import SSEDecoder
+from loadwatch.credentials import split_credentials
 from loadwatch.metrics.timing import RawTiming
 
 _NETWORK_ERRORS = (OSError, socket.timeout, HTTPParseError)
@@ -82,7 +83,7 @@ def server_error_message(body: bytes) -> str:
 
 def split_base_url(base_url: str) -> tuple[str, str]:
     """(origin, path prefix): `http://h:8000/v1` and `http://h:8000` address the same API."""
-    url = URL(base_url)
+    url = URL(split_credentials(base_url)[0])  # credentials go in a header, never in errors and logs
     prefix = url.path.rstrip("/")
     if prefix.endswith("/v1"):
         prefix = prefix[: -len("/v1")]
@@ -92,14 +93,14 @@ def split_base_url(base_url: str) -> tuple[str, str]:
 class Streamer:
     """One keep-alive connection to an OpenAI-compatible server, as one Locust user holds it."""
 
-    def __init__(self, base_url: str, api_key: str | None, timeout: float,
+    def __init__(self, base_url: str, authorization: str | None, timeout: float,
                  max_line_bytes: int) -> None:
         self.origin, self.prefix = split_base_url(base_url)
         self.timeout = timeout
         self.max_line_bytes = max_line_bytes
         self.headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
-        if api_key:
-            self.headers["Authorization"] = f"Bearer {api_key}"
+        if authorization:
+            self.headers["Authorization"] = authorization
         self._client: HTTPClient | None = None
 
     def _http(self) -> HTTPClient:

@@ -63,19 +63,19 @@ def client_registry(state: RunState, user_count: Callable[[], int]) -> Collector
     return registry
 
 
-def serve(environment, state: RunState, port: int) -> None:
-    """The client metrics on --metrics-port (0: off) and, when the web UI runs, on its /metrics."""
+def serve(environment, state: RunState, host: str, port: int) -> None:
+    """The client metrics on --metrics-host:--metrics-port (0: off) and, when the web UI runs, on its
+    /metrics (behind its login when --web-login is on)."""
     registry = client_registry(state, lambda: environment.runner.user_count if environment.runner else 0)
     if environment.web_ui:
         webui.install(environment, state, registry)
     if port == 0:
         return
-    host = environment.parsed_options.web_host if environment.parsed_options else ""
-    server = WSGIServer((host or "", port), make_wsgi_app(registry), log=None)
+    server = WSGIServer((host, port), make_wsgi_app(registry), log=None)
     try:
         server.start()
     except OSError as exc:
-        print(f"loadwatch: cannot serve metrics on port {port}: {exc.strerror}; "
-              "choose another with --metrics-port (0 turns it off)", file=sys.stderr, flush=True)
+        print(f"loadwatch: cannot serve metrics on {host}:{port}: {exc.strerror}; "
+              "choose another --metrics-port (0 turns it off) or --metrics-host", file=sys.stderr, flush=True)
         sys.exit(2)  # a bad option, as README's exit codes say
-    log.info("Client metrics at http://%s:%d/metrics", host or "0.0.0.0", port)
+    log.info("Client metrics at http://%s:%d/metrics", host, port)

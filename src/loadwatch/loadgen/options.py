@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 from locust.argument_parser import LocustArgumentParser
-from pydantic import SecretStr
 from pydantic.fields import FieldInfo
 
+from loadwatch.credentials import refused_on_command_line
+from loadwatch.defaults import LOOPBACK
 from loadwatch.metrics.slo import SLO, parse_slo
 from loadwatch.settings import LoadSettings
 
@@ -47,8 +48,6 @@ def argument(name: str, field: FieldInfo) -> tuple[str, dict[str, Any]]:
     }
     if not meta.get("web_ui", True):
         kwargs["include_in_web_ui"] = False
-    if meta.get("secret"):
-        kwargs["is_secret"] = True
     kind = _without_none(field.annotation)
     if typing.get_origin(kind) is Literal:
         kwargs["choices"] = list(typing.get_args(kind))
@@ -61,13 +60,18 @@ def argument(name: str, field: FieldInfo) -> tuple[str, dict[str, Any]]:
         kwargs.update(type=_slo_text, action="append", default=None)
     elif typing.get_origin(kind) is list:
         kwargs["default"] = None  # given as one comma-separated string
-    elif kind not in (str, Path, SecretStr):
+    elif kind not in (str, Path):
         raise TypeError(f"LoadSettings.{name}: no command-line form for {kind}")
     return "--" + name.replace("_", "-"), kwargs
 
 
 def add_options(parser: LocustArgumentParser, **_kwargs) -> None:
-    # Locust's own add_argument, never a group's: only it knows is_secret and the web UI fields.
+    # Locust's own add_argument, never a group's: only it knows the web UI fields.
     for name, field in LoadSettings.model_fields.items():
         flag, kwargs = argument(name, field)
         parser.add_argument(flag, **kwargs)
+    parser.add_argument("--api-key", help=argparse.SUPPRESS, include_in_web_ui=False,
+                        action=refused_on_command_line("Put the key in $OPENAI_API_KEY, or in a file named by "
+                                                       "--api-key-file or $OPENAI_API_KEY_FILE."))
+    # Nothing listens beyond this machine unless asked: Locust's own defaults are all interfaces.
+    parser.set_defaults(web_host=LOOPBACK, master_bind_host=LOOPBACK)

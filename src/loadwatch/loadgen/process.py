@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from loadwatch.client.failures import RequestFailed
 from loadwatch.client.stream import Streamer
+from loadwatch.credentials import authorization, read_secret, split_credentials
 from loadwatch.loadgen.quota import Quota, Tickets, WorkerTickets
 from loadwatch.loadgen.recorder import Recorder
 from loadwatch.loadgen.schedule import level_now, plan_run
@@ -51,10 +52,27 @@ def settings_from(options) -> LoadSettings:
     return settings
 
 
+def take_credentials(environment, settings: LoadSettings) -> str | None:
+    """This process's Authorization header, from its own environment and command line: the API key,
+    else the user:password of its -H URL. The URL loses them, so that Locust shows, logs and sends
+    the host to workers without them. CredentialError (a ValueError) when a key file is unreadable."""
+    api_key = read_secret("OPENAI_API_KEY", settings.api_key_file)
+    options = environment.parsed_options
+    # A worker's own -H: its environment.host may already be the master's (a spawn can come first).
+    own_host = getattr(options, "host", None) or environment.host or ""
+    _url, basic = split_credentials(own_host)
+    if environment.host:
+        environment.host = split_credentials(environment.host)[0]
+    if getattr(options, "host", None):
+        options.host = split_credentials(options.host)[0]
+    return authorization(api_key, basic)
+
+
 @dataclass
 class Process:
     settings: LoadSettings
     state: RunState  # the run's own on the master or a local runner, a replica on a worker
+    authorization: str | None = None  # this process's own; never in options, messages or results
     summary: str = ""
     workload: Workload | None = None  # built on first use, from this run's settings
     quota: Quota | None = None  # what the users of this process may still send

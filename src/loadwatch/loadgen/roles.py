@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
+from importlib.metadata import version
 
 import gevent
 from locust.env import Environment
@@ -25,6 +26,8 @@ from loadwatch.loadgen.state import Phase, RunState
 from loadwatch.settings import LoadSettings
 
 log = logging.getLogger(__name__)
+VERSION = version("loadwatch")
+HELLO = "loadwatch_hello"  # a worker's first message: its loadwatch version
 TICKET_BATCH = 4  # tickets a worker asks for at a time: few messages, little held back at the end
 
 
@@ -61,8 +64,9 @@ class Summing(Role):
         events.test_stop.add_listener(self.on_test_stop)
         events.quitting.add_listener(self.on_quitting)
         events.quit.add_listener(self.on_quit)
-        exposition.serve(self.environment, self.process.state, self.process.settings.metrics_port)
-        if self.process.settings.shape:
+        settings = self.process.settings
+        exposition.serve(self.environment, self.process.state, settings.metrics_host, settings.metrics_port)
+        if settings.shape:
             shape = OptionShape(self.environment)
             shape.runner = self.environment.runner
             self.environment.shape_class = shape
@@ -117,6 +121,16 @@ class Master(Summing):
         events.test_stopping.add_listener(self.on_test_stopping)
         runner.register_message(ASK, self.grant_tickets)
         runner.register_message(FINAL, self.take_final_report)
+        runner.register_message(HELLO, self.check_worker)
+
+    def check_worker(self, msg, **_kwargs) -> None:
+        """A worker of another loadwatch version measures and reports differently: it is sent away."""
+        theirs = msg.data.get("version") if isinstance(msg.data, dict) else None
+        if theirs == VERSION:
+            return
+        log.error("Worker %s runs loadwatch %s, this master %s: it is told to quit (its figures would not add "
+                  "up with the others')", msg.node_id, theirs, VERSION)
+        self.environment.runner.send_message("quit", None, msg.node_id)  # type: ignore[union-attr]
 
     def grant_tickets(self, msg, **_kwargs) -> None:
         tickets = self.process.tickets
@@ -155,6 +169,7 @@ class Worker(Role):
         self.environment.events.report_to_master.add_listener(self.add_report)
         runner.register_message(FLUSH, self.send_final_report, concurrent=True)
         runner.register_message(LOAD_START, self.follow_load_start)
+        runner.send_message(HELLO, {"version": VERSION})
         # Locust connects a worker to its master before it fires init: the master's spawn can come
         # first, firing test_start before this handler exists. The users are spawned only after init
         # returns, so catching up here still comes before their first request.
@@ -188,7 +203,7 @@ class Worker(Role):
         self.environment.runner.send_message(FINAL, process.recorder.report())  # type: ignore[union-attr]
 
 
-def install(environment: Environment, settings: LoadSettings) -> Process:
+def install(environment: Environment, settings: LoadSettings, authorization: str | None = None) -> Process:
     """loadwatch's process for this Locust process, its role's handlers registered."""
     runner = environment.runner
     role: type[Role]
@@ -197,7 +212,7 @@ def install(environment: Environment, settings: LoadSettings) -> Process:
     else:
         role = Master if isinstance(runner, MasterRunner) else Local
         state = RunState(_scenarios(environment), environment.host or "")
-    process = Process(settings, state)
+    process = Process(settings, state, authorization)
     environment.loadwatch = process  # type: ignore[attr-defined]
     role(environment, process).install()
     return process

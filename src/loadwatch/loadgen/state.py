@@ -15,6 +15,7 @@ from time import monotonic, time
 
 from gevent.event import Event
 
+from loadwatch.credentials import redact_url
 from loadwatch.loadgen.recorder import Recorder
 from loadwatch.loadgen.schedule import Stage, stage_at
 
@@ -33,7 +34,7 @@ class Phase(Enum):
 class RunState:
     def __init__(self, scenarios: list[str], target: str, replica: bool = False) -> None:
         self.scenarios = scenarios
-        self.target = target
+        self.target = redact_url(target)  # the run_info label and the results: never its credentials
         self.replica = replica
         self.run_id = new_run_id()
         self.phase = Phase.IDLE
@@ -52,7 +53,7 @@ class RunState:
 
     def start(self, target: str, warmup_requests: int, warmup_seconds: float) -> None:
         # Prometheus series stay monotonic across runs of one process; the summary starts afresh.
-        self.target = target
+        self.target = redact_url(target)
         self.run_id = new_run_id()
         self.phase = Phase.RUNNING
         self.recorder.start_run()

@@ -65,7 +65,6 @@ class LLMUser(User):
     def on_start(self) -> None:
         self.process = self.environment.loadwatch
         settings = self.process.settings
-        self.api_key = settings.api_key.get_secret_value() if settings.api_key else None
         self.streamer = self._new_streamer()
         self.model = settings.model or resolve_model(self.streamer)
         try:
@@ -78,7 +77,8 @@ class LLMUser(User):
 
     def _new_streamer(self) -> Streamer:
         settings = self.process.settings
-        return Streamer(self.host or "", self.api_key, settings.request_timeout, settings.max_line_bytes)
+        return Streamer(self.host or "", self.process.authorization, settings.request_timeout,
+                        settings.max_line_bytes)
 
     def on_stop(self) -> None:
         self.streamer.close()

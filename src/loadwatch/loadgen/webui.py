@@ -1,13 +1,21 @@
-"""The "LLM" tab of Locust's web UI and its /metrics route."""
+"""The "LLM" tab of Locust's web UI, its /metrics route, and what the UI may change.
+
+Whoever reaches the web UI may set the load (users, rate, shape, dataset name) but nothing that
+chooses a file the master reads or writes, or a credential: Locust's /swarm would take any option
+it is sent, shown in the form or not.
+"""
 
 from __future__ import annotations
 
 import json
 
-from flask import Response, request
+from flask import Response, jsonify, request
+from locust.argument_parser import ui_extra_args_dict
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.registry import CollectorRegistry
 
+from loadwatch.credentials import split_credentials
+from loadwatch.loadgen import login
 from loadwatch.loadgen.state import RunState
 from loadwatch.metrics.results import Figures
 from loadwatch.metrics.summary import figures
@@ -36,8 +44,38 @@ def tab_rows(state: RunState) -> list[dict]:
     return rows
 
 
+# The fields of Locust's own start form; the rest of a /swarm request must be web-UI options.
+LOCUST_FORM = frozenset({"user_count", "spawn_rate", "host", "user_classes", "run_time", "profile", "shape_class"})
+
+
+def refusal(form, editable: frozenset[str]) -> str | None:
+    """Why a /swarm form is refused, or None."""
+    others = sorted(set(form) - LOCUST_FORM - editable)
+    if others:
+        return (f"not settable from the web UI: {', '.join(others)} (paths and credentials are given on the "
+                "command line or in the environment of the master)")
+    if split_credentials(form.get("host", ""))[1]:
+        return ("the host has a user and password in it: give the key in $OPENAI_API_KEY (or a file named by "
+                "--api-key-file), or start Locust with the URL in $LOCUST_HOST")
+    return None
+
+
 def install(environment, state: RunState, registry: CollectorRegistry) -> None:
     web_ui = environment.web_ui
+    options = environment.parsed_options
+    if getattr(options, "web_login", False):
+        login.install(web_ui, getattr(options, "web_base_path", "") or "")
+    editable = frozenset(ui_extra_args_dict())
+
+    @web_ui.app.before_request
+    def guard_swarm():
+        if request.method != "POST" or not (request.endpoint or "").endswith("swarm"):
+            return None
+        problem = refusal(request.form, editable)
+        if problem is None:
+            return None
+        return jsonify({"success": False, "message": problem, "host": environment.host}), 400
+
     web_ui.template_args["extended_tabs"] = [{"title": "LLM", "key": TAB_KEY}]
     web_ui.template_args["extended_tables"] = [
         {"key": TAB_KEY, "structure": [{"key": k, "title": t} for k, t in COLUMNS]}
@@ -53,5 +91,6 @@ def install(environment, state: RunState, registry: CollectorRegistry) -> None:
         return response
 
     @web_ui.app.route("/metrics")
+    @web_ui.auth_required_if_enabled
     def metrics():
         return Response(generate_latest(registry), mimetype=CONTENT_TYPE_LATEST)
