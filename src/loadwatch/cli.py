@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 
 from loadwatch import assets
-from loadwatch.defaults import PORTS
+from loadwatch.credentials import CredentialError
+from loadwatch.defaults import LOOPBACK, PORTS
 from loadwatch.engine import process
 from loadwatch.engine.settings import EngineSettings
 from loadwatch.engine.setup import SetupError, ensure_engine, ensure_model
@@ -66,6 +67,20 @@ def exporter_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def alert_log_command(args: argparse.Namespace) -> int:
+    from loadwatch.stack.alert_log import receiver
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stdout)
+    try:
+        server = receiver(args.host, args.port)
+    except OSError as exc:
+        say(f"error: cannot listen on {args.host}:{args.port}: {exc.strerror}")
+        return 1
+    say(f"alerts posted to http://{args.host}:{args.port}/ are written here, one line each")
+    server.serve_forever()
+    return 0
+
+
 def up_command(args: argparse.Namespace) -> int:
     settings = StackSettings(webhook_url=args.webhook_url) if args.webhook_url else StackSettings()
     stack = up(settings, new_run_dir(Path(args.out)), args.target, args.passthrough, client_port=args.metrics_port,
@@ -117,12 +132,18 @@ def parser() -> argparse.ArgumentParser:
                           help="a vLLM base URL (its /metrics is read), repeatable")
     exporter.add_argument("--targets-file", type=Path, help="YAML: targets: [{name: ..., url: ...}]")
     exporter.add_argument("--port", type=int, default=None, help=f"default {PORTS['sidecar']}")
-    exporter.add_argument("--host", default=None, help="address to listen on; default 0.0.0.0 (all interfaces)")
+    exporter.add_argument("--host", default=None, help=f"address to listen on; default {LOOPBACK} (this machine "
+                                                       "only); 0.0.0.0 opens it to the network")
     exporter.add_argument("--interval", type=float, default=None, help="seconds between samples, default 1")
     exporter.add_argument("--window", type=float, default=None,
                           help="seconds behind the _max peaks and windowed ratios, default 15")
     exporter.add_argument("--timeout", type=float, default=None, help="per-sample timeout, default 5 s")
     exporter.set_defaults(handler=exporter_command)
+
+    alert_log = commands.add_parser("alert-log", help="an Alertmanager webhook receiver that logs each alert")
+    alert_log.add_argument("--host", default=LOOPBACK, help=f"address to listen on; default {LOOPBACK}")
+    alert_log.add_argument("--port", type=int, default=PORTS["alert_log"], help=f"default {PORTS['alert_log']}")
+    alert_log.set_defaults(handler=alert_log_command)
 
     stack_up = commands.add_parser("up", help="start the stack: engine (unless --target), sidecar, Prometheus, "
                                               "Alertmanager")
@@ -174,6 +195,9 @@ def main(argv: list[str] | None = None) -> int:
     except (SetupError, ComponentError) as exc:
         say(f"error: {exc}")
         return 1
+    except CredentialError as exc:
+        say(f"error: {exc}")
+        return 2
     except KeyboardInterrupt:
         say("interrupted; what this command had started is stopped")
         return 130

@@ -14,6 +14,7 @@ PORTS: dict[str, int] = {
     "prometheus": 9090,
     "alertmanager": 9093,
     "grafana": 3000,
+    "alert_log": 9095,
 }
 
 # Every server loadwatch starts listens here unless its user names another address: nothing is

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -56,8 +57,9 @@ def describe(stack: Stack, say) -> None:
 
 
 def locust_command(options: RunOptions, stack: Stack, run_dir: Path) -> list[str]:
+    """Locust's command line; its host goes in LOCUST_HOST (locust_environment), never in argv."""
     return [
-        sys.executable, "-m", "locust", "-f", str(options.locustfile), "--headless", "-H", stack.target,
+        sys.executable, "-m", "locust", "-f", str(options.locustfile), "--headless",
         "-u", str(options.users), "-r", str(options.spawn_rate), "-t", options.run_time, "--stop-timeout", "60",
         "--metrics-port", str(stack.client_port), "--results-json", str(run_dir / "results.json"),
         "--csv", str(run_dir / "locust"), "--only-summary",
@@ -65,16 +67,21 @@ def locust_command(options: RunOptions, stack: Stack, run_dir: Path) -> list[str
     ]
 
 
+def locust_environment(options: RunOptions, stack: Stack) -> dict[str, str]:
+    # The target as given: its credentials, if any, are for Locust (a Basic header), not for `ps`.
+    return {**os.environ, "LOCUST_HOST": options.target or stack.target}
+
+
 LOCUST_GRACE = 90.0  # seconds an interrupted Locust gets to let requests finish (60) and write its results
 
 
-def _run_locust(command: list[str], say) -> int:
+def _run_locust(command: list[str], env: dict[str, str], say) -> int:
     """Locust's exit code; on Ctrl-C or SIGTERM, 130 once Locust has written what it measured.
 
     Ctrl-C reaches Locust too (one process group) and it stops gracefully; a SIGTERM sent to
     loadwatch alone is passed on as SIGINT. A second interruption ends Locust at once.
     """
-    locust = subprocess.Popen(command)
+    locust = subprocess.Popen(command, env=env)
     try:
         return locust.wait()
     except KeyboardInterrupt:
@@ -104,7 +111,7 @@ def headless_run(options: RunOptions, say) -> int:
     code = INTERRUPTED
     try:
         say(f"load test: {options.users} users for {options.run_time} against {stack.target}")
-        code = _run_locust(locust_command(options, stack, run_dir), say)
+        code = _run_locust(locust_command(options, stack, run_dir), locust_environment(options, stack), say)
         if code != INTERRUPTED:
             time.sleep(parse_duration(settings.scrape_interval))  # Prometheus' last look at the run
         _after_run(run_dir, stack.url("prometheus"), options.grafana_url, say)

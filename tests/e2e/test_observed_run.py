@@ -1,5 +1,7 @@
 """One real `loadwatch run` on the embedded engine, saturated and speculating, in two load stages:
-its report has the engine's side, and every dashboard query finds data in its Prometheus."""
+its report has the engine's side, and every dashboard query finds data in its Prometheus. The run
+is given a sentinel API key (the engine asks for it) and Grafana token: they reach the servers'
+Authorization headers and nothing else, no command line, file of the run, log or series."""
 
 from __future__ import annotations
 
@@ -7,37 +9,84 @@ import json
 import os
 import subprocess
 import sys
+import time
 
+import psutil
 import pytest
 
+from loadwatch.engine.settings import EngineSettings
 from loadwatch.stack.readback import prometheus_on
 from tests.conftest import REPO
 from tests.e2e.test_saturation_alert import TINY_KV, short_rules
 from tests.e2e.test_spec_decode import NGRAM
+from tests.grafana.fake_grafana import FakeGrafana
 from tests.grafana.queries import VALUES, queries, variable_selectors
 
 pytestmark = pytest.mark.e2e
 NO_GPU_HERE = "DCGM_FI_DEV_"  # NVIDIA's DCGM exporter: no GPU on this machine, so no such series
+KEY, TOKEN = "sk-sentinel-e2e-71c0", "glsa_sentinel_e2e_9b2d"
+SEEN: dict[str, str] = {}  # what the run showed: its output and every command line of its processes
+
+
+def command_lines(pid: int) -> set[str]:
+    try:
+        parent = psutil.Process(pid)
+        return {" ".join(p.cmdline()) for p in [parent, *parent.children(recursive=True)]}
+    except psutil.Error:
+        return set()
 
 
 @pytest.fixture(scope="module")
-def run_dir(tmp_path_factory):
+def grafana():
+    server = FakeGrafana(token=TOKEN)
+    yield server
+    server.close()
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory, grafana):
     tmp = tmp_path_factory.mktemp("observed")
-    env = {**os.environ, "LOADWATCH_STACK_HOME": str(tmp / "home"),
+    env = {**os.environ, "OPENAI_API_KEY": KEY, "GRAFANA_TOKEN": TOKEN, "LOADWATCH_STACK_HOME": str(tmp / "home"),
            "LOADWATCH_STACK_RULES_DIR": str(short_rules(tmp)), "LOADWATCH_STACK_SCRAPE_INTERVAL": "2s",
            "LOADWATCH_STACK_EVALUATION_INTERVAL": "1s", "LOADWATCH_STACK_EXPORTER_WINDOW": "10"}
-    run = subprocess.run(
+    run = subprocess.Popen(
         [sys.executable, "-m", "loadwatch.cli", "run", "--out", str(tmp / "runs"), "-u", "12", "-r", "12", "-t", "60s",
          "--metrics-port", "0", "--locustfile", str(REPO / "tests" / "e2e" / "locustfiles" / "observed_mix.py"),
-         *(f"--vllm-arg={a}" for a in [*TINY_KV, "--speculative-config", NGRAM]),
+         "--grafana-url", grafana.url, *(f"--vllm-arg={a}" for a in [*TINY_KV, "--speculative-config", NGRAM]),
          "--", "--temperature", "0", "--max-tokens", "200", "--ignore-eos",
          "--shape", "step", "--step-size", "6", "--stage-duration", "25"],
-        capture_output=True, text=True, timeout=400, env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
     )
+    lines: set[str] = set()
+    deadline = time.monotonic() + 400
+    while run.poll() is None and time.monotonic() < deadline:
+        lines |= command_lines(run.pid)
+        time.sleep(1)
+    output, _ = run.communicate(timeout=max(1.0, deadline - time.monotonic()))
+    SEEN.update(output=output, command_lines="\n".join(sorted(lines)))
     (path,) = (tmp / "runs").iterdir()
-    assert (path / "results.json").exists(), run.stdout + run.stderr
-    print(run.stdout[-3000:])
+    assert (path / "results.json").exists(), output
+    print(output[-3000:])
     return path
+
+
+def test_the_secrets_reach_the_authorization_headers_and_nothing_else(run_dir, grafana):
+    assert "vllm.entrypoints.openai.api_server" in SEEN["command_lines"]  # the sampling saw the engine
+    assert "locust" in SEEN["command_lines"]
+    results = json.loads((run_dir / "results.json").read_text())
+    assert results["completed"] > 20 and "http_401" not in results["failures"]  # the engine asked for the key
+    assert grafana.posted and set(grafana.auth) == {f"Bearer {TOKEN}"}
+    engine_log = EngineSettings().state_dir / "vllm.log"
+    files = [p for p in run_dir.rglob("*") if p.is_file() and "prometheus-data" not in p.parts]
+    for secret in (KEY, TOKEN):
+        assert secret not in SEEN["output"] and secret not in SEEN["command_lines"]
+        for path in [*files, *([engine_log] if engine_log.exists() else [])]:
+            assert secret.encode() not in path.read_bytes(), path
+    with prometheus_on(run_dir / "prometheus-data", run_dir / "logs") as api:
+        series = api.query('{__name__=~"loadwatch_.+|vllm:.+"}', results["ended_at"])
+    assert series
+    for item in series:
+        assert not any(KEY in value or TOKEN in value for value in item["metric"].values())
 
 
 def test_the_report_puts_engine_figures_beside_the_client_summary(run_dir):

@@ -91,6 +91,7 @@ def test_container_command_works_as_shipped(serve, tmp_path):  # noqa: F811
     entrypoint = json.loads(next(ln for ln in dockerfile.splitlines() if ln.startswith("ENTRYPOINT"))[10:])
     cmd = json.loads(next(ln for ln in dockerfile.splitlines() if ln.startswith("CMD"))[3:])
     assert entrypoint == ["loadwatch", "exporter"]
+    assert "ENV LOADWATCH_EXPORTER_HOST=0.0.0.0" in dockerfile  # else unreachable from outside the container
     targets = tmp_path / "targets.yaml"
     targets.write_text(f"targets:\n  - name: vllm-0\n    url: {serve()}\n")
     argv = [str(targets) if a == "/etc/loadwatch/targets.yaml" else a for a in cmd]

@@ -9,6 +9,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from loadwatch import processes
+from loadwatch.credentials import read_secret
 from loadwatch.engine.settings import EngineSettings
 from loadwatch.processes import Component, ComponentError, port_or_free
 
@@ -56,6 +57,11 @@ def start(settings: EngineSettings, model_dir: Path, port: int | None = None, ex
     env = {"VLLM_CPU_KVCACHE_SPACE": str(settings.kv_cache_gib), "HF_HUB_OFFLINE": "1",
            "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",
            "VLLM_CPU_NUM_OF_RESERVED_CPU": str(reserved)}
+    api_key = read_secret("OPENAI_API_KEY")
+    if api_key:
+        # The key the load generator sends is the one the engine asks for: vLLM reads it from its
+        # environment, so it is in no command line and in none of vLLM's logged arguments.
+        env["VLLM_API_KEY"] = api_key
     url = f"http://127.0.0.1:{port}"
     started = time.monotonic()
     say(f"Starting vLLM on {url} (log {log_path})")

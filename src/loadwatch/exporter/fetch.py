@@ -13,6 +13,8 @@ import socket
 import threading
 from urllib.parse import urlsplit
 
+from loadwatch.credentials import split_credentials
+
 MAX_BYTES = 16 * 2**20  # vLLM's payload is ~50 KB; a body past this is not one
 REASONS = ("timeout", "connection", "http_status", "too_large", "protocol", "parse", "internal")
 
@@ -36,7 +38,11 @@ def _cut(connection: http.client.HTTPConnection, fired: threading.Event) -> None
 
 def fetch(url: str, deadline: float, max_bytes: int = MAX_BYTES) -> bytes:
     """The body of a 200 answer within `deadline` seconds, or FetchError."""
+    url, credentials = split_credentials(url)
     parts = urlsplit(url)
+    headers = {"Accept": "text/plain", "Accept-Encoding": "identity"}
+    if credentials:
+        headers["Authorization"] = credentials  # a proxy's Basic auth in front of vLLM
     kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
     connection = kind(parts.hostname or "", parts.port, timeout=deadline)
     fired = threading.Event()
@@ -45,7 +51,7 @@ def fetch(url: str, deadline: float, max_bytes: int = MAX_BYTES) -> bytes:
     timer.start()
     try:
         connection.request("GET", (parts.path or "/") + (f"?{parts.query}" if parts.query else ""),
-                           headers={"Accept": "text/plain", "Accept-Encoding": "identity"})
+                           headers=headers)
         response = connection.getresponse()
         if response.status != 200:
             where = f" to {response.getheader('Location')}" if 300 <= response.status < 400 else ""

@@ -86,9 +86,9 @@ class TargetSampler:
         if up == self._was_up:
             return
         if up:
-            log.info("target %s (%s) is up", self.target.name, self.target.metrics_url)
+            log.info("target %s (%s) is up", self.target.name, self.target.shown_url)
         else:
-            log.warning("target %s (%s) is down: %s", self.target.name, self.target.metrics_url, error)
+            log.warning("target %s (%s) is down: %s", self.target.name, self.target.shown_url, error)
         self._was_up = up
 
     def run(self) -> None:

@@ -30,7 +30,7 @@ def serve(settings: ExporterSettings) -> None:
         raise OSError(f"cannot listen on port {settings.port}: {exc.strerror}; choose another with --port") from None
     for sampler in samplers:
         sampler.start()
-    names = ", ".join(f"{t.name}={t.metrics_url}" for t in settings.targets)
+    names = ", ".join(f"{t.name}={t.shown_url}" for t in settings.targets)
     log.info("engine sidecar on http://%s:%d/metrics, sampling every %g s: %s",
              settings.host, settings.port, settings.interval, names)
     stop = threading.Event()

@@ -8,7 +8,8 @@ import yaml
 from pydantic import BaseModel, Field, HttpUrl, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from loadwatch.defaults import PORTS
+from loadwatch.credentials import redact_url
+from loadwatch.defaults import LOOPBACK, PORTS
 
 
 class Target(BaseModel):
@@ -19,13 +20,18 @@ class Target(BaseModel):
     def metrics_url(self) -> str:
         return str(self.url).rstrip("/") + "/metrics"
 
+    @property
+    def shown_url(self) -> str:
+        """The metrics URL as logs show it: without credentials."""
+        return redact_url(self.metrics_url)
+
 
 class ExporterSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="LOADWATCH_EXPORTER_", extra="ignore")
 
     targets: list[Target] = []
-    # Explicit: prometheus-client 0.26 cannot resolve an empty host name.
-    host: str = "0.0.0.0"
+    # This machine only unless asked (--host 0.0.0.0 in a container or pod).
+    host: str = LOOPBACK
     port: int = Field(PORTS["sidecar"], ge=0, le=65535)
     interval: float = Field(1.0, gt=0, description="seconds between the sidecar's own samples")
     window: float = Field(15.0, gt=0, description="seconds of samples behind _max and the ratios")

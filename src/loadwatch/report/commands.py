@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
+from loadwatch.credentials import CredentialError, read_secret, refused_on_command_line
 from loadwatch.defaults import PORTS
 from loadwatch.grafana.annotate import AnnotateError, post_annotations
 from loadwatch.prometheus import PrometheusAPI, PrometheusError
@@ -62,13 +62,13 @@ def compare_command(args: argparse.Namespace, say) -> int:
     return 0
 
 
-def annotate(run: Path, grafana_url: str, token: str | None, say) -> int:
-    """Post a run's annotations; the token defaults to $GRAFANA_TOKEN."""
-    token = token or os.environ.get("GRAFANA_TOKEN")
+def annotate(run: Path, grafana_url: str, token_file: Path | None, say) -> int:
+    """Post a run's annotations with the token of --token-file, $GRAFANA_TOKEN_FILE or $GRAFANA_TOKEN."""
     try:
+        token = read_secret("GRAFANA_TOKEN", token_file)
         results = read_results(_results_path(run))
         posted = post_annotations(grafana_url, token, results)
-    except (ReportError, AnnotateError) as exc:
+    except (ReportError, AnnotateError, CredentialError) as exc:
         say(f"error: {exc}")
         return 1
     say(f"{posted} annotations posted to {grafana_url} (tag loadwatch, run {results.run_id})")
@@ -91,5 +91,8 @@ def add_parsers(commands, say) -> None:
     posting = commands.add_parser("annotate", help="post a run and its stages as Grafana annotations")
     posting.add_argument("run", type=Path, help="a run folder or a results JSON")
     posting.add_argument("--grafana-url", required=True, help=f"e.g. http://127.0.0.1:{PORTS['grafana']}")
-    posting.add_argument("--token", help="Grafana service-account token; default $GRAFANA_TOKEN")
-    posting.set_defaults(handler=lambda args: annotate(args.run, args.grafana_url, args.token, say))
+    posting.add_argument("--token-file", type=Path, help="file holding the Grafana service-account token; "
+                                                         "default $GRAFANA_TOKEN_FILE, else $GRAFANA_TOKEN")
+    posting.add_argument("--token", help=argparse.SUPPRESS, action=refused_on_command_line(
+        "Put the token in $GRAFANA_TOKEN, or in a file named by --token-file or $GRAFANA_TOKEN_FILE."))
+    posting.set_defaults(handler=lambda args: annotate(args.run, args.grafana_url, args.token_file, say))

@@ -10,6 +10,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from loadwatch import processes
+from loadwatch.credentials import split_credentials
 from loadwatch.defaults import PORTS
 from loadwatch.engine import process as engine
 from loadwatch.engine.settings import EngineSettings
@@ -23,7 +24,8 @@ from loadwatch.stack.settings import StackSettings
 class StackError(ComponentError):
     """The stack cannot start or run; the message says which part and why."""
 
-DEFAULT_PORTS = {"exporter": PORTS["sidecar"], "prometheus": PORTS["prometheus"], "alertmanager": PORTS["alertmanager"]}
+DEFAULT_PORTS = {"exporter": PORTS["sidecar"], "prometheus": PORTS["prometheus"], "alertmanager": PORTS["alertmanager"],
+                 "alert-log": PORTS["alert_log"]}
 
 
 @dataclass
@@ -78,8 +80,11 @@ def _start_all(stack: Stack, settings: StackSettings, run_dir: Path) -> None:
          "--interval", str(settings.exporter_interval), "--window", str(settings.exporter_window),
          "--timeout", str(settings.exporter_timeout)],
         "/metrics")
-    am_config = render_alertmanager(settings, run_dir / "alertmanager", settings.webhook_url or
-                                    "http://127.0.0.1:9095/alerts")
+    if not settings.webhook_url:  # alerts go to a log of the run, not nowhere
+        launch("alert-log", [sys.executable, "-m", "loadwatch.cli", "alert-log", "--host", "127.0.0.1",
+                             "--port", str(ports["alert-log"])], "/-/ready")
+    am_config = render_alertmanager(settings, run_dir / "alertmanager",
+                                    settings.webhook_url or f"{urls['alert-log']}/alerts")
     launch(
         "alertmanager",
         [settings.alertmanager_bin, f"--config.file={am_config}", f"--storage.path={run_dir / 'alertmanager-data'}",
@@ -92,7 +97,7 @@ def _start_all(stack: Stack, settings: StackSettings, run_dir: Path) -> None:
     launch(
         "prometheus",
         [settings.prometheus_bin, f"--config.file={prom_config}", f"--storage.tsdb.path={run_dir / 'prometheus-data'}",
-         f"--web.listen-address=127.0.0.1:{ports['prometheus']}", "--web.enable-lifecycle"],
+         f"--web.listen-address=127.0.0.1:{ports['prometheus']}"],
         "/-/ready")
     _wait_for_first_scrape(urls["prometheus"], settings.start_timeout)
 
@@ -122,7 +127,9 @@ def up(settings: StackSettings, run_dir: Path, target: str | None = None, vllm_a
                          "stop it with `loadwatch down`")
     run_dir.mkdir(parents=True, exist_ok=True)
     engine_settings = EngineSettings()
-    stack = Stack(str(run_dir), target or "", client_port, engine_started=target is None)
+    # Without credentials: vLLM's /metrics needs none, and stack.json, logs and configs keep none.
+    stack = Stack(str(run_dir), split_credentials(target)[0] if target else "", client_port,
+                  engine_started=target is None)
     try:
         if target is None:
             ensure_engine(engine_settings, say)
