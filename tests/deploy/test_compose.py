@@ -22,13 +22,22 @@ def config(env_file: Path) -> subprocess.CompletedProcess:
                            "config", "--format", "json"], capture_output=True, text=True, cwd=REPO)
 
 
-@pytest.fixture
-def env_file(tmp_path) -> Path:
-    """.env.example as a user fills it in: the one required value it leaves empty, set."""
-    text = (REPO / ".env.example").read_text().replace("GRAFANA_ADMIN_PASSWORD=\n", "GRAFANA_ADMIN_PASSWORD=s3cret\n")
+KEY = "sk-compose-sentinel"
+
+
+def filled_in(tmp_path: Path, **changes: str) -> Path:
+    """.env.example as a user fills it in: the required values it leaves empty, set."""
+    text = (REPO / ".env.example").read_text()
+    for name, value in {"GRAFANA_ADMIN_PASSWORD": "s3cret", "VLLM_API_KEY": KEY, **changes}.items():
+        text = re.sub(rf"(?m)^{name}=.*$", f"{name}={value}", text)
     path = tmp_path / ".env"
     path.write_text(text)
     return path
+
+
+@pytest.fixture
+def env_file(tmp_path) -> Path:
+    return filled_in(tmp_path)
 
 
 @pytest.fixture
@@ -38,10 +47,44 @@ def stack(env_file) -> dict:
     return json.loads(run.stdout)
 
 
-def test_the_example_environment_lacks_only_the_grafana_password():
-    run = config(REPO / ".env.example")
-    assert run.returncode == 1  # Compose's code for an invalid project
-    assert "required variable GRAFANA_ADMIN_PASSWORD is missing a value" in run.stderr
+def test_the_example_environment_lacks_only_the_api_key_and_grafana_password(tmp_path):
+    assert config(REPO / ".env.example").returncode == 1  # Compose's code for an invalid project
+    run = config(filled_in(tmp_path, VLLM_API_KEY=""))
+    assert run.returncode == 1 and "required variable VLLM_API_KEY is missing a value" in run.stderr
+    run = config(filled_in(tmp_path, GRAFANA_ADMIN_PASSWORD=""))
+    assert run.returncode == 1 and "required variable GRAFANA_ADMIN_PASSWORD is missing a value" in run.stderr
+
+
+def test_every_port_is_published_on_loopback_unless_one_variable_opens_them(stack, tmp_path):
+    published = [(name, p) for name, s in stack["services"].items() for p in s.get("ports", [])]
+    assert len(published) >= 9
+    assert {p["host_ip"] for _, p in published} == {"127.0.0.1"}, published
+    opened = config(filled_in(tmp_path, LOADWATCH_PUBLISH_ADDRESS="0.0.0.0"))
+    services = json.loads(opened.stdout)["services"]
+    assert {p["host_ip"] for s in services.values() for p in s.get("ports", [])} == {"0.0.0.0"}
+
+
+def test_vllm_asks_for_the_key_locust_sends_and_no_command_line_has_it(stack):
+    services = stack["services"]
+    assert services["vllm"]["environment"]["VLLM_API_KEY"] == KEY
+    assert services["locust-master"]["environment"]["OPENAI_API_KEY"] == KEY
+    assert services["locust-worker"]["environment"]["OPENAI_API_KEY"] == KEY
+    for name, service in services.items():
+        assert KEY not in json.dumps([service.get("command"), service.get("entrypoint")]), name
+
+
+def test_prometheus_has_no_lifecycle_api(stack):
+    assert not [a for a in stack["services"]["prometheus"]["command"] if "lifecycle" in a]
+
+
+def test_alerts_reach_the_alert_log_service(stack):
+    services = stack["services"]
+    manager = yaml.safe_load((REPO / "prometheus" / "alertmanager.yml").read_text())
+    url = manager["receivers"][0]["webhook_configs"][0]["url"]
+    host, port = url.split("/")[2].split(":")
+    log = services[host]
+    assert log["entrypoint"] == ["loadwatch", "alert-log"] and log["command"] == ["--host", "0.0.0.0", "--port", port]
+    assert log["image"] == services["sidecar"]["image"] and "ports" not in log
 
 
 def test_every_variable_the_file_uses_is_in_the_example_and_no_other():
@@ -52,8 +95,8 @@ def test_every_variable_the_file_uses_is_in_the_example_and_no_other():
 
 
 def test_the_whole_stack_is_there(stack):
-    assert set(stack["services"]) == {"vllm", "sidecar", "prometheus", "alertmanager", "grafana", "dcgm-exporter",
-                                      "locust-master", "locust-worker"}
+    assert set(stack["services"]) == {"vllm", "sidecar", "prometheus", "alertmanager", "alert-log", "grafana",
+                                      "dcgm-exporter", "locust-master", "locust-worker"}
 
 
 def test_vllm_gets_a_gpu_and_the_model_from_the_environment(stack):

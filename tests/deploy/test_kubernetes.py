@@ -97,3 +97,62 @@ def test_monitors_select_what_the_manifests_expose():
             for r in e["relabelings"] if r["targetLabel"] == "job"}
     prometheus = yaml.safe_load((REPO / "prometheus" / "prometheus.yml").read_text())
     assert jobs == {j["job_name"] for j in prometheus["scrape_configs"]} - {"dcgm"}
+
+
+def containers() -> list[tuple[str, dict, dict]]:
+    """(deployment, pod spec, container) of every container."""
+    return [(doc["metadata"]["name"], doc["spec"]["template"]["spec"], c) for _, doc in documents()
+            if doc["kind"] == "Deployment" for c in doc["spec"]["template"]["spec"]["containers"]]
+
+
+WRITABLE_ROOT = {"vllm"}  # its libraries write caches and kernels under the image (vllm.yaml says why)
+
+
+def test_every_container_runs_unprivileged_with_requests_and_a_memory_limit():
+    assert len(containers()) == 4
+    for deployment, pod, container in containers():
+        where = f"{deployment}/{container['name']}"
+        assert pod["securityContext"]["runAsNonRoot"] is True, where
+        assert pod["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault", where
+        assert pod["automountServiceAccountToken"] is False, where
+        context = container["securityContext"]
+        assert context["allowPrivilegeEscalation"] is False and context["capabilities"]["drop"] == ["ALL"], where
+        assert context["readOnlyRootFilesystem"] is (container["name"] not in WRITABLE_ROOT), where
+        resources = container["resources"]
+        assert {"cpu", "memory"} <= set(resources["requests"]) and "memory" in resources["limits"], where
+
+
+def test_secrets_come_from_the_secret_never_a_literal():
+    assert not [doc for _, doc in documents() if doc["kind"] == "Secret"]  # the user creates it (README)
+    for deployment, pod, container in containers():
+        for env in container.get("env", []):
+            if any(word in env["name"] for word in ("KEY", "TOKEN", "PASSWORD")) and not env["name"].endswith("_FILE"):
+                assert "value" not in env and env["valueFrom"]["secretKeyRef"]["name"], (deployment, env["name"])
+    vllm = {c["name"]: c for _, _, c in containers()}["vllm"]
+    assert {e["name"]: e for e in vllm["env"]}["VLLM_API_KEY"]["valueFrom"]["secretKeyRef"]["name"] == "vllm-api-key"
+    for name in ("locust-master", "locust-worker"):
+        pod = by_kind("Deployment", name)["spec"]["template"]["spec"]
+        (container,) = pod["containers"]
+        key_file = {e["name"]: e["value"] for e in container["env"]}["OPENAI_API_KEY_FILE"]
+        mount = next(m for m in container["volumeMounts"] if key_file.startswith(m["mountPath"] + "/"))
+        volume = next(v for v in pod["volumes"] if v["name"] == mount["name"])
+        assert volume["secret"]["secretName"] == "vllm-api-key"
+        assert key_file == f"{mount['mountPath']}/{volume['secret']['items'][0]['path']}"
+
+
+def allowed(port: int) -> list[dict]:
+    """The peers every NetworkPolicy lets reach `port`."""
+    return [peer for _, doc in documents() if doc["kind"] == "NetworkPolicy"
+            for rule in doc["spec"].get("ingress", []) if port in [p["port"] for p in rule["ports"]]
+            for peer in rule["from"]]
+
+
+def test_network_policies_deny_by_default_and_open_each_port_to_its_client_only():
+    deny = by_kind("NetworkPolicy", "default-deny-ingress")["spec"]
+    assert deny["podSelector"] == {} and deny["policyTypes"] == ["Ingress"] and "ingress" not in deny
+    worker = {"podSelector": {"matchLabels": {"app.kubernetes.io/name": "locust-worker"}}}
+    prometheus = {"namespaceSelector": {}, "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}}}
+    assert allowed(5557) == [worker]
+    assert allowed(9646) == [prometheus] and allowed(9647) == [prometheus]
+    assert allowed(8000) == [worker, prometheus]
+    assert allowed(8089) == []  # the web UI: kubectl port-forward only
