@@ -124,7 +124,7 @@ def test_every_container_runs_unprivileged_with_requests_and_a_memory_limit():
 
 def test_secrets_come_from_the_secret_never_a_literal():
     assert not [doc for _, doc in documents() if doc["kind"] == "Secret"]  # the user creates it (README)
-    for deployment, pod, container in containers():
+    for deployment, _pod, container in containers():
         for env in container.get("env", []):
             if any(word in env["name"] for word in ("KEY", "TOKEN", "PASSWORD")) and not env["name"].endswith("_FILE"):
                 assert "value" not in env and env["valueFrom"]["secretKeyRef"]["name"], (deployment, env["name"])
