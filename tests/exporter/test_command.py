@@ -1,7 +1,7 @@
 import subprocess
 import sys
 
-from tests.conftest import free_port, scrape, total, wait_for
+from tests.conftest import free_port, get, scrape, total, wait_for
 from tests.exporter.test_sampler import serve  # noqa: F401  (fixture)
 
 
@@ -29,6 +29,27 @@ def test_exporter_serves_targets_from_flags_and_file(serve, tmp_path):  # noqa: 
         process.terminate()
         output, _ = process.communicate(timeout=10)
     assert "Traceback" not in output
+
+
+def test_url_credentials_are_sent_as_basic_auth_and_shown_nowhere(serve):  # noqa: F811
+    import base64
+
+    secret = "pw-sentinel-exporter"
+    url = serve(authorization="Basic " + base64.b64encode(f"proxy:{secret}".encode()).decode())
+    port = free_port()
+    process = subprocess.Popen(
+        exporter("--target", f"vllm={url.replace('http://', f'http://proxy:{secret}@')}", "--port", str(port),
+                 "--interval", "0.2"),
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    try:
+        page = wait_for(lambda: (text := get(f"http://127.0.0.1:{port}/metrics").decode())
+                        and "loadwatch_engine_up{target=\"vllm\"} 1.0" in text and text, 15, "the target up")
+    finally:
+        process.terminate()
+        output, _ = process.communicate(timeout=10)
+    assert secret not in page + output
+    assert f"{url.replace('http://', 'http://***@')}/metrics" in output  # the log names it, redacted
 
 
 def test_bad_targets_are_refused_with_a_message(tmp_path):

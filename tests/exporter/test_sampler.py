@@ -24,9 +24,14 @@ PAYLOAD = (Path(__file__).parent / "payloads" / "vllm-0.32-kv-pressure.txt").rea
 class Handler(BaseHTTPRequestHandler):
     body = PAYLOAD
     delay = 0.0
+    authorization: str | None = None  # the header a request must carry, else 401
 
     def do_GET(self):
         time.sleep(self.delay)
+        if self.authorization and self.headers.get("Authorization") != self.authorization:
+            self.send_response(401)
+            self.end_headers()
+            return
         try:
             self.send_response(200)
             self.send_header("Content-Type", "text/plain")
@@ -43,8 +48,8 @@ class Handler(BaseHTTPRequestHandler):
 def serve():
     servers = []
 
-    def start(body: bytes = PAYLOAD, delay: float = 0.0) -> str:
-        handler = type("H", (Handler,), {"body": body, "delay": delay})
+    def start(body: bytes = PAYLOAD, delay: float = 0.0, authorization: str | None = None) -> str:
+        handler = type("H", (Handler,), {"body": body, "delay": delay, "authorization": authorization})
         server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         threading.Thread(target=server.serve_forever, daemon=True).start()
         servers.append(server)
