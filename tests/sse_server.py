@@ -54,13 +54,18 @@ class Stats:
         self.true_tpot: list[float] = []
         self.ttft_by_user: dict[str, float] = {}  # requests that name a `user`, for pairing
         self.arrival_times: list[float] = []
+        self.request_ids: list[str | None] = []  # the X-Request-Id of each completion request
 
     def as_json(self) -> dict:
         def median_ms(values: list[float]) -> float | None:
             return 1000 * statistics.median(values) if values else None
 
+        def p99_ms(values: list[float]) -> float | None:
+            return 1000 * statistics.quantiles(values, n=100, method="inclusive")[98] if len(values) > 1 else None
+
         return {"arrivals": self.arrivals, "outcomes": dict(self.outcomes),
-                "median_ttft_ms": median_ms(self.true_ttft), "median_tpot_ms": median_ms(self.true_tpot)}
+                "median_ttft_ms": median_ms(self.true_ttft), "median_tpot_ms": median_ms(self.true_tpot),
+                "p99_ttft_ms": p99_ms(self.true_ttft)}
 
 
 class Config:
@@ -117,6 +122,8 @@ class Connection(asyncio.Protocol):
             self._respond(401, {"error": "Unauthorized"})  # as vLLM's --api-key answers
             self._next_request()
             return
+        if method == "POST" and path.startswith("/v1/"):
+            self.stats.request_ids.append(headers.get("x-request-id"))
         self.loop.create_task(self._serve(method, path, body, arrival))
 
     def _respond(self, status: int, obj: object) -> None:
@@ -144,6 +151,8 @@ class Connection(asyncio.Protocol):
                 self._respond(200, self.stats.arrival_times)
             elif method == "GET" and path == "/stats/ttft-by-user":
                 self._respond(200, self.stats.ttft_by_user)
+            elif method == "GET" and path == "/stats/request-ids":
+                self._respond(200, self.stats.request_ids)
             elif method == "POST" and path in ("/v1/chat/completions", "/v1/completions"):
                 if not await self._complete(json.loads(body), path.endswith("/v1/completions"), arrival):
                     return
@@ -183,17 +192,21 @@ class Connection(asyncio.Protocol):
                              b"Transfer-Encoding: chunked\r\n\r\n")
         role = {"id": "x", "object": "chat.completion.chunk", "model": model,
                 "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]}
-        self._chunk(sse(role))
         if fault == "timeout":  # headers and the role chunk, then nothing
+            self._chunk(sse(role))
             await asyncio.sleep(config.stall)
             self.transport.close()
             return False
         n = 0 if fault == "empty_completion" else config.tokens
         sent: list[float] = []
+        if n == 0:
+            self._chunk(sse(role))
         for i in range(n):
             await asyncio.sleep(max(0.0, arrival + config.ttft + i * config.itl - self.loop.time()))
             if self.transport.is_closing():
                 return False
+            if i == 0:  # as vLLM sends it: the role with the first token, once the prefill is done
+                self._chunk(sse(role))
             if i == n // 2 and fault == "stall_mid":
                 await asyncio.sleep(config.stall)
                 self.transport.close()
