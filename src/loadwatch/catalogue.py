@@ -28,6 +28,9 @@ class Client:
     ARRIVALS_DROPPED = CLIENT_PREFIX + "arrivals_dropped"
     USERS = CLIENT_PREFIX + "users"
     IN_FLIGHT = CLIENT_PREFIX + "requests_in_flight"
+    # The load generator's own health, per Locust process (label `worker`: local, or the worker's index).
+    EVENT_LOOP_LAG = CLIENT_PREFIX + "event_loop_lag_seconds"
+    CPU = CLIENT_PREFIX + "cpu_seconds"
 
 
 class Engine:

@@ -61,6 +61,15 @@ class LoadSettings(BaseSettings):
     results_json: Path | None = Field(None, json_schema_extra=cli(web_ui=False),
                                       description="Write the run's results (vllm bench serve keys and "
                                                   "loadwatch's own) to this file")
+    requests_file: Path | None = Field(None, json_schema_extra=cli(web_ui=False),
+                                       description="Per-request records, one JSON line each, written as they "
+                                                   "finish; default: NAME.requests.jsonl beside "
+                                                   "--results-json NAME.json")
+    record_itl: bool = Field(False, json_schema_extra=cli(web_ui=False),
+                             description="Put each request's inter-token gaps in its record too")
+    checkpoint_interval: float = Field(10.0, gt=0, json_schema_extra=cli(web_ui=False),
+                                       description="Seconds between refreshes of NAME.partial.json beside "
+                                                   "--results-json during a run")
     slo: list[SLO] = Field([], description="Service-level objective, repeatable: ttft_p99_ms=500, "
                                            "tpot_median_ms=50, e2el_p90_ms=20000, failure_ratio=0.01 "
                                            "(comma-separated in the web UI). A broken one makes a headless "
@@ -135,6 +144,20 @@ class LoadSettings(BaseSettings):
         # The web UI hands back an empty field as "": that means not given.
         given = {name: getattr(options, name, None) for name in cls.model_fields}
         return cls(**{name: value for name, value in given.items() if value not in (None, "")})
+
+    @property
+    def requests_path(self) -> Path | None:
+        if self.requests_file is not None:
+            return self.requests_file
+        if self.results_json is not None:
+            return self.results_json.with_name(self.results_json.stem + ".requests.jsonl")
+        return None
+
+    @property
+    def checkpoint_path(self) -> Path | None:
+        if self.results_json is None:
+            return None
+        return self.results_json.with_name(self.results_json.stem + ".partial.json")
 
     def public_options(self) -> dict:
         """The options of a run as they are written down with its results."""

@@ -1,37 +1,50 @@
 import numpy as np
 import pytest
 
+from loadwatch.loadgen.recorder import LLMRequest, Recorder
 from loadwatch.metrics.results import Results
 from loadwatch.metrics.samples import Samples
+from loadwatch.metrics.sketch import ACCURACY
 from loadwatch.metrics.slo import parse_slo
 from loadwatch.metrics.summary import format_block, summarize
 from loadwatch.metrics.timing import RawTiming, request_metrics
+
+WITHIN = ACCURACY  # the sketches' stated relative error against numpy on the same values
 
 
 def as_results(figures: dict) -> Results:
     """The run's figures as the results file holds them, with the run's identity around them."""
     return Results.model_validate({"run_id": "r", "started_at": 0.0, "ended_at": 1.0, **figures})
 
-def make_samples() -> Samples:
-    samples = Samples()
-    series = samples.of(("m", "chat"))
+def requests(stage=lambda i: "load") -> list[LLMRequest]:
+    out = []
     for i in range(100):
         ttft = (100 + i) / 1000  # 100 ms .. 199 ms
         arrivals = tuple(ttft + k * 0.02 for k in range(10))
-        series.add_success(1000.0 + i * 0.1, request_metrics(RawTiming(0.0, arrivals, 10, 10)))
-    series.add_failure(1000.05, 0.5, "http_500")
-    return samples
+        out.append(LLMRequest("m", "chat", 1000.0 + i * 0.1, arrivals[-1],
+                              request_metrics(RawTiming(0.0, arrivals, 10, 10)), stage=stage(i)))
+    out.append(LLMRequest("m", "chat", 1000.05, 0.5, None, "http_500", stage=stage(0)))
+    return out
+
+
+def make_samples(slos=(), stage=lambda i: "load") -> Samples:
+    recorder = Recorder()
+    recorder.configure(list(slos), keep_records=False, keep_itl=False)
+    for request in requests(stage):
+        recorder.record(request)
+    return recorder.samples
 
 
 def test_figures_match_numpy_like_vllm_bench():
     result, _ = summarize(make_samples(), [])
     ttfts_ms = np.array([100 + i for i in range(100)], dtype=float)
     assert result["completed"] == 100 and result["failed"] == 1
-    assert result["mean_ttft_ms"] == pytest.approx(ttfts_ms.mean())
-    assert result["median_ttft_ms"] == pytest.approx(np.median(ttfts_ms))
-    assert result["p99_ttft_ms"] == pytest.approx(np.percentile(ttfts_ms, 99))
-    assert result["median_tpot_ms"] == pytest.approx(20.0)
-    assert result["median_itl_ms"] == pytest.approx(20.0)
+    assert result["mean_ttft_ms"] == pytest.approx(ttfts_ms.mean())  # exact
+    assert result["std_ttft_ms"] == pytest.approx(ttfts_ms.std())  # exact
+    assert result["median_ttft_ms"] == pytest.approx(np.median(ttfts_ms), rel=WITHIN)
+    assert result["p99_ttft_ms"] == pytest.approx(np.percentile(ttfts_ms, 99), rel=WITHIN)
+    assert result["median_tpot_ms"] == pytest.approx(20.0, rel=WITHIN)
+    assert result["median_itl_ms"] == pytest.approx(20.0, rel=WITHIN)
     # Window: first start 1000.0 to last end 1009.9 + 0.199 + 0.18.
     assert result["duration"] == pytest.approx(9.9 + 0.199 + 0.18)
     assert result["request_throughput"] == pytest.approx(100 / result["duration"])
@@ -43,11 +56,11 @@ def test_figures_match_numpy_like_vllm_bench():
 
 def test_goodput_counts_requests_meeting_every_latency_slo():
     slos = [parse_slo("ttft_p99_ms=150"), parse_slo("tpot_median_ms=50")]
-    result, verdicts = summarize(make_samples(), slos)
+    result, verdicts = summarize(make_samples(slos), slos)
     # TTFT <= 150 ms for the first 51 requests (100..150 ms); TPOT is 20 ms for all.
     assert result["request_goodput"] == pytest.approx(51 / result["duration"])
     assert [v.passed for v in verdicts] == [False, True]
-    assert verdicts[0].measured == pytest.approx(np.percentile(np.arange(100, 200), 99))
+    assert verdicts[0].measured == pytest.approx(np.percentile(np.arange(100, 200), 99), rel=WITHIN)
 
 
 def test_failure_ratio_and_no_data():
@@ -64,8 +77,10 @@ def test_block_has_vllm_bench_lines_and_slo_verdicts():
     lines = block.splitlines()
     assert lines[0] == "============ Serving Benchmark Result ============"
     assert "Successful requests:                     100       " in lines
-    assert any(line.startswith("Median TTFT (ms):") and "149.50" in line for line in lines)
-    assert "SLO ttft_p99_ms: BROKEN (measured 198 ms, limit 150 ms)" in lines
+    median = next(line for line in lines if line.startswith("Median TTFT (ms):"))
+    assert float(median.split()[-1]) == pytest.approx(149.5, rel=WITHIN)
+    assert any(line.startswith("SLO ttft_p99_ms: BROKEN (measured 19") and line.endswith(" ms, limit 150 ms)")
+               for line in lines)
     assert lines[-1] == "=" * 50
 
 
@@ -84,8 +99,11 @@ def test_good_slos_parse():
 
 
 def test_each_stage_counts_the_requests_sent_in_it_over_its_own_time():
-    samples = make_samples()  # starts 1000.0 .. 1009.9, one failure at 1000.05
-    samples.of(("m", "chat")).add_success(1005.0, request_metrics(RawTiming(0.0, (0.9, 0.95), 2, 2)))
+    samples = make_samples(stage=lambda i: "step-1" if i < 50 else "step-2")  # the failure is step-1's
+    recorder = Recorder()
+    recorder.samples = samples
+    recorder.record(LLMRequest("m", "chat", 1005.0, 0.95, request_metrics(RawTiming(0.0, (0.9, 0.95), 2, 2)),
+                               stage="step-2"))
     stages = [{"name": "step-1", "level": 2, "unit": "users", "start": 1000.0, "end": 1005.0},
               {"name": "step-2", "level": 4, "unit": "users", "start": 1005.0, "end": 1010.0}]
     result, _ = summarize(samples, [], stages)
@@ -95,6 +113,6 @@ def test_each_stage_counts_the_requests_sent_in_it_over_its_own_time():
     assert second["completed"] == 51 and second["failed"] == 0
     assert second["request_throughput"] == pytest.approx(51 / 5.0)
     # The stage's own request brings its 900 ms TTFT and its one 50 ms gap with it, no other's.
-    assert second["p99_ttft_ms"] == pytest.approx(np.percentile([*range(150, 200), 900], 99))
+    assert second["p99_ttft_ms"] == pytest.approx(np.percentile([*range(150, 200), 900], 99), rel=WITHIN)
     assert second["mean_itl_ms"] == pytest.approx((50 * 9 * 20.0 + 50.0) / (50 * 9 + 1))
     assert "step-2" in format_block(as_results(result), [])

@@ -141,15 +141,17 @@ class Streamer:
         except ValueError as exc:
             raise RequestFailed(Reason.MALFORMED_CHUNK, f"{path} did not return JSON") from exc
 
-    def stream(self, endpoint: Endpoint, payload: dict) -> StreamResult:
+    def stream(self, endpoint: Endpoint, payload: dict, request_id: str | None = None) -> StreamResult:
+        """One streamed request; `request_id` goes in X-Request-Id, which vLLM takes as its own."""
         body = json.dumps(payload).encode()
+        headers = {**self.headers, "X-Request-Id": request_id} if request_id else self.headers
         received = 0
         started_at = time()
         t0 = perf_counter()
         timer = gevent.Timeout(self.timeout)
         timer.start()
         try:
-            timing, received, text = self._read_stream(endpoint, body, t0)
+            timing, received, text = self._read_stream(endpoint, body, headers, t0)
         except RequestFailed as failure:
             self.close()
             return StreamResult(started_at, perf_counter() - t0, received, failure=failure)
@@ -173,9 +175,10 @@ class Streamer:
         return StreamResult(started_at, perf_counter() - t0, received, timing=timing,
                             text_without_usage=text if timing.completion_tokens is None else None)
 
-    def _read_stream(self, endpoint: Endpoint, body: bytes, t0: float) -> tuple[RawTiming, int, str]:
+    def _read_stream(self, endpoint: Endpoint, body: bytes, headers: dict[str, str],
+                     t0: float) -> tuple[RawTiming, int, str]:
         try:
-            response = self._http().post(self.prefix + PATHS[endpoint], body, headers=self.headers)
+            response = self._http().post(self.prefix + PATHS[endpoint], body, headers=headers)
         except _NETWORK_ERRORS as exc:
             raise RequestFailed(Reason.CONNECTION, f"{self.origin}: {exc}") from exc
         if response.status_code != 200:

@@ -32,13 +32,13 @@ class ClientCollector(Collector):
     def collect(self) -> Iterator:
         counts = self.state.recorder.counts
         for hist_def in d.HISTOGRAMS.values():
-            family = HistogramMetricFamily(hist_def.name, hist_def.help, labels=d.LABELS)
+            family = HistogramMetricFamily(hist_def.name, hist_def.help, labels=hist_def.labels)
             for labels, hist in counts.histograms_named(hist_def.name):
                 family.add_metric(list(labels), hist.cumulative(), hist.total)
             if family.samples:
                 yield family
         for name, help_text in d.COUNTER_HELP.items():
-            label_names = d.FAILURE_LABELS if name == Client.FAILURES else d.LABELS
+            label_names = d.COUNTER_LABELS.get(name, d.LABELS)
             counter = CounterMetricFamily(name, help_text, labels=label_names)
             for labels, value in counts.counters_named(name):
                 counter.add_metric(list(labels), value)

@@ -98,6 +98,8 @@ class Process:
         self.refresh(options)
         self.workload = None
         self.user_numbers = count()
+        settings = self.settings
+        self.recorder.configure(settings.slo, settings.requests_path is not None, settings.record_itl)
 
     def counted(self) -> bool:
         """Whether the run counts its requests: --num-requests or --warmup-requests."""

@@ -2,20 +2,27 @@
 
 On the master or a local runner the recorder holds the run's totals; on a worker it holds what
 was measured since the last report, drained into `data["loadwatch"]` and merged by the master.
+Nothing grows with the run: sketches and counts, and per-request records only until the next
+write (or report, on a worker).
 """
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from dataclasses import dataclass
 
 from loadwatch.catalogue import Client
 from loadwatch.metrics import definitions as d
 from loadwatch.metrics.counts import MetricCounts
+from loadwatch.metrics.records import as_record
 from loadwatch.metrics.samples import Samples
+from loadwatch.metrics.slo import SLO, goodput_limits, within
 from loadwatch.metrics.timing import RequestMetrics
 
 REPORT_KEY = "loadwatch"
+LATE_ARRIVAL = 0.1  # seconds an open-loop arrival may go out after its time before it counts as late
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -30,10 +37,18 @@ class LLMRequest:
     failure_reason: str | None = None
     warmup: bool = False  # left out of every figure
     tokens_from: str = "usage"  # how its output tokens were counted: usage, tokenize or approximation
+    request_id: str = ""  # sent as X-Request-Id
+    stage: str = "load"  # the load-shape stage it was sent in
 
     @property
     def labels(self) -> tuple[str, str]:
         return (self.model, self.scenario)
+
+    def record(self, worker: str, with_itl: bool) -> dict:
+        m = self.metrics
+        return as_record(self.request_id, self.started_at, worker, self.model, self.scenario,
+                         "warmup" if self.warmup else self.stage, self.elapsed, self.failure_reason, m,
+                         self.tokens_from, with_itl)
 
 
 class Recorder:
@@ -45,8 +60,26 @@ class Recorder:
         self.finished = 0
         self.warmup_finished = 0
         self.tokens_from: Counter[str] = Counter()  # successful requests by how their tokens were counted
+        self.goodput: dict[str, float] = {}  # metric -> per-request limit (s) of the run's SLOs
+        self.worker = "local"  # who measured, in the records
+        self.keep_records = False  # per-request records wanted (a file on the master or local runner)
+        self.keep_itl = False
+        self.records: list[dict] = []  # not yet written (or, on a worker, not yet reported)
+        self.late_arrivals = 0
+        self.saturated: dict[str, str] = {}  # Locust process -> why it could not keep up (loadgen/monitor.py)
+
+    def configure(self, slos: list[SLO], keep_records: bool, keep_itl: bool) -> None:
+        """What this run's settings ask of the recorder."""
+        self.goodput = goodput_limits(slos)
+        self.keep_records, self.keep_itl = keep_records, keep_itl
+
+    def take_records(self) -> list[dict]:
+        records, self.records = self.records, []
+        return records
 
     def record(self, req: LLMRequest) -> None:
+        if self.keep_records:
+            self.records.append(req.record(self.worker, self.keep_itl))
         if req.warmup:
             self.warmup_finished += 1
             return
@@ -54,10 +87,11 @@ class Recorder:
         labels = req.labels
         self.counts.inc(Client.REQUESTS, labels)
         m = req.metrics
+        series = self.samples.of((*labels, req.stage))
         if m is None:
             reason = req.failure_reason or "unknown"
             self.counts.inc(Client.FAILURES, (*labels, reason))
-            self.samples.of(labels).add_failure(req.started_at, req.elapsed, reason)
+            series.add_failure(req.started_at, req.elapsed, reason)
             return
         self.counts.observe(d.TTFT.name, labels, m.ttft)
         self.counts.observe(d.E2E.name, labels, m.e2e)
@@ -69,7 +103,7 @@ class Recorder:
             self.counts.inc(Client.PROMPT_TOKENS, labels, m.prompt_tokens)
         if m.completion_tokens is not None:
             self.counts.inc(Client.GENERATION_TOKENS, labels, m.completion_tokens)
-        self.samples.of(labels).add_success(req.started_at, m)
+        series.add_success(req.started_at, m, within(self.goodput, {"ttft": m.ttft, "tpot": m.tpot, "e2el": m.e2e}))
         self.tokens_from[req.tokens_from] += 1
 
     def start_run(self) -> None:
@@ -78,6 +112,7 @@ class Recorder:
         self.samples.clear()
         self.finished = self.warmup_finished = 0
         self.tokens_from.clear()
+        self.saturated.clear()
 
     def reset_samples(self) -> None:
         """Locust's reset_stats: the figures of the summary start again, the counts go on."""
@@ -86,6 +121,7 @@ class Recorder:
     def record_lag(self, labels: tuple[str, str], lag: float, warmup: bool) -> None:
         if not warmup:
             self.counts.observe(d.ARRIVAL_LAG.name, labels, max(0.0, lag))
+            self.late_arrivals += lag > LATE_ARRIVAL
 
     def record_drop(self, labels: tuple[str, str]) -> None:
         self.counts.inc(Client.ARRIVALS_DROPPED, labels)
@@ -104,6 +140,8 @@ class Recorder:
             "finished": self.finished,
             "warmup_finished": self.warmup_finished,
             "tokens_from": dict(self.tokens_from),
+            "records": self.take_records(),
+            "saturated": dict(self.saturated),
         }
         self.finished = self.warmup_finished = 0
         self.tokens_from.clear()
@@ -115,3 +153,11 @@ class Recorder:
         self.finished += report["finished"]
         self.warmup_finished += report["warmup_finished"]
         self.tokens_from.update(report["tokens_from"])
+        if self.keep_records:
+            self.records.extend(report["records"])
+        for process, reason in report["saturated"].items():
+            if process not in self.saturated:
+                self.saturated[process] = reason
+                log.warning("The load generator is a bottleneck: worker %s is saturated (%s). Its figures include "
+                            "its own delays and it may not deliver the load asked; run more workers.",
+                            process, reason)

@@ -10,6 +10,7 @@ from pathlib import Path
 from loadwatch.atomic import write_atomically
 from loadwatch.loadgen.process import Process
 from loadwatch.metrics.results import Results
+from loadwatch.metrics.slo import Verdict
 from loadwatch.metrics.summary import format_block, summarize
 
 log = logging.getLogger(__name__)
@@ -28,20 +29,41 @@ def write_results(path: Path, result: dict, summary: str) -> None:
         log.info("Results written to %s", path)
 
 
-def finish(process: Process) -> int | None:
-    """Summarise the run, write its results and keep the summary to print; the exit code the SLO
-    verdicts call for, None without SLOs."""
+def _results(process: Process, partial: bool = False) -> tuple[Results, list[Verdict]]:
     state, settings = process.state, process.settings
     figures, verdicts = summarize(state.recorder.samples, settings.slo, state.stages())
     result = Results.model_validate({
         "run_id": state.run_id, "target": state.target, **figures,
         # Wall clock, warm-up included: the window a report reads from Prometheus.
         "started_at": state.started_at, "ended_at": state.stopped_at or time.time(),
-        "warmup_requests": state.recorder.warmup_finished,
+        "warmup_requests": state.recorder.warmup_finished, "partial": partial,
+        "saturated": dict(state.recorder.saturated),
         "output_tokens_counted_by": dict(state.recorder.tokens_from), "options": settings.public_options()})
+    return result, verdicts
+
+
+def checkpoint(process: Process) -> None:
+    """The results so far, marked partial, beside where the final ones will go."""
+    path = process.settings.checkpoint_path
+    if path is None:
+        return
+    result, _verdicts = _results(process, partial=True)
+    try:
+        write_atomically(path, json.dumps(result.model_dump(mode="json"), indent=2) + "\n")
+    except OSError as exc:
+        log.warning("Cannot write the checkpoint %s: %s", path, exc.strerror)
+
+
+def finish(process: Process) -> int | None:
+    """Summarise the run, write its results and keep the summary to print; the exit code the SLO
+    verdicts call for, None without SLOs."""
+    settings = process.settings
+    result, verdicts = _results(process)
     process.summary = format_block(result, verdicts)
     if settings.results_json:
         write_results(settings.results_json, result.model_dump(mode="json"), process.summary)
+        if settings.checkpoint_path is not None:
+            settings.checkpoint_path.unlink(missing_ok=True)  # the final results replace it
     if not verdicts:
         return None
     return 0 if all(v.passed for v in verdicts) else SLO_EXIT_CODE

@@ -17,6 +17,8 @@ from locust.env import Environment
 from locust.runners import STATE_RUNNING, STATE_SPAWNING, MasterRunner, WorkerRunner
 
 from loadwatch.loadgen import exposition, results
+from loadwatch.loadgen.keeper import Keeper
+from loadwatch.loadgen.monitor import Monitor
 from loadwatch.loadgen.process import Process, run_users
 from loadwatch.loadgen.quota import ASK, FINAL, FLUSH, GRANT, Quota, Tickets, WorkerTickets
 from loadwatch.loadgen.recorder import REPORT_KEY
@@ -36,13 +38,17 @@ def _scenarios(environment: Environment) -> list[str]:
 
 
 class Role:
-    """What every role does: record each request, follow the run's start, stop and stats resets."""
+    """What every role does: record each request, follow the run's start, stop and stats resets,
+    and watch its own process."""
+
+    name = "local"  # the process in the load generator's own metrics
 
     def __init__(self, environment: Environment, process: Process) -> None:
         self.environment = environment
         self.process = process
 
     def install(self) -> None:
+        Monitor(self.process.recorder, self.name, say=not isinstance(self, Worker)).start()
         events = self.environment.events
         events.request.add_listener(self.process.recorder.on_request)
         events.test_start.add_listener(self.on_test_start)
@@ -60,6 +66,7 @@ class Summing(Role):
 
     def install(self) -> None:
         super().install()
+        self.keeper = Keeper(self.process)
         events = self.environment.events
         events.test_stop.add_listener(self.on_test_stop)
         events.quitting.add_listener(self.on_quitting)
@@ -77,14 +84,17 @@ class Summing(Role):
         process.tickets = Tickets(settings.num_requests, settings.warmup_requests) if process.counted() else None
         process.quota = Quota(process.tickets, settings.warmup_seconds)
         process.state.start(self.environment.host or "", settings.warmup_requests, settings.warmup_seconds)
+        self.keeper.start()
 
     def on_test_stop(self, **_kwargs) -> None:
         self.process.state.stop()
+        self.keeper.stop()
 
     def on_reset_stats(self, **_kwargs) -> None:
         self.process.recorder.reset_samples()
 
     def on_quitting(self, environment: Environment, **_kwargs) -> None:
+        self.keeper.stop()
         exit_code = results.finish(self.process)
         if exit_code is not None:
             environment.process_exit_code = exit_code
@@ -111,6 +121,8 @@ class Local(Summing):
 
 
 class Master(Summing):
+    name = "master"
+
     def install(self) -> None:
         super().install()
         runner = self.environment.runner
@@ -162,10 +174,12 @@ class Master(Summing):
 
 class Worker(Role):
     def install(self) -> None:
-        super().install()
         runner = self.environment.runner
         assert isinstance(runner, WorkerRunner)
+        self.name = str(runner.worker_index)
+        super().install()
         self.process.tickets = WorkerTickets(runner, TICKET_BATCH)
+        self.process.recorder.worker = runner.client_id
         self.environment.events.report_to_master.add_listener(self.add_report)
         runner.register_message(FLUSH, self.send_final_report, concurrent=True)
         runner.register_message(LOAD_START, self.follow_load_start)
@@ -185,9 +199,8 @@ class Worker(Role):
     def on_test_start(self, **kwargs) -> None:
         super().on_test_start(**kwargs)
         process, settings = self.process, self.process.settings
-        # The master's shape sets users in a closed loop; in an open loop each worker reads the rate.
-        users = run_users(self.environment.parsed_options)
-        process.state.start_replica(plan_run(settings, users) if settings.request_rate else [])
+        # The schedule tells each request's stage; in an open loop each worker also reads its rate.
+        process.state.start_replica(plan_run(settings, run_users(self.environment.parsed_options)))
         assert isinstance(process.tickets, WorkerTickets)
         process.tickets.reset()
         process.quota = Quota(process.tickets if process.counted() else None, settings.warmup_seconds)

@@ -101,6 +101,19 @@ class RunState:
             return None
         return stage_at(self.schedule, time() - start)
 
+    def stage_of(self, started_at: float) -> str:
+        """The load-shape stage a request sent at `started_at` belongs to, as stages() bounds them
+        (the last one runs to the stop); `load` without a shape."""
+        if not self.schedule:
+            return "load"
+        start = self.load_started()
+        elapsed = 0.0 if start is None else started_at - start
+        for stage in self.schedule[:-1]:
+            if elapsed < stage.duration:
+                return stage.name
+            elapsed -= stage.duration
+        return self.schedule[-1].name
+
     @property
     def stage(self) -> str:
         """`warmup` until the warm-up is over, then the load shape's stage or `load`; `idle`,

@@ -6,6 +6,7 @@ import logging
 import math
 import random
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -156,8 +157,9 @@ class LLMUser(User):
         labels = (self.model or UNKNOWN, self.scenario)
         in_flight = self.process.recorder.in_flight
         in_flight[labels] += 1
+        request_id = uuid.uuid4().hex
         try:
-            result = streamer.stream(settings.endpoint, payload)
+            result = streamer.stream(settings.endpoint, payload, request_id)
         finally:
             in_flight[labels] -= 1
         failure = result.failure
@@ -175,6 +177,8 @@ class LLMUser(User):
             failure_reason=failure.reason if failure else None,
             warmup=warmup,
             tokens_from=tokens_from,
+            request_id=request_id,
+            stage=self.process.state.stage_of(result.started_at),
         )
         self.environment.events.request.fire(
             request_type="POST",

@@ -8,6 +8,7 @@ it is sent, shown in the form or not.
 from __future__ import annotations
 
 import json
+import time
 
 from flask import Response, jsonify, request
 from locust.argument_parser import ui_extra_args_dict
@@ -21,6 +22,7 @@ from loadwatch.metrics.results import Figures
 from loadwatch.metrics.summary import figures
 
 TAB_KEY = "llm"
+TAB_REFRESH_SECONDS = 1.0
 COLUMNS = [
     ("name", "Scenario (model)"),
     ("requests", "Requests"),
@@ -32,8 +34,8 @@ COLUMNS = [
 
 def tab_rows(state: RunState) -> list[dict]:
     rows = []
-    for (model, scenario), series in sorted(state.recorder.samples.by_labels.items()):
-        f = Figures.model_validate(figures(series, []))
+    for (model, scenario), series in sorted(state.recorder.samples.by_scenario().items()):
+        f = Figures.model_validate(figures(series))
         row = {"name": f"{scenario} ({model})", "requests": f.completed + f.failed, "failures": f.failed}
         for key, _title in COLUMNS[3:-1]:
             metric, p = key.split("_")
@@ -81,12 +83,16 @@ def install(environment, state: RunState, registry: CollectorRegistry) -> None:
         {"key": TAB_KEY, "structure": [{"key": k, "title": t} for k, t in COLUMNS]}
     ]
 
+    cached: list = [0.0, []]  # when, rows: one computation a second however many browsers poll
+
     @web_ui.app.after_request
     def add_llm_rows(response):
         if request.path != "/stats/requests" or response.status_code != 200:
             return response
+        if time.monotonic() - cached[0] >= TAB_REFRESH_SECONDS:
+            cached[:] = [time.monotonic(), tab_rows(state)]
         body = response.get_json()
-        body["extended_stats"] = [{"key": TAB_KEY, "data": tab_rows(state)}]
+        body["extended_stats"] = [{"key": TAB_KEY, "data": cached[1]}]
         response.set_data(json.dumps(body))
         return response
 

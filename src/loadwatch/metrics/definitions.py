@@ -22,8 +22,11 @@ E2E_BUCKETS = (
     40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0,
 )
 
+LAG_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+
 LABELS = ("model", "scenario")
 FAILURE_LABELS = (*LABELS, "reason")
+PROCESS_LABELS = ("worker",)
 
 
 @dataclass(frozen=True)
@@ -31,6 +34,7 @@ class HistogramDef:
     name: str
     help: str
     buckets: tuple[float, ...]
+    labels: tuple[str, ...] = LABELS
 
 
 TTFT = HistogramDef(
@@ -58,7 +62,13 @@ ARRIVAL_LAG = HistogramDef(
     "Open loop: actual minus scheduled send time.",
     TTFT_BUCKETS,
 )
-HISTOGRAMS = {h.name: h for h in (TTFT, ITL, TPOT, E2E, ARRIVAL_LAG)}
+EVENT_LOOP_LAG = HistogramDef(
+    Client.EVENT_LOOP_LAG,
+    "How late a Locust process's event loop woke a greenlet that slept 0.1 s: its own delay on every request.",
+    LAG_BUCKETS,
+    PROCESS_LABELS,
+)
+HISTOGRAMS = {h.name: h for h in (TTFT, ITL, TPOT, E2E, ARRIVAL_LAG, EVENT_LOOP_LAG)}
 
 COUNTER_HELP = {
     Client.REQUESTS: "Finished requests, successful or not; each counted once.",
@@ -66,5 +76,7 @@ COUNTER_HELP = {
     Client.PROMPT_TOKENS: "Prompt tokens of successful requests (usage.prompt_tokens).",
     Client.GENERATION_TOKENS: "Generated tokens of successful requests (usage.completion_tokens).",
     Client.ARRIVALS_DROPPED: "Open loop: arrivals not sent because the concurrency cap was reached.",
+    Client.CPU: "CPU time (user and system) of a Locust process; rate() is the cores it uses.",
 }
+COUNTER_LABELS = {Client.FAILURES: FAILURE_LABELS, Client.CPU: PROCESS_LABELS}
 

@@ -71,6 +71,8 @@ class Stage(Figures):
 class Results(Figures):
     run_id: str
     target: str | None = None
+    partial: bool = False  # a checkpoint written during the run, not its end
+    saturated: dict[str, str] = {}  # Locust process -> why it was a bottleneck (none: it kept up)
     started_at: float
     ended_at: float
     warmup_requests: int = 0

@@ -1,119 +1,130 @@
-"""Per-request figures kept column by column, for exact percentiles like `vllm bench serve`.
+"""What the end-of-run figures are made of, in memory that does not grow with the run.
 
-Histograms answer Prometheus; the end-of-run summary and SLO verdicts need every value, so
-workers also ship these columns (as packed doubles) and the master concatenates them.
+One `Series` per (model, scenario, stage): a sketch per latency, counts and token sums, the
+requests within the run's goodput limits, and the window the requests spanned. Workers ship
+their series as deltas with each report and the master merges them exactly.
 """
 
 from __future__ import annotations
 
-from array import array
+import math
 from collections import Counter
 
-import numpy as np
-
+from loadwatch.metrics.sketch import Sketch
 from loadwatch.metrics.timing import RequestMetrics
 
-LabelValues = tuple[str, ...]
-NAN = float("nan")
-COLUMNS = ("start", "end", "ttft", "e2e", "tpot", "prompt_tokens", "completion_tokens", "itl", "itl_count",
-           "fail_start", "fail_end")
+SeriesKey = tuple[str, str, str]  # model, scenario, stage
+LATENCIES = ("ttft", "tpot", "itl", "e2el")
 
 
-class ScenarioSamples:
-    """Columns of one (model, scenario); row i of the success columns is one request."""
-
-    def __init__(self) -> None:
-        self.start = array("d")
-        self.end = array("d")
-        self.ttft = array("d")
-        self.e2e = array("d")
-        self.tpot = array("d")
-        self.prompt_tokens = array("d")
-        self.completion_tokens = array("d")
-        self.itl = array("d")
-        self.itl_count = array("d")
-        self.fail_start = array("d")
-        self.fail_end = array("d")
-        self.fail_reason: list[str] = []
-
-    def column(self, name: str) -> array:
-        """One of COLUMNS by name: for the wire format and per-stage cuts."""
-        return getattr(self, name)
-
-    def add_success(self, started_at: float, m: RequestMetrics) -> None:
-        self.start.append(started_at)
-        self.end.append(started_at + m.e2e)
-        self.ttft.append(m.ttft)
-        self.e2e.append(m.e2e)
-        self.tpot.append(NAN if m.tpot is None else m.tpot)
-        self.prompt_tokens.append(NAN if m.prompt_tokens is None else m.prompt_tokens)
-        self.completion_tokens.append(NAN if m.completion_tokens is None else m.completion_tokens)
-        self.itl.extend(m.itl)
-        self.itl_count.append(len(m.itl))
-
-    def add_failure(self, started_at: float, elapsed: float, reason: str) -> None:
-        self.fail_start.append(started_at)
-        self.fail_end.append(started_at + elapsed)
-        self.fail_reason.append(reason)
-
-    @property
-    def failures(self) -> Counter[str]:
-        return Counter(self.fail_reason)
-
-    @property
-    def completed(self) -> int:
-        return len(self.ttft)
+class Series:
+    def __init__(self, distribution: type = Sketch) -> None:
+        # Sketches in a run; Exact for a per-request file read back.
+        self.distribution = distribution
+        self.latency = {name: distribution() for name in LATENCIES}  # seconds
+        self.completed = 0
+        self.good = 0  # completed within every goodput limit
+        self.failures: Counter[str] = Counter()
+        self.prompt_tokens = 0.0
+        self.completion_tokens = 0.0
+        self.first_start = math.inf
+        self.last_end = -math.inf
 
     @property
     def failed(self) -> int:
-        return len(self.fail_start)
+        return sum(self.failures.values())
 
-    def started_within(self, begin: float, end: float) -> ScenarioSamples:
-        """The requests sent in [begin, end): a stage's share, whenever they finished."""
-        out = ScenarioSamples()
-        start = np.frombuffer(self.start, dtype=np.float64)
-        keep = (start >= begin) & (start < end)
-        for column in COLUMNS[:7]:
-            out.column(column).frombytes(np.frombuffer(self.column(column), dtype=np.float64)[keep].tobytes())
-        counts = np.frombuffer(self.itl_count, dtype=np.float64)
-        out.itl.frombytes(np.frombuffer(self.itl, dtype=np.float64)[np.repeat(keep, counts.astype(int))].tobytes())
-        out.itl_count.frombytes(counts[keep].tobytes())
-        fail_start = np.frombuffer(self.fail_start, dtype=np.float64)
-        fail_keep = (fail_start >= begin) & (fail_start < end)
-        out.fail_start.frombytes(fail_start[fail_keep].tobytes())
-        out.fail_end.frombytes(np.frombuffer(self.fail_end, dtype=np.float64)[fail_keep].tobytes())
-        out.fail_reason = [r for r, k in zip(self.fail_reason, fail_keep, strict=True) if k]
-        return out
+    def _span(self, started_at: float, elapsed: float) -> None:
+        self.first_start = min(self.first_start, started_at)
+        self.last_end = max(self.last_end, started_at + elapsed)
+
+    def add_success(self, started_at: float, m: RequestMetrics, good: bool = True) -> None:
+        self._span(started_at, m.e2e)
+        self.completed += 1
+        self.good += good
+        self.latency["ttft"].add(m.ttft)
+        self.latency["e2el"].add(m.e2e)
+        if m.tpot is not None:
+            self.latency["tpot"].add(m.tpot)
+        self.latency["itl"].extend(m.itl)
+        self.prompt_tokens += m.prompt_tokens or 0
+        self.completion_tokens += m.completion_tokens or 0
+
+    def add_failure(self, started_at: float, elapsed: float, reason: str) -> None:
+        self._span(started_at, elapsed)
+        self.failures[reason] += 1
+
+    def window(self) -> float:
+        """From the first request's start to the last one's end."""
+        return self.last_end - self.first_start if self.last_end > self.first_start else 0.0
+
+    def merge(self, other: Series) -> None:
+        if other.distribution is not self.distribution:
+            raise TypeError("a series merges with one of its kind only")
+        for name, sketch in other.latency.items():
+            self.latency[name].merge(sketch)
+        self.completed += other.completed
+        self.good += other.good
+        self.failures.update(other.failures)
+        self.prompt_tokens += other.prompt_tokens
+        self.completion_tokens += other.completion_tokens
+        self.first_start = min(self.first_start, other.first_start)
+        self.last_end = max(self.last_end, other.last_end)
 
     def to_wire(self) -> dict:
-        wire: dict = {column: self.column(column).tobytes() for column in COLUMNS}
-        wire["fail_reason"] = list(self.fail_reason)
-        return wire
+        return {"latency": {name: s.to_wire() for name, s in self.latency.items()}, "completed": self.completed,
+                "good": self.good, "failures": dict(self.failures), "prompt_tokens": self.prompt_tokens,
+                "completion_tokens": self.completion_tokens, "span": [self.first_start, self.last_end]}
 
-    def extend_from_wire(self, wire: dict) -> None:
-        for column in COLUMNS:
-            self.column(column).frombytes(wire[column])
-        self.fail_reason.extend(wire["fail_reason"])
+    @classmethod
+    def from_wire(cls, wire: dict) -> Series:
+        series = cls()
+        series.latency = {name: Sketch.from_wire(s) for name, s in wire["latency"].items()}
+        series.completed, series.good = wire["completed"], wire["good"]
+        series.failures = Counter(wire["failures"])
+        series.prompt_tokens, series.completion_tokens = wire["prompt_tokens"], wire["completion_tokens"]
+        series.first_start, series.last_end = wire["span"]
+        return series
 
 
 class Samples:
-    def __init__(self) -> None:
-        self.by_labels: dict[LabelValues, ScenarioSamples] = {}
+    def __init__(self, distribution: type = Sketch) -> None:
+        self.distribution = distribution
+        self.by_key: dict[SeriesKey, Series] = {}
 
-    def of(self, labels: LabelValues) -> ScenarioSamples:
-        series = self.by_labels.get(labels)
+    def of(self, key: SeriesKey) -> Series:
+        series = self.by_key.get(key)
         if series is None:
-            series = self.by_labels[labels] = ScenarioSamples()
+            series = self.by_key[key] = Series(self.distribution)
         return series
 
+    def _merged(self, parts) -> Series:
+        total = Series(self.distribution)
+        for part in parts:
+            total.merge(part)
+        return total
+
+    def total(self) -> Series:
+        return self._merged(self.by_key.values())
+
+    def by_scenario(self) -> dict[tuple[str, str], Series]:
+        """(model, scenario) -> its series over every stage."""
+        out: dict[tuple[str, str], Series] = {}
+        for (model, scenario, _stage), series in self.by_key.items():
+            out.setdefault((model, scenario), Series(self.distribution)).merge(series)
+        return out
+
+    def of_stage(self, stage: str) -> Series:
+        return self._merged(s for (_model, _scenario, name), s in self.by_key.items() if name == stage)
+
     def drain(self) -> list:
-        wire = [[list(labels), s.to_wire()] for labels, s in self.by_labels.items()]
-        self.by_labels.clear()
+        wire = [[list(key), s.to_wire()] for key, s in self.by_key.items()]
+        self.by_key.clear()
         return wire
 
     def merge(self, wire: list) -> None:
-        for labels, columns in wire:
-            self.of(tuple(labels)).extend_from_wire(columns)
+        for key, series in wire:
+            self.of(tuple(key)).merge(Series.from_wire(series))
 
     def clear(self) -> None:
-        self.by_labels.clear()
+        self.by_key.clear()

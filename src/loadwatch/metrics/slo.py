@@ -49,6 +49,22 @@ def parse_slo(text: str) -> SLO:
     return SLO(name, limit)
 
 
+def goodput_limits(slos: list[SLO]) -> dict[str, float]:
+    """metric -> the tightest limit in seconds a request's own value must keep for goodput."""
+    limits: dict[str, float] = {}
+    for slo in slos:
+        if slo.metric in GOODPUT_METRICS:
+            limits[slo.metric] = min(limits.get(slo.metric, float("inf")), slo.limit / 1000.0)
+    return limits
+
+
+def within(limits: dict[str, float], values: dict[str, float | None]) -> bool:
+    """Whether one request is good: each of its values under its limit. A request without TPOT
+    (one token) cannot break a TPOT limit."""
+    return all(values.get(metric) is None or values[metric] <= limit  # type: ignore[operator]
+               for metric, limit in limits.items())
+
+
 @dataclass(frozen=True)
 class Verdict:
     slo: SLO

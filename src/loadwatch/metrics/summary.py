@@ -1,74 +1,39 @@
-"""End-of-run figures with `vllm bench serve`'s keys and block, computed from raw samples."""
+"""End-of-run figures with `vllm bench serve`'s keys and block, from the run's sketches."""
 
 from __future__ import annotations
 
-from array import array
-
-import numpy as np
-
 from loadwatch.metrics.results import STATS, Results, Stage, latency_key
-from loadwatch.metrics.samples import Samples, ScenarioSamples
-from loadwatch.metrics.slo import FAILURE_RATIO, GOODPUT_METRICS, SLO, Verdict
-
-LATENCIES = {"ttft": "ttft", "tpot": "tpot", "itl": "itl", "e2el": "e2e"}  # key -> column
-
-
-def _values(series: ScenarioSamples, metric: str) -> np.ndarray:
-    values = np.frombuffer(series.column(LATENCIES[metric]), dtype=np.float64)
-    return values[~np.isnan(values)] * 1000.0
+from loadwatch.metrics.samples import LATENCIES, Samples, Series
+from loadwatch.metrics.sketch import Sketch
+from loadwatch.metrics.slo import FAILURE_RATIO, SLO, Verdict
 
 
-def statistic(values_ms: np.ndarray, stat: str) -> float | None:
-    if values_ms.size == 0:
-        return None
+def statistic(sketch: Sketch, stat: str) -> float | None:
+    """A statistic of a latency in milliseconds: mean, median, std or pNN."""
     if stat == "mean":
-        return float(np.mean(values_ms))
-    if stat == "median":
-        return float(np.median(values_ms))
-    if stat == "std":
-        return float(np.std(values_ms))
-    return float(np.percentile(values_ms, float(stat[1:])))
+        value = sketch.average()
+    elif stat == "std":
+        value = sketch.std()
+    else:
+        value = sketch.quantile(0.5 if stat == "median" else float(stat[1:]) / 100)
+    return None if value is None else value * 1000.0
 
 
-def combined(samples: Samples) -> ScenarioSamples:
-    total = ScenarioSamples()
-    for series in samples.by_labels.values():
-        total.extend_from_wire(series.to_wire())
-    return total
-
-
-def _window(series: ScenarioSamples) -> float:
-    starts = array("d", series.start) + series.fail_start
-    ends = array("d", series.end) + series.fail_end
-    return max(ends) - min(starts) if starts else 0.0
-
-
-def _good_requests(series: ScenarioSamples, slos: list[SLO]) -> int:
-    limits = {s.metric: s.limit for s in slos if s.metric in GOODPUT_METRICS}
-    good = np.ones(series.completed, dtype=bool)
-    for metric, limit in limits.items():
-        values = np.frombuffer(series.column(LATENCIES[metric]), dtype=np.float64) * 1000.0
-        # A request without TPOT (one token) cannot break a TPOT limit.
-        good &= np.isnan(values) | (values <= limit)
-    return int(good.sum())
-
-
-def verdicts(series: ScenarioSamples, slos: list[SLO]) -> list[Verdict]:
+def verdicts(series: Series, slos: list[SLO]) -> list[Verdict]:
     out = []
     for slo in slos:
         if slo.metric == FAILURE_RATIO:
             finished = series.completed + series.failed
             out.append(Verdict(slo, series.failed / finished if finished else None))
         else:
-            out.append(Verdict(slo, statistic(_values(series, slo.metric), slo.stat)))
+            out.append(Verdict(slo, statistic(series.latency[slo.metric], slo.stat)))
     return out
 
 
-def figures(series: ScenarioSamples, slos: list[SLO], duration: float | None = None) -> dict:
-    """vllm-bench-compatible figures of one set of samples, over their own window unless told."""
-    duration = _window(series) if duration is None else duration
-    prompt = float(np.nansum(np.frombuffer(series.prompt_tokens, dtype=np.float64)))
-    output = float(np.nansum(np.frombuffer(series.completion_tokens, dtype=np.float64)))
+def figures(series: Series, duration: float | None = None) -> dict:
+    """vllm-bench-compatible figures of one series, over its own window unless told."""
+    duration = series.window() if duration is None else duration
+    prompt, output = series.prompt_tokens, series.completion_tokens
     finished = series.completed + series.failed
 
     def per_second(amount: float) -> float:
@@ -81,33 +46,28 @@ def figures(series: ScenarioSamples, slos: list[SLO], duration: float | None = N
         "total_input_tokens": int(prompt),
         "total_output_tokens": int(output),
         "request_throughput": per_second(series.completed),
-        "request_goodput": per_second(_good_requests(series, slos)),
+        "request_goodput": per_second(series.good),
         "output_throughput": per_second(output),
         "total_token_throughput": per_second(prompt + output),
         "failure_ratio": series.failed / finished if finished else 0.0,
         "failures": dict(sorted(series.failures.items())),
     }
     for metric in LATENCIES:
-        values = _values(series, metric)
         for stat in STATS:
-            out[latency_key(metric, stat)] = statistic(values, stat)
+            out[latency_key(metric, stat)] = statistic(series.latency[metric], stat)
     return out
 
 
 def summarize(samples: Samples, slos: list[SLO], stages: list[dict] | None = None) -> tuple[dict, list[Verdict]]:
     """Figures of the whole run, one entry per scenario under `scenarios` and per load-shape stage
-    under `stages` (each {name, level, unit, start, end}), and the SLO verdicts."""
-    total = combined(samples)
-    result = figures(total, slos)
-    result["scenarios"] = {
-        f"{scenario} ({model})": figures(series, slos)
-        for (model, scenario), series in sorted(samples.by_labels.items())
-    }
-    # A stage's throughput is over the stage's own time: requests sent in it, whenever they finished.
-    result["stages"] = [
-        {**stage, **figures(total.started_within(stage["start"], stage["end"]), slos, stage["end"] - stage["start"])}
-        for stage in stages or []
-    ]
+    under `stages` (each {name, level, unit, start, end}: its requests are those sent in it, over
+    the stage's own time), and the SLO verdicts."""
+    total = samples.total()
+    result = figures(total)
+    result["scenarios"] = {f"{scenario} ({model})": figures(series)
+                           for (model, scenario), series in sorted(samples.by_scenario().items())}
+    result["stages"] = [{**stage, **figures(samples.of_stage(stage["name"]), stage["end"] - stage["start"])}
+                        for stage in stages or []]
     run_verdicts = verdicts(total, slos)
     result["slo"] = [v.as_dict() for v in run_verdicts]
     return result, run_verdicts
@@ -172,6 +132,10 @@ def format_block(result: Results, verdict_list: list[Verdict]) -> str:
     if result.failures:
         lines.append("{s:{c}^{n}}".format(s="Failures", n=50, c="-"))
         lines += [_row(f"{reason}:", n) for reason, n in result.failures.items()]
+    if result.saturated:
+        lines.append("{s:{c}^{n}}".format(s="Load generator saturated", n=50, c="-"))
+        lines += [f"process {name}: {why}" for name, why in sorted(result.saturated.items())]
+        lines.append("figures include its own delays: add --processes")
     if result.stages:
         lines.append("{s:{c}^{n}}".format(s="Stages", n=50, c="-"))
         lines += format_stages(result.stages)

@@ -13,6 +13,7 @@ from loadwatch.atomic import write_atomically
 from loadwatch.metrics.results import LATENCY_METRICS, Results, latency_key
 from loadwatch.prometheus import PrometheusAPI, PrometheusError
 from loadwatch.report.engine import engine_figures
+from loadwatch.report.exact import records_beside, with_exact_figures
 from loadwatch.report.markdown import render
 from loadwatch.report.plots import plot_ttft_against_engine, series
 
@@ -45,10 +46,20 @@ def read_results(path: Path) -> Results:
         raise ReportError(f"{path} is not a loadwatch results file (or one from before reports): {problems}") from None
 
 
+def read_exact(path: Path) -> tuple[Results, int | None]:
+    """The results, their figures recomputed from the per-request records beside them if any."""
+    try:
+        return with_exact_figures(path, read_results(path))
+    except ValueError as exc:
+        raise ReportError(str(exc)) from None
+
+
 def build_report(results_path: Path, api: PrometheusAPI | None, out_dir: Path, rate_window: str = "30s") -> dict:
-    results = read_results(results_path)
+    results, records = read_exact(results_path)
     start, end = results.started_at, results.ended_at
     notes: list[str] = []
+    source = (f"exact, from the {records} records of {records_beside(results_path).name}" if records is not None
+              else "from the run's sketches (percentiles within 0.5 %)")
     engine: dict = {}
     plot = None
     if api is None:
@@ -74,6 +85,7 @@ def build_report(results_path: Path, api: PrometheusAPI | None, out_dir: Path, r
                    "start_utc": datetime.fromtimestamp(start, UTC).isoformat(timespec="seconds"),
                    "end_utc": datetime.fromtimestamp(end, UTC).isoformat(timespec="seconds")},
         "client": client,
+        "client_source": source,
         "engine": engine,
         "stages": [{k: s.field(k) for k in STAGE_KEYS} for s in results.stages],
         "slo": results.slo,

@@ -9,7 +9,7 @@ from loadwatch.credentials import CredentialError, read_secret, refused_on_comma
 from loadwatch.defaults import PORTS
 from loadwatch.grafana.annotate import AnnotateError, post_annotations
 from loadwatch.prometheus import PrometheusAPI, PrometheusError
-from loadwatch.report.build import ReportError, build_report, read_results
+from loadwatch.report.build import ReportError, build_report, read_exact, read_results
 from loadwatch.report.compare import compare, run_name
 from loadwatch.stack.readback import prometheus_on
 
@@ -50,7 +50,7 @@ def compare_command(args: argparse.Namespace, say) -> int:
         runs = []
         for spec in args.results:
             name, path = run_name(spec)
-            runs.append((name, read_results(_results_path(path))))
+            runs.append((name, read_exact(_results_path(path))[0]))
         text = compare(runs)
     except ReportError as exc:
         say(f"error: {exc}")

@@ -40,6 +40,8 @@ def render(report: dict) -> str:
             [name.upper(), *(ms(c[latency_key(name, stat)]) for stat in ("mean", "median", "p99"))]
             for name in ("ttft", "tpot", "itl", "e2el")]),
     ]
+    if report.get("client_source"):
+        lines += ["", f"Client figures {report['client_source']}."]
     if c["failures"]:
         lines += ["", "Failures: " + ", ".join(f"{reason} {n}" for reason, n in c["failures"].items()) + "."]
     if e:

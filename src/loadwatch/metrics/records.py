@@ -1,0 +1,74 @@
+"""Per-request records: one JSON object per request, as the run writes them to its JSON Lines
+file, and that file read back into exact figures.
+
+JSON Lines rather than Parquet: a line is complete once written, so a run killed mid-way leaves a
+readable file, and pandas (`read_json(path, lines=True)`) and duckdb (`read_json_auto`) read it as
+it is. Times are seconds: `start` of the epoch, latencies `_s`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+from loadwatch.metrics.exact import Exact
+from loadwatch.metrics.samples import Samples
+from loadwatch.metrics.slo import SLO, goodput_limits, within
+from loadwatch.metrics.timing import RequestMetrics
+
+FIELDS = ("id", "start", "worker", "model", "scenario", "stage", "failure", "elapsed_s", "ttft_s", "tpot_s",
+          "prompt_tokens", "output_tokens", "tokens_from")  # and itl_s with --record-itl
+
+
+def as_record(request_id: str, started_at: float, worker: str, model: str, scenario: str, stage: str,
+              elapsed: float, failure: str | None, m: RequestMetrics | None, tokens_from: str,
+              with_itl: bool) -> dict:
+    record = {"id": request_id, "start": round(started_at, 6), "worker": worker, "model": model,
+              "scenario": scenario, "stage": stage, "failure": failure,
+              "elapsed_s": round(m.e2e if m else elapsed, 6),
+              "ttft_s": round(m.ttft, 6) if m else None,
+              "tpot_s": round(m.tpot, 6) if m and m.tpot is not None else None,
+              "prompt_tokens": m.prompt_tokens if m else None,
+              "output_tokens": m.completion_tokens if m else None,
+              "tokens_from": tokens_from if m else None}
+    if with_itl:
+        record["itl_s"] = [round(gap, 6) for gap in m.itl] if m else []
+    return record
+
+
+def read_records(path: Path) -> Iterator[dict]:
+    """The records of a file; a last line cut by a crash is skipped. ValueError for any other bad line."""
+    with open(path) as lines:
+        broken: str | None = None  # a line that did not parse: fine only as a cut last line
+        for number, line in enumerate(lines, 1):
+            if broken is not None:
+                raise ValueError(f"{path}:{number - 1}: not a JSON record")
+            try:
+                record = json.loads(line)
+            except ValueError:
+                broken = line
+                continue
+            yield record
+        if broken is not None and broken.endswith("\n"):
+            raise ValueError(f"{path}: its last line is not a JSON record")
+
+
+def exact_samples(path: Path, slos: list[SLO]) -> tuple[Samples, bool]:
+    """Every measured (not warm-up) request of a records file, with exact distributions, and
+    whether the file had the inter-token gaps."""
+    samples = Samples(Exact)
+    limits = goodput_limits(slos)
+    has_itl = False
+    for r in read_records(path):
+        if r["stage"] == "warmup":
+            continue
+        series = samples.of((r["model"], r["scenario"], r["stage"]))
+        if r["failure"] is not None:
+            series.add_failure(r["start"], r["elapsed_s"], r["failure"])
+            continue
+        has_itl = has_itl or "itl_s" in r
+        m = RequestMetrics(ttft=r["ttft_s"], e2e=r["elapsed_s"], itl=tuple(r.get("itl_s", ())), tpot=r["tpot_s"],
+                           prompt_tokens=r["prompt_tokens"], completion_tokens=r["output_tokens"])
+        series.add_success(r["start"], m, within(limits, {"ttft": m.ttft, "tpot": m.tpot, "e2el": m.e2e}))
+    return samples, has_itl

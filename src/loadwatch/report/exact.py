@@ -1,0 +1,35 @@
+"""A run's figures recomputed exactly from its per-request records, where they were kept: the
+results file's percentiles come from sketches (within 0.5 %), the records have every value."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from loadwatch.metrics.records import exact_samples
+from loadwatch.metrics.results import STATS, Results, latency_key
+from loadwatch.metrics.slo import parse_slo
+from loadwatch.metrics.summary import figures
+
+
+def records_beside(results_path: Path) -> Path:
+    """Where a run with --results-json NAME.json wrote its records (--requests-file's default)."""
+    return results_path.with_name(results_path.stem + ".requests.jsonl")
+
+
+def with_exact_figures(results_path: Path, results: Results) -> tuple[Results, int | None]:
+    """The results, with the run's own figures recomputed from the records beside them when there
+    are; and how many records that was (None: no records file). ValueError for unreadable records."""
+    path = records_beside(results_path)
+    if not path.is_file():
+        return results, None
+    slos = [parse_slo(f"{v['name']}={v['limit']}") for v in results.slo]
+    try:
+        samples, has_itl = exact_samples(path, slos)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"cannot read the per-request records {path}: {exc}") from None
+    total = samples.total()
+    exact = figures(total)
+    if not has_itl:  # the records have no gaps (--record-itl was off): the sketch's ITL stays
+        for stat in STATS:
+            exact.pop(latency_key("itl", stat))
+    return Results.model_validate({**results.model_dump(), **exact}), total.completed + total.failed
