@@ -28,7 +28,12 @@ lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 
+# The embedded engine's venv carries the `vllm bench serve` that fidelity.py runs beside loadwatch.
 benchmark: setup
+	$(VENV)/bin/loadwatch engine setup
+	$(VENV)/bin/python benchmarks/fidelity.py
+	$(VENV)/bin/python benchmarks/master_memory.py
+	$(VENV)/bin/python benchmarks/exporter_cpu.py
 	$(VENV)/bin/python benchmarks/stream_readers.py
 
 clean:
