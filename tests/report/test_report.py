@@ -31,3 +31,11 @@ def test_unreachable_prometheus_leaves_a_client_report_and_a_note(tmp_path, caps
 def test_a_run_folder_without_results_is_named(tmp_path, capsys):
     assert main(["report", str(tmp_path)]) == 1
     assert f"cannot read {tmp_path / 'results.json'}" in capsys.readouterr().out
+
+
+def test_a_saturated_load_generator_is_a_note_of_the_report(tmp_path):
+    (tmp_path / "results.json").write_text(json.dumps({**RESULTS, "saturated": {"1": "it used 97% of a CPU core"}}))
+    assert main(["report", str(tmp_path), "--prometheus", f"http://127.0.0.1:{free_port()}"]) == 0
+    notes = json.loads((tmp_path / "report.json").read_text())["notes"]
+    assert any("Locust process 1 was saturated (it used 97% of a CPU core)" in n for n in notes)
+    assert "Run more processes" in (tmp_path / "report.md").read_text()

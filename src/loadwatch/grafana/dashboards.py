@@ -125,6 +125,15 @@ def overview() -> dict:
                         "malformed_chunk, stream_error, empty_completion."),
         ]),
         Row("Engine state", [*_engine_state(), *_batch_and_admission()]),
+        Row("Load generator", [
+            Panel("Event-loop lag of each Locust process (p99)", [
+                (quantile(0.99, Client.EVENT_LOOP_LAG, 'worker=~".*"', "worker"), "{{worker}}"),
+            ], "s", "How late each process wakes a greenlet: its own delay on every request it measures. "
+                    "Tens of milliseconds mean a saturated load generator: add --processes.", width=12),
+            Panel("CPU of each Locust process", [
+                (rate(total(Client.CPU), 'worker=~".*"', "worker"), "{{worker}}"),
+            ], "short", "Cores used; a process runs its users on one, so near 1 it is the bottleneck.", width=12),
+        ]),
         Row("GPU (NVIDIA DCGM exporter)", [
             Panel("GPU utilisation", [("avg by (Hostname, gpu) (DCGM_FI_DEV_GPU_UTIL)", "{{Hostname}} GPU {{gpu}}")],
                   "percent", "Empty without NVIDIA's DCGM exporter (docker-compose.yml runs one)."),

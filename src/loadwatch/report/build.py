@@ -58,6 +58,9 @@ def build_report(results_path: Path, api: PrometheusAPI | None, out_dir: Path, r
     results, records = read_exact(results_path)
     start, end = results.started_at, results.ended_at
     notes: list[str] = []
+    for process, why in sorted(results.saturated.items()):
+        notes.append(f"The load generator was a bottleneck: Locust process {process} was saturated ({why}); "
+                     "its latencies include its own delays. Run more processes (--processes N).")
     source = (f"exact, from the {records} records of {records_beside(results_path).name}" if records is not None
               else "from the run's sketches (percentiles within 0.5 %)")
     engine: dict = {}
