@@ -73,6 +73,8 @@ class Config:
         self.ttft, self.itl, self.tokens, self.stall = args.ttft, args.itl, args.tokens, args.stall
         self.retry_after = args.retry_after
         self.authorization = args.authorization
+        # A server of known capacity: at most this many streams at once, the others wait their turn.
+        self.slots = asyncio.Semaphore(args.max_concurrency) if args.max_concurrency else None
         self.faults: dict[str, int] = {}
         for item in args.fault:
             name, _, every = item.partition("=")
@@ -154,7 +156,15 @@ class Connection(asyncio.Protocol):
             elif method == "GET" and path == "/stats/request-ids":
                 self._respond(200, self.stats.request_ids)
             elif method == "POST" and path in ("/v1/chat/completions", "/v1/completions"):
-                if not await self._complete(json.loads(body), path.endswith("/v1/completions"), arrival):
+                if self.config.slots is not None:
+                    async with self.config.slots:
+                        # The stream's timing starts once it has a slot; its true TTFT still counts the wait.
+                        waited = self.loop.time() - arrival
+                        done = await self._complete(json.loads(body), path.endswith("/v1/completions"),
+                                                    arrival + waited, arrival)
+                else:
+                    done = await self._complete(json.loads(body), path.endswith("/v1/completions"), arrival)
+                if not done:
                     return
             else:
                 self._respond(404, {"error": {"message": f"no route {method} {path}"}})
@@ -164,11 +174,13 @@ class Connection(asyncio.Protocol):
         if self.buffer:
             self._next_request()
 
-    async def _complete(self, request: dict, completions: bool, arrival: float) -> bool:
-        """Stream one completion; False when the connection was closed on purpose."""
+    async def _complete(self, request: dict, completions: bool, arrival: float, came: float | None = None) -> bool:
+        """Stream one completion timed from `arrival` (when it got its slot); `came`, when it waited for
+        one, is when it really arrived. False when the connection was closed on purpose."""
         stats, config = self.stats, self.config
+        came = arrival if came is None else came
         stats.arrivals += 1
-        stats.arrival_times.append(arrival)
+        stats.arrival_times.append(came)
         fault = config.fault_for(stats.arrivals)
         if fault:
             stats.outcomes[fault] += 1
@@ -246,9 +258,9 @@ class Connection(asyncio.Protocol):
         self.transport.write(b"0\r\n\r\n")
         if not fault or EXPECTED[fault] is None:
             stats.outcomes["completed"] += 1
-            stats.true_ttft.append(sent[0] - arrival)
+            stats.true_ttft.append(sent[0] - came)
             if "user" in request:
-                stats.ttft_by_user[request["user"]] = sent[0] - arrival
+                stats.ttft_by_user[request["user"]] = sent[0] - came
             if n > 1:
                 stats.true_tpot.append((sent[-1] - sent[0]) / (n - 1))
         return True
@@ -264,6 +276,7 @@ def main() -> None:
     parser.add_argument("--retry-after", type=float, default=1.0, help="Retry-After of 429 and 503 answers")
     parser.add_argument("--fault", action="append", default=[], help="NAME=EVERY: every EVERY-th arrival fails so")
     parser.add_argument("--authorization", help="the Authorization header /v1/ requests must carry, else 401")
+    parser.add_argument("--max-concurrency", type=int, help="streams served at once; the others wait")
     args = parser.parse_args()
     config, stats = Config(args), Stats()
 

@@ -18,6 +18,7 @@ LAYERS = [
     {"loadgen", "stack"},  # Locust integration; the native stack
     {"report"},
     {"run"},  # loadwatch run: stack, Locust, report
+    {"capacity"},  # loadwatch capacity: levels of loadwatch-run-like runs
     {"cli"},
 ]
 LAYER = {unit: i for i, units in enumerate(LAYERS) for unit in units}

@@ -179,6 +179,7 @@ class Streamer:
                      t0: float) -> tuple[RawTiming, int, str]:
         try:
             response = self._http().post(self.prefix + PATHS[endpoint], body, headers=headers)
+            headers_at = perf_counter()
         except _NETWORK_ERRORS as exc:
             raise RequestFailed(Reason.CONNECTION, f"{self.origin}: {exc}") from exc
         if response.status_code != 200:
@@ -223,4 +224,4 @@ class Streamer:
             raise RequestFailed(Reason.EMPTY_COMPLETION, "the stream carried no generated text")
         # The text is joined only when it must be counted: a server that sent usage needs none of it.
         text = "".join(pieces) if completion_tokens is None else ""
-        return RawTiming(t0, tuple(arrivals), prompt_tokens, completion_tokens), received, text
+        return RawTiming(t0, tuple(arrivals), prompt_tokens, completion_tokens, headers_at), received, text

@@ -100,6 +100,7 @@ class Process:
         self.user_numbers = count()
         settings = self.settings
         self.recorder.configure(settings.slo, settings.requests_path is not None, settings.record_itl)
+        self.state.default_stage = settings.stage_name
 
     def counted(self) -> bool:
         """Whether the run counts its requests: --num-requests or --warmup-requests."""

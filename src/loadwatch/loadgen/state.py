@@ -50,6 +50,7 @@ class RunState:
         self.unit = "users"  # of the schedule's levels: users, or requests/s in an open loop
         self.load_start: float | None = None  # wall clock: when the warm-up was over
         self.stopped_at: float | None = None
+        self.default_stage = "load"  # the stage of a run without a shape (--stage-name)
 
     def start(self, target: str, warmup_requests: int, warmup_seconds: float) -> None:
         # Prometheus series stay monotonic across runs of one process; the summary starts afresh.
@@ -105,7 +106,7 @@ class RunState:
         """The load-shape stage a request sent at `started_at` belongs to, as stages() bounds them
         (the last one runs to the stop); `load` without a shape."""
         if not self.schedule:
-            return "load"
+            return self.default_stage
         start = self.load_started()
         elapsed = 0.0 if start is None else started_at - start
         for stage in self.schedule[:-1]:
@@ -123,7 +124,7 @@ class RunState:
         if self.load_started() is None:
             return "warmup"
         if not self.schedule:
-            return "load"
+            return self.default_stage
         now = self.current()
         return now[0].name if now else "stopping"  # the shape is over; Locust stops within a second
 

@@ -17,9 +17,6 @@ from loadwatch.metrics.samples import Samples
 from loadwatch.metrics.slo import SLO, goodput_limits, within
 from loadwatch.metrics.timing import RequestMetrics
 
-FIELDS = ("id", "start", "worker", "model", "scenario", "stage", "failure", "elapsed_s", "ttft_s", "tpot_s",
-          "prompt_tokens", "output_tokens", "tokens_from")  # and itl_s with --record-itl
-
 
 def as_record(request_id: str, started_at: float, worker: str, model: str, scenario: str, stage: str,
               elapsed: float, failure: str | None, m: RequestMetrics | None, tokens_from: str,
@@ -28,6 +25,7 @@ def as_record(request_id: str, started_at: float, worker: str, model: str, scena
               "scenario": scenario, "stage": stage, "failure": failure,
               "elapsed_s": round(m.e2e if m else elapsed, 6),
               "ttft_s": round(m.ttft, 6) if m else None,
+              "headers_s": round(m.headers, 6) if m and m.headers is not None else None,
               "tpot_s": round(m.tpot, 6) if m and m.tpot is not None else None,
               "prompt_tokens": m.prompt_tokens if m else None,
               "output_tokens": m.completion_tokens if m else None,
@@ -69,6 +67,7 @@ def exact_samples(path: Path, slos: list[SLO]) -> tuple[Samples, bool]:
             continue
         has_itl = has_itl or "itl_s" in r
         m = RequestMetrics(ttft=r["ttft_s"], e2e=r["elapsed_s"], itl=tuple(r.get("itl_s", ())), tpot=r["tpot_s"],
-                           prompt_tokens=r["prompt_tokens"], completion_tokens=r["output_tokens"])
+                           prompt_tokens=r["prompt_tokens"], completion_tokens=r["output_tokens"],
+                           headers=r.get("headers_s"))
         series.add_success(r["start"], m, within(limits, {"ttft": m.ttft, "tpot": m.tpot, "e2el": m.e2e}))
     return samples, has_itl

@@ -15,13 +15,16 @@ from loadwatch.metrics.timing import RequestMetrics
 
 SeriesKey = tuple[str, str, str]  # model, scenario, stage
 LATENCIES = ("ttft", "tpot", "itl", "e2el")
+# TTFT split at the response headers: before them (request handling, template, tokenization) and after.
+HEADERS, AFTER_HEADERS = "headers", "ttft_after_headers"
+DISTRIBUTIONS = (*LATENCIES, HEADERS, AFTER_HEADERS)
 
 
 class Series:
     def __init__(self, distribution: type = Sketch) -> None:
         # Sketches in a run; Exact for a per-request file read back.
         self.distribution = distribution
-        self.latency = {name: distribution() for name in LATENCIES}  # seconds
+        self.latency = {name: distribution() for name in DISTRIBUTIONS}  # seconds
         self.completed = 0
         self.good = 0  # completed within every goodput limit
         self.failures: Counter[str] = Counter()
@@ -47,6 +50,9 @@ class Series:
         if m.tpot is not None:
             self.latency["tpot"].add(m.tpot)
         self.latency["itl"].extend(m.itl)
+        if m.headers is not None:
+            self.latency[HEADERS].add(m.headers)
+            self.latency[AFTER_HEADERS].add(m.ttft - m.headers)
         self.prompt_tokens += m.prompt_tokens or 0
         self.completion_tokens += m.completion_tokens or 0
 

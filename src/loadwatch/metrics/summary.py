@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from loadwatch.metrics.results import STATS, Results, Stage, latency_key
-from loadwatch.metrics.samples import LATENCIES, Samples, Series
+from loadwatch.metrics.samples import DISTRIBUTIONS, Samples, Series
 from loadwatch.metrics.sketch import Sketch
 from loadwatch.metrics.slo import FAILURE_RATIO, SLO, Verdict
 
@@ -52,7 +52,7 @@ def figures(series: Series, duration: float | None = None) -> dict:
         "failure_ratio": series.failed / finished if finished else 0.0,
         "failures": dict(sorted(series.failures.items())),
     }
-    for metric in LATENCIES:
+    for metric in DISTRIBUTIONS:
         for stat in STATS:
             out[latency_key(metric, stat)] = statistic(series.latency[metric], stat)
     return out

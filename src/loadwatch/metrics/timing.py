@@ -18,6 +18,7 @@ class RawTiming:
     content_arrivals: tuple[float, ...]
     prompt_tokens: int | None
     completion_tokens: int | None
+    headers_at: float | None = None  # when the response headers had arrived
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,9 @@ class RequestMetrics:
     tpot: float | None
     prompt_tokens: int | None
     completion_tokens: int | None
+    # Time to the response headers: vLLM sends them once it has parsed, templated and tokenized the
+    # request, before any generation; the rest of the TTFT is queueing, prefill and streaming.
+    headers: float | None = None
 
 
 def request_metrics(raw: RawTiming) -> RequestMetrics:
@@ -50,4 +54,5 @@ def request_metrics(raw: RawTiming) -> RequestMetrics:
         tpot=tpot,
         prompt_tokens=raw.prompt_tokens,
         completion_tokens=n,
+        headers=None if raw.headers_at is None else min(raw.headers_at - raw.t0, ttft),
     )

@@ -22,7 +22,8 @@ PLOT = "ttft-kv-waiting.png"
 CLIENT_KEYS = (
     "completed", "failed", "duration", "request_throughput", "request_goodput", "output_throughput",
     "total_token_throughput", "failure_ratio", "failures",
-    *(latency_key(metric, stat) for metric in LATENCY_METRICS for stat in ("mean", "median", "p99")),
+    *(latency_key(metric, stat) for metric in (*LATENCY_METRICS, "headers", "ttft_after_headers")
+      for stat in ("mean", "median", "p99")),
 )
 STAGE_KEYS = ("name", "level", "unit", "completed", "failed", "request_throughput", "output_throughput",
               latency_key("ttft", "median"), latency_key("ttft", "p99"), latency_key("tpot", "median"))

@@ -15,10 +15,10 @@ def _ratio(numerator: str, denominator: str, window: str) -> str:
     return f"sum(increase({numerator}[{window}])) / sum(increase({denominator}[{window}]))"
 
 
-def queries(duration: float) -> dict[str, tuple[str, bool]]:
-    """name -> (PromQL, whether it reads counters, so at the window's end plus SETTLE_SECONDS)."""
+def queries(duration: float, settle: float = SETTLE_SECONDS) -> dict[str, tuple[str, bool]]:
+    """name -> (PromQL, whether it reads counters, so at the window's end plus `settle`)."""
     gauges = f"{max(1, math.ceil(duration))}s"
-    counters = f"{max(1, math.ceil(duration + SETTLE_SECONDS))}s"
+    counters = f"{max(1, math.ceil(duration + settle))}s"
     return {
         "kv_cache_usage_peak": (f"max(max_over_time({Engine.KV_CACHE_USAGE_MAX}[{gauges}]))", False),
         "kv_cache_usage_mean": (f"avg(avg_over_time({Engine.KV_CACHE_USAGE}[{gauges}]))", False),
@@ -40,6 +40,10 @@ def queries(duration: float) -> dict[str, tuple[str, bool]]:
         "engine_mean_e2el_ms": (
             "1000 * " + _ratio(Engine.E2E + "_sum", Engine.E2E + "_count", counters),
             True),
+        "engine_mean_queue_ms": ("1000 * " + _ratio(Engine.QUEUE_TIME + "_sum", Engine.QUEUE_TIME + "_count",
+                                                    counters), True),
+        "engine_mean_prefill_ms": ("1000 * " + _ratio(Engine.PREFILL_TIME + "_sum", Engine.PREFILL_TIME + "_count",
+                                                      counters), True),
         "queue_time_share": (_ratio(Engine.QUEUE_TIME + "_sum", Engine.E2E + "_sum", counters),
                              True),
         "prefill_time_share": (
@@ -49,9 +53,11 @@ def queries(duration: float) -> dict[str, tuple[str, bool]]:
     }
 
 
-def engine_figures(api: PrometheusAPI, started_at: float, ended_at: float) -> dict[str, float | None]:
-    """Each figure, or None where the engine does not have it (speculative decoding off, say)."""
+def engine_figures(api: PrometheusAPI, started_at: float, ended_at: float,
+                   settle: float = SETTLE_SECONDS) -> dict[str, float | None]:
+    """Each figure, or None where the engine does not have it (speculative decoding off, say).
+    Counters are read `settle` seconds after the end: nothing else may run on the engine then."""
     return {
-        name: api.scalar(expr, ended_at + (SETTLE_SECONDS if counters else 0.0))
-        for name, (expr, counters) in queries(ended_at - started_at).items()
+        name: api.scalar(expr, ended_at + (settle if counters else 0.0))
+        for name, (expr, counters) in queries(ended_at - started_at, settle).items()
     }

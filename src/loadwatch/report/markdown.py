@@ -23,6 +23,41 @@ def table(header: list[str], rows: list[list[str]]) -> list[str]:
     return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header), *("| " + " | ".join(r) + " |" for r in rows)]
 
 
+def where_the_time_goes(c: dict, e: dict) -> list[str]:
+    """The client's TTFT split at the response headers, beside the engine's own timings."""
+
+    def row(name: str, metric: str) -> list[str]:
+        return [name, *(ms(c.get(latency_key(metric, stat))) for stat in ("mean", "median", "p99"))]
+
+    lines = table(["time to first token", "mean", "median", "p99"], [
+        row("client: whole TTFT", "ttft"),
+        row("client: to the response headers", "headers"),
+        row("client: headers to first token", "ttft_after_headers"),
+        ["engine: TTFT (vllm:time_to_first_token)", ms(e.get("engine_mean_ttft_ms")), "",
+         ms(e.get("engine_p99_ttft_ms"))],
+        ["engine: queued", ms(e.get("engine_mean_queue_ms")), "", ""],
+        ["engine: prefill", ms(e.get("engine_mean_prefill_ms")), "", ""],
+    ])
+    client, engine = c.get(latency_key("ttft", "mean")), e.get("engine_mean_ttft_ms")
+    before = c.get(latency_key("headers", "mean"))
+    if client is not None and engine is not None:
+        outside = client - engine
+        text = f"Of the client's mean TTFT, {outside:.0f} ms ({outside / client:.0%}) is not in the engine's TTFT."
+        if before is not None:
+            rest = outside - before
+            text += (f" {before:.0f} ms of the client's TTFT passes before the response headers: sending the "
+                     "request, the server parsing it, applying the chat template and tokenizing (vLLM answers "
+                     "with headers before it generates).")
+            text += (f" The remaining {rest:.0f} ms are after the headers and outside the engine's TTFT: the "
+                     "first token's way back through the API server and the network, and the client reading it; "
+                     "loadwatch cannot split them further." if rest > 0 else
+                     " The engine's TTFT covers the rest.")
+        lines += ["", text]
+    lines += ["", f"Of the engine's end-to-end time, requests spent {share(e.get('queue_time_share'))} queued, "
+                  f"{share(e.get('prefill_time_share'))} in prefill and {share(e.get('decode_time_share'))} in decode."]
+    return lines
+
+
 def render(report: dict) -> str:
     c, e, w = report["client"], report["engine"], report["window"]
     lines = [
@@ -57,16 +92,7 @@ def render(report: dict) -> str:
                 ["spec-decode acceptance ratio", share(e["spec_decode_acceptance_ratio"])],
                 ["spec-decode mean acceptance length", number(e["spec_decode_mean_acceptance_length"])],
             ]),
-            "", "## Where the time goes", "",
-            *table(["", "mean TTFT", "p99 TTFT"], [
-                ["client", ms(c[latency_key("ttft", "mean")]), ms(c[latency_key("ttft", "p99")])],
-                ["engine", ms(e["engine_mean_ttft_ms"]), ms(e["engine_p99_ttft_ms"])],
-                ["outside the engine", ms(e.get("ttft_outside_engine_ms")), ""],
-            ]),
-            "",
-            f"Of the engine's end-to-end time, requests spent {share(e['queue_time_share'])} queued, "
-            f"{share(e['prefill_time_share'])} in prefill and {share(e['decode_time_share'])} in decode.",
-        ]
+            "", "## Where the time goes", "", *where_the_time_goes(c, e)]
     if report["stages"]:
         lines += ["", "## Stages", "", *table(
             ["stage", "level", "requests", "failed", "req/s", "output tok/s", "TTFT median", "TTFT p99", "TPOT median"],

@@ -1,0 +1,1 @@
+"""`loadwatch capacity`: the most load a server sustains within SLOs, and the limit that binds."""

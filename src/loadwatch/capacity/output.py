@@ -1,0 +1,118 @@
+"""What a capacity search leaves in its run folder: capacity.json, report.md and a plot."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from matplotlib.figure import Figure
+
+from loadwatch.atomic import write_atomically
+from loadwatch.capacity.diagnose import Diagnosis
+from loadwatch.capacity.levels import Level
+from loadwatch.report.markdown import table
+
+PLOT = "capacity.png"
+
+
+def conclusion(mode: str, unit: str, levels: list[Level], best: float | None, diagnosis: Diagnosis,
+               headroom: float, rule: str) -> dict:
+    at_best = next((lv for lv in levels if lv.value == best and lv.passed), None)
+    return {
+        "mode": mode,
+        "unit": unit,
+        "max_sustainable": best,
+        "recommended": None if best is None else round(best * headroom, 3 if unit == "req/s" else 0),
+        "headroom": headroom,
+        "request_throughput_at_max": at_best.results.get("request_throughput") if at_best else None,
+        "output_throughput_at_max": at_best.results.get("output_throughput") if at_best else None,
+        "limit": diagnosis.limit,
+        "limit_explained": diagnosis.explanation,
+        "evidence": diagnosis.evidence,
+        "level_rule": rule,
+        "levels": [lv.as_dict() for lv in levels],
+    }
+
+
+def _ms(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.0f}"
+
+
+def markdown(result: dict) -> str:
+    unit, best = result["unit"], result["max_sustainable"]
+    lines = ["## Capacity", ""]
+    if best is None:
+        lines.append(f"No level held its SLOs: nothing is sustainable down to the lowest level tried "
+                     f"({min((lv['level'] for lv in result['levels']), default=0):g} {unit}).")
+    else:
+        lines += [f"**{best:g} {unit}** is the most this server sustained within its SLOs "
+                  f"({result['request_throughput_at_max'] or 0:.2f} req/s, "
+                  f"{result['output_throughput_at_max'] or 0:.0f} output tok/s); run it at "
+                  f"**{result['recommended']:g} {unit}** ({result['headroom']:.0%} of it)."]
+    evidence = ", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}"
+                         for k, v in result["evidence"].items())
+    lines += ["", f"The limit that binds: **{result['limit_explained']}** ({evidence}).", "",
+              f"Each level: {result['level_rule']}", ""]
+    rows = []
+    for lv in result["levels"]:
+        c, e = lv["client"], lv["engine"]
+        verdict = "held" if lv["passed"] else ("lost early: " + lv["stopped_early"] if lv["stopped_early"]
+                                               else lv["problem"] or "broke: " + ", ".join(
+                                                   s["name"] for s in lv["slo"] if not s["passed"]))
+        rows.append([f"{lv['level']:g}", f"{c['request_throughput'] or 0:.2f}", f"{c['output_throughput'] or 0:.0f}",
+                     _ms(c["median_ttft_ms"]), _ms(c["p99_ttft_ms"]), _ms(c["p99_tpot_ms"]),
+                     "n/a" if e.get("kv_cache_usage_peak") is None else f"{e['kv_cache_usage_peak']:.0%}",
+                     "n/a" if e.get("requests_waiting_peak") is None else f"{e['requests_waiting_peak']:.0f}",
+                     verdict])
+    lines += table([f"level ({unit})", "measured req/s", "output tok/s", "TTFT p50 ms", "TTFT p99 ms", "TPOT p99 ms", "KV peak", "waiting peak",
+                    "verdict"], rows)
+    return "\n".join(lines) + "\n"
+
+
+def plot(result: dict, path: Path) -> Path:
+    levels = sorted(result["levels"], key=lambda lv: lv["level"])
+    x = [lv["level"] for lv in levels]
+    fig = Figure(figsize=(10, 7))
+    top, bottom = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [3, 2]})
+    for key, label, style in (("median_ttft_ms", "TTFT p50", "-"), ("p99_ttft_ms", "TTFT p99", "--"),
+                              ("p99_tpot_ms", "TPOT p99", ":")):
+        top.plot(x, [lv["client"][key] for lv in levels], style, marker="o", label=label)
+    top.set_ylabel("latency (ms)")
+    top.set_yscale("log")
+    throughput = top.twinx()
+    throughput.plot(x, [lv["client"]["output_throughput"] for lv in levels], color="tab:green", marker="s",
+                    label="output tok/s")
+    throughput.set_ylabel("output tokens/s")
+    for value, label, colour, down in ((result["max_sustainable"], "knee", "tab:red", 12),
+                                       (result["recommended"], "operating point", "tab:green", 24)):
+        if value is not None:
+            for axis in (top, bottom):
+                axis.axvline(value, color=colour, linestyle="--", linewidth=1)
+            top.annotate(f"{label} {value:g}", (value, 1), xycoords=("data", "axes fraction"), xytext=(3, -down),
+                         textcoords="offset points", fontsize="small", color=colour)
+    lines = top.get_legend_handles_labels()[0] + throughput.get_legend_handles_labels()[0]
+    top.legend(lines, [line.get_label() for line in lines], loc="upper left", fontsize="small")
+    top.set_title(f"Capacity: latency and throughput against load ({result['limit_explained'].split(':')[0]})")
+    kv = [lv["engine"].get("kv_cache_usage_peak") for lv in levels]
+    bottom.plot(x, [None if v is None else v * 100 for v in kv], color="tab:orange", marker="o",
+                label="KV cache usage peak (%)")
+    bottom.set_ylabel("KV cache peak (%)")
+    bottom.set_ylim(0, 105)
+    waiting = bottom.twinx()
+    waiting.plot(x, [lv["engine"].get("requests_waiting_peak") for lv in levels], color="tab:red", marker="^",
+                 label="requests waiting, peak")
+    waiting.set_ylabel("requests waiting")
+    waiting.set_ylim(bottom=0)
+    lines = bottom.get_legend_handles_labels()[0] + waiting.get_legend_handles_labels()[0]
+    bottom.legend(lines, [line.get_label() for line in lines], loc="upper left", fontsize="small")
+    bottom.set_xlabel(f"load ({result['unit']})")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    return path
+
+
+def write(run_dir: Path, result: dict) -> None:
+    write_atomically(run_dir / "capacity.json", json.dumps(result, indent=2) + "\n")
+    plot(result, run_dir / PLOT)
+    write_atomically(run_dir / "report.md", "# loadwatch capacity report\n\n" + markdown(result)
+                     + f"\n![latency and throughput against load, engine state beneath]({PLOT})\n")

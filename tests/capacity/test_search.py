@@ -1,0 +1,59 @@
+import pytest
+
+from loadwatch.capacity.diagnose import diagnose
+from loadwatch.capacity.levels import lost
+from loadwatch.capacity.search import Search
+
+
+def knee_of(capacity: float, search: Search) -> tuple[float | None, list[float]]:
+    tried = []
+    while (level := search.next()) is not None:
+        tried.append(level)
+        search.record(level, level <= capacity)
+    return search.best, tried
+
+
+def test_the_ramp_doubles_then_bisection_stops_within_the_precision():
+    best, tried = knee_of(27.0, Search(1.0, integer=False, precision=0.1))
+    assert tried[:6] == [1, 2, 4, 8, 16, 32]
+    broken = min(t for t in tried if t > 27.0)
+    assert best <= 27.0 and broken / best - 1 <= 0.1
+    assert len(tried) <= 10
+
+
+def test_users_bisect_to_one_user():
+    best, tried = knee_of(11, Search(2, integer=True))
+    assert best == 11 and 12 in tried and all(t == int(t) for t in tried)
+
+
+def test_a_first_level_that_breaks_searches_down_and_may_find_nothing():
+    best, tried = knee_of(0.3, Search(1.0, integer=False))
+    assert tried[:3] == [1.0, 0.5, 0.25] and 0.25 <= best <= 0.3
+    assert knee_of(0.01, Search(1.0, integer=False))[0] is None
+
+
+KV = {"kv_cache_usage_peak": 0.99, "requests_waiting_peak": 12.0, "requests_running_peak": 6.0, "preemptions": 3.0,
+      "engine_mean_ttft_ms": 900.0}
+
+
+@pytest.mark.parametrize("engine, client, saturated, limit", [
+    (KV, {"mean_ttft_ms": 1000.0}, {}, "kv_cache"),
+    ({**KV, "kv_cache_usage_peak": 0.4, "preemptions": 0.0}, {"mean_ttft_ms": 1000.0}, {}, "batch_slots"),
+    ({**KV, "kv_cache_usage_peak": 0.4, "requests_waiting_peak": 0.0, "preemptions": 0.0},
+     {"mean_ttft_ms": 1000.0}, {}, "compute"),
+    ({**KV, "kv_cache_usage_peak": 0.4, "requests_waiting_peak": 0.0, "engine_mean_ttft_ms": 100.0},
+     {"mean_ttft_ms": 1000.0}, {}, "outside_engine"),
+    ({k: None for k in KV}, {"mean_ttft_ms": 1000.0}, {}, "slo_only"),
+    (KV, {"mean_ttft_ms": 1000.0}, {"0": "it used 99% of a CPU core"}, "load_generator"),
+])
+def test_the_binding_limit_follows_the_evidence(engine, client, saturated, limit):
+    diagnosis = diagnose(client, engine, saturated)
+    assert diagnosis.limit == limit and diagnosis.evidence
+
+
+def test_a_level_is_lost_when_an_slo_is_far_over_or_the_generator_saturates():
+    slo = [{"name": "ttft_p99_ms", "limit": 500.0, "measured": 1200.0, "passed": False}]
+    assert "over 2 times its limit" in lost({"completed": 30, "failed": 0, "slo": slo})
+    assert lost({"completed": 5, "failed": 0, "slo": slo}) is None  # too few requests to say
+    assert lost({"completed": 30, "slo": [{**slo[0], "measured": 900.0}]}) is None
+    assert "saturated" in lost({"saturated": {"local": "its event loop ran late"}})
