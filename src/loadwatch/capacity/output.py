@@ -64,8 +64,8 @@ def markdown(result: dict) -> str:
                      "n/a" if e.get("kv_cache_usage_peak") is None else f"{e['kv_cache_usage_peak']:.0%}",
                      "n/a" if e.get("requests_waiting_peak") is None else f"{e['requests_waiting_peak']:.0f}",
                      verdict])
-    lines += table([f"level ({unit})", "measured req/s", "output tok/s", "TTFT p50 ms", "TTFT p99 ms", "TPOT p99 ms", "KV peak", "waiting peak",
-                    "verdict"], rows)
+    lines += table([f"level ({unit})", "measured req/s", "output tok/s", "TTFT p50 ms", "TTFT p99 ms",
+                    "TPOT p99 ms", "KV peak", "waiting peak", "verdict"], rows)
     return "\n".join(lines) + "\n"
 
 
