@@ -4,6 +4,12 @@ VENV := .venv
 STAMP := $(VENV)/.installed
 TARGET ?=
 RUN_ARGS ?=
+# `make run`: a capacity search. Without TARGET, on the embedded engine with a KV cache of 20 blocks
+# of 32 tokens: it saturates within a few levels, so the report shows latency bending with the
+# engine's state (and names the KV cache as the limit).
+SMALL_ENGINE := --vllm-arg=--num-gpu-blocks-override=20 --vllm-arg=--max-num-seqs=8 --vllm-arg=--max-model-len=288
+CAPACITY ?= --mode users --start 1 --slo ttft_p90_ms=1000 --level-duration 15s --cool-down 3s
+WORKLOAD ?= --max-tokens 200 --ignore-eos
 
 .PHONY: setup run test lint benchmark clean
 
@@ -18,7 +24,8 @@ setup: $(STAMP)
 
 run: setup
 	scripts/apt-install prometheus prometheus-alertmanager
-	$(VENV)/bin/loadwatch run $(if $(TARGET),--target $(TARGET)) $(RUN_ARGS)
+	$(VENV)/bin/loadwatch capacity $(if $(TARGET),--target $(TARGET),$(SMALL_ENGINE)) $(CAPACITY) $(RUN_ARGS) \
+		-- $(WORKLOAD)
 
 test: setup lint
 	scripts/apt-install chromium prometheus prometheus-alertmanager

@@ -96,7 +96,7 @@ def write_state(path: Path, data: object) -> None:
 
 def start(name: str, command: list[str], url: str, ready_path: str, log: Path, timeout: float,
           env: dict[str, str] | None = None, on_spawn: Callable[[Component], None] | None = None,
-          on_wait: Callable[[float], None] | None = None) -> Component:
+          on_wait: Callable[[float], None] | None = None, cpus: set[int] | None = None) -> Component:
     """Start a server in a session of its own and wait until `url + ready_path` answers 200.
 
     `on_spawn` runs as soon as the process exists (to save its PID before the wait), `on_wait`
@@ -107,7 +107,8 @@ def start(name: str, command: list[str], url: str, ready_path: str, log: Path, t
     try:
         with open(log, "w") as out:
             process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-                                       env={**os.environ, **(env or {})})
+                                       env={**os.environ, **(env or {})},
+                                       preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
     except FileNotFoundError:
         raise ComponentError(f"{name}: {command[0]} is not installed") from None
     component = Component(name, process.pid, url, str(log))

@@ -44,7 +44,9 @@ KV = {"kv_cache_usage_peak": 0.99, "requests_waiting_peak": 12.0, "requests_runn
     ({**KV, "kv_cache_usage_peak": 0.4, "requests_waiting_peak": 0.0, "engine_mean_ttft_ms": 100.0},
      {"mean_ttft_ms": 1000.0}, {}, "outside_engine"),
     ({k: None for k in KV}, {"mean_ttft_ms": 1000.0}, {}, "slo_only"),
-    (KV, {"mean_ttft_ms": 1000.0}, {"0": "it used 99% of a CPU core"}, "load_generator"),
+    ({**KV, "kv_cache_usage_peak": 0.4, "requests_waiting_peak": 0.0}, {"mean_ttft_ms": 1000.0},
+     {"0": "it used 99% of a CPU core"}, "load_generator"),
+    (KV, {"mean_ttft_ms": 1000.0}, {"0": "it used 99% of a CPU core"}, "kv_cache"),  # the engine's evidence first
 ])
 def test_the_binding_limit_follows_the_evidence(engine, client, saturated, limit):
     diagnosis = diagnose(client, engine, saturated)

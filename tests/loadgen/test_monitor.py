@@ -11,7 +11,8 @@ from tests.conftest import REPO
 def test_a_process_is_saturated_by_a_late_loop_a_spent_core_or_late_arrivals():
     assert verdict([0.001] * 50, 0.3, 0) is None
     assert verdict([0.001] * 45 + [LAG_LIMIT * 2] * 5, 0.3, 0) is None  # a pause or two is not saturation
-    assert "event loop ran late (40 ms" in verdict([0.001] * 30 + [0.04] * 20, 0.3, 0)
+    assert verdict([0.001] * 30 + [0.04] * 20, 0.8, 0) == "its event loop ran late (40 ms at worst)"
+    assert "other processes on the machine took the CPU" in verdict([0.001] * 30 + [0.04] * 20, 0.1, 0)
     assert "95% of a CPU core" in verdict([0.001] * 50, max(CPU_LIMIT + 0.01, 0.95), 0)
     assert "open-loop arrivals" in verdict([0.001] * 50, 0.3, LATE_ARRIVALS)
 
@@ -22,7 +23,7 @@ def test_a_saturated_load_generator_says_so_in_its_log_results_and_metrics(fake_
     results = tmp_path / "results.json"
     run = subprocess.run(
         [sys.executable, "-m", "locust", "-f", str(REPO / "tests" / "integration" / "locustfiles" / "busy.py"),
-         "-H", server.url, "--headless", "-u", "4", "-r", "4", "-t", "8s", "--metrics-port", "0",
+         "-H", server.url, "--headless", "-u", "4", "-r", "4", "-t", "13s", "--metrics-port", "0",
          "--results-json", str(results)],
         capture_output=True, text=True, timeout=90)
     output = run.stdout + run.stderr

@@ -30,13 +30,12 @@ class Diagnosis:
 
 def diagnose(client: dict, engine: dict, saturated: dict[str, str]) -> Diagnosis:
     """`client`: the results figures of the level that broke (or the last one run); `engine`: its
-    engine figures (values None without engine data); `saturated`: its load generator verdicts."""
-    if saturated:
-        return Diagnosis("load_generator", {"saturated": saturated})
+    engine figures (values None without engine data); `saturated`: its load generator verdicts.
+    The engine's own evidence of a full cache or batch comes first: it holds whatever the client
+    measured; a late load generator comes next, before what rests on the client's figures."""
     kv, waiting = engine.get("kv_cache_usage_peak"), engine.get("requests_waiting_peak")
     running, preempted = engine.get("requests_running_peak"), engine.get("preemptions")
-    if kv is None and waiting is None and running is None:
-        return Diagnosis("slo_only", {"engine_metrics": "none"})
+    no_engine = kv is None and waiting is None and running is None
     queueing = (waiting or 0) >= 1
     if kv is not None and kv >= KV_FULL and (queueing or (preempted or 0) > 0):
         return Diagnosis("kv_cache", {"kv_cache_usage_peak": kv, "requests_waiting_peak": waiting,
@@ -44,6 +43,10 @@ def diagnose(client: dict, engine: dict, saturated: dict[str, str]) -> Diagnosis
     if queueing:
         return Diagnosis("batch_slots", {"requests_running_peak": running, "requests_waiting_peak": waiting,
                                          "kv_cache_usage_peak": kv})
+    if saturated:
+        return Diagnosis("load_generator", {"saturated": saturated})
+    if no_engine:
+        return Diagnosis("slo_only", {"engine_metrics": "none"})
     client_ttft, engine_ttft = client.get("mean_ttft_ms"), engine.get("engine_mean_ttft_ms")
     if client_ttft and engine_ttft is not None and (client_ttft - engine_ttft) / client_ttft > OUTSIDE_SHARE:
         return Diagnosis("outside_engine", {"client_mean_ttft_ms": client_ttft, "engine_mean_ttft_ms": engine_ttft})

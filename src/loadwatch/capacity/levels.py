@@ -115,7 +115,7 @@ def run_level(level: Level, command: list[str], env: dict[str, str], results: Pa
                 reason = reason or queue_unbounded(api, began + warmup)
                 if reason and level.stopped_early is None:
                     level.stopped_early = reason
-                    locust.send_signal(signal.SIGINT)
+                    locust.send_signal(signal.SIGTERM)  # Locust's own quit: it writes what it measured
             locust.wait()
         except KeyboardInterrupt:
             locust.send_signal(signal.SIGINT)

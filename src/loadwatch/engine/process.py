@@ -53,7 +53,8 @@ def start(settings: EngineSettings, model_dir: Path, port: int | None = None, ex
                           "stop it with `loadwatch engine stop`")
     port = port or port_or_free()
     log_path = settings.state_dir / "vllm.log"
-    reserved = min(settings.reserved_cpus, (os.cpu_count() or 1) - 1)
+    allowed = sorted(os.sched_getaffinity(0))
+    reserved = min(settings.reserved_cpus, len(allowed) - 1)
     env = {"VLLM_CPU_KVCACHE_SPACE": str(settings.kv_cache_gib), "HF_HUB_OFFLINE": "1",
            "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",
            "VLLM_CPU_NUM_OF_RESERVED_CPU": str(reserved)}
@@ -70,7 +71,10 @@ def start(settings: EngineSettings, model_dir: Path, port: int | None = None, ex
             "vLLM", command(settings, model_dir, port, extra or []), url, "/health", log_path, timeout, env,
             # Saved before the wait: an interrupted start still leaves the PID to stop.
             on_spawn=lambda c: processes.write_state(_state_file(settings), asdict(c)),
-            on_wait=lambda waited: say(f"  still waiting for vLLM to load ({waited:.0f} s)…"))
+            on_wait=lambda waited: say(f"  still waiting for vLLM to load ({waited:.0f} s)…"),
+            # Every vLLM process kept off the reserved cores: its engine loop and API server busy-poll,
+            # and on a small machine they would starve the load generator and skew its clock.
+            cpus=set(allowed[: len(allowed) - reserved]) if reserved else None)
     except ComponentError as exc:
         _state_file(settings).unlink(missing_ok=True)
         raise EngineError(str(exc)) from None

@@ -21,6 +21,7 @@ WINDOW = 5.0  # seconds a verdict looks back over
 LAG_LIMIT = 0.02  # a wake-up later than this is a late one...
 LATE_SHARE = 0.2  # ...and more than this share of late ones in the window is a saturated loop
 CPU_LIMIT = 0.9  # of one core: a Locust process runs its users on one
+STARVED_BELOW = 0.5  # a late loop in a process using less than this of a core waits for the CPU, not on itself
 LATE_ARRIVALS = 10  # open-loop arrivals sent over ARRIVAL_LATE late within the window
 ARRIVAL_LATE = 0.1
 
@@ -28,7 +29,10 @@ ARRIVAL_LATE = 0.1
 def verdict(lags: list[float], cpu_share: float, late_arrivals: int) -> str | None:
     """Why a process is saturated over a window, or None."""
     if lags and sum(lag > LAG_LIMIT for lag in lags) > LATE_SHARE * len(lags):
-        return f"its event loop ran late ({max(lags) * 1000:.0f} ms at worst)"
+        late = f"its event loop ran late ({max(lags) * 1000:.0f} ms at worst)"
+        if cpu_share < STARVED_BELOW:
+            return f"{late} while it used {cpu_share:.0%} of a core: other processes on the machine took the CPU"
+        return late
     if cpu_share > CPU_LIMIT:
         return f"it used {cpu_share:.0%} of a CPU core"
     if late_arrivals >= LATE_ARRIVALS:
@@ -52,6 +56,9 @@ class Monitor:
         cpu = sum(process.cpu_times()[:2])
         lags: deque[float] = deque(maxlen=round(WINDOW / TICK))
         window_start, window_cpu, window_late = time.monotonic(), cpu, self.recorder.late_arrivals
+        # The first window holds the process's start (imports on first use, the first connections):
+        # measured and exported, but no verdict.
+        judged = False
         while True:
             before = time.perf_counter()
             gevent.sleep(TICK)
@@ -65,11 +72,12 @@ class Monitor:
             self.recorder.counts.inc(Client.CPU, (self.name,), spent - cpu)
             cpu = spent
             reason = verdict(list(lags), (spent - window_cpu) / (now - window_start),
-                             self.recorder.late_arrivals - window_late)
+                             self.recorder.late_arrivals - window_late) if judged else None
+            judged = True
             if reason and self.name not in self.recorder.saturated:
                 self.recorder.saturated[self.name] = reason
                 if self.say:
                     log.warning("The load generator is a bottleneck: Locust process %s is saturated (%s). Its "
-                                "figures include its own delays and it may not deliver the load asked; run more "
-                                "processes (--processes N) or machines.", self.name, reason)
+                                "figures include its own delays and it may not deliver the load asked; give it "
+                                "more processes (--processes N), cores or machines.", self.name, reason)
             window_start, window_cpu, window_late = now, spent, self.recorder.late_arrivals

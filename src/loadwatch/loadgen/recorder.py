@@ -159,5 +159,6 @@ class Recorder:
             if process not in self.saturated:
                 self.saturated[process] = reason
                 log.warning("The load generator is a bottleneck: worker %s is saturated (%s). Its figures include "
-                            "its own delays and it may not deliver the load asked; run more workers.",
+                            "its own delays and it may not deliver the load asked; give it more workers, cores "
+                            "or machines.",
                             process, reason)

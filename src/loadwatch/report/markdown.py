@@ -43,7 +43,11 @@ def where_the_time_goes(c: dict, e: dict) -> list[str]:
     if client is not None and engine is not None:
         outside = client - engine
         text = f"Of the client's mean TTFT, {outside:.0f} ms ({outside / client:.0%}) is not in the engine's TTFT."
-        if before is not None:
+        after = c.get(latency_key("ttft_after_headers", "median"))
+        if before is not None and after is not None and after < 1.0:
+            text += (" The server sent its response headers with the first token, so the time before them "
+                     "(request handling, chat template, tokenization) cannot be told apart from the rest.")
+        elif before is not None:
             rest = outside - before
             text += (f" {before:.0f} ms of the client's TTFT passes before the response headers: sending the "
                      "request, the server parsing it, applying the chat template and tokenizing (vLLM answers "
