@@ -47,7 +47,7 @@ class Level:
 
     def as_dict(self) -> dict:
         keys = ("completed", "failed", "request_throughput", "output_throughput", "failure_ratio",
-                *(f"{stat}_{metric}_ms" for metric in ("ttft", "tpot", "e2el", "headers")
+                *(f"{stat}_{metric}_ms" for metric in ("ttft", "tpot", "e2el", "headers", "ttft_after_headers")
                   for stat in ("mean", "median", "p99")))
         return {"level": self.value, "unit": self.unit, "name": self.name, "passed": self.passed,
                 "stopped_early": self.stopped_early, "problem": self.problem, "start": self.start, "end": self.end,

@@ -10,7 +10,7 @@ from matplotlib.figure import Figure
 from loadwatch.atomic import write_atomically
 from loadwatch.capacity.diagnose import Diagnosis
 from loadwatch.capacity.levels import Level
-from loadwatch.report.markdown import table
+from loadwatch.report.markdown import table, where_the_time_goes
 
 PLOT = "capacity.png"
 
@@ -66,6 +66,10 @@ def markdown(result: dict) -> str:
                      verdict])
     lines += table([f"level ({unit})", "measured req/s", "output tok/s", "TTFT p50 ms", "TTFT p99 ms",
                     "TPOT p99 ms", "KV peak", "waiting peak", "verdict"], rows)
+    held = [lv for lv in result["levels"] if lv["passed"] and lv["level"] == best]
+    if held:
+        lines += ["", f"### Where the time goes at {best:g} {unit}", "",
+                  *where_the_time_goes(held[0]["client"], held[0]["engine"])]
     return "\n".join(lines) + "\n"
 
 
