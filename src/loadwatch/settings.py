@@ -96,7 +96,7 @@ class LoadSettings(BaseSettings):
                                             "hold), spike (base, peak, base) or sweep (--sweep levels)")
     stage_duration: float = Field(60.0, gt=0, description="Seconds each stage of --shape lasts")
     stage_name: str = Field("load", min_length=1, json_schema_extra=cli(web_ui=False),
-                            description="Stage of a run without --shape, in loadwatch_run_info and the records "
+                            description="Stage of a run without --shape, in the run_info series and the records "
                                         "(loadwatch capacity names its levels so)")
     step_size: float | None = Field(None, gt=0, description="step: users (or requests/s) added at each step; "
                                                             "default a quarter of the peak")
