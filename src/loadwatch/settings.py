@@ -75,6 +75,9 @@ class LoadSettings(BaseSettings):
                                            "(comma-separated in the web UI). A broken one makes a headless "
                                            "run exit 3")
     # The run
+    run_name: str = Field("", pattern=r"^[A-Za-z0-9._/-]*$", json_schema_extra=cli(web_ui=False),
+                          description="Start of the run's id (run_info's run_id label, the results): "
+                                      "loadwatch experiment names each cell so")
     request_rate: float | None = Field(None, gt=0, description="Open loop: requests per second over the whole "
                                                                "run, sent whether or not earlier ones have "
                                                                "answered; each user is an arrival process of "

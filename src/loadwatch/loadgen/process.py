@@ -101,6 +101,7 @@ class Process:
         settings = self.settings
         self.recorder.configure(settings.slo, settings.requests_path is not None, settings.record_itl)
         self.state.default_stage = settings.stage_name
+        self.state.run_name = settings.run_name
 
     def counted(self) -> bool:
         """Whether the run counts its requests: --num-requests or --warmup-requests."""

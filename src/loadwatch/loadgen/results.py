@@ -38,8 +38,19 @@ def _results(process: Process, partial: bool = False) -> tuple[Results, list[Ver
         "started_at": state.started_at, "ended_at": state.stopped_at or time.time(),
         "warmup_requests": state.recorder.warmup_finished, "partial": partial,
         "saturated": dict(state.recorder.saturated),
-        "output_tokens_counted_by": dict(state.recorder.tokens_from), "options": settings.public_options()})
+        "output_tokens_counted_by": dict(state.recorder.tokens_from), "options": settings.public_options(),
+        "records": records_reference(settings.results_json, settings.requests_path)})
     return result, verdicts
+
+
+def records_reference(results: Path | None, records: Path | None) -> str | None:
+    """Where the per-request records are, as the results file names them: relative to its folder
+    when they lie under it (the run folder moves as a whole), else absolute."""
+    if records is None:
+        return None
+    if results is not None and records.resolve().is_relative_to(results.resolve().parent):
+        return str(records.resolve().relative_to(results.resolve().parent))
+    return str(records.resolve())
 
 
 def checkpoint(process: Process) -> None:

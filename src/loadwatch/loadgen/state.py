@@ -20,8 +20,9 @@ from loadwatch.loadgen.recorder import Recorder
 from loadwatch.loadgen.schedule import Stage, stage_at
 
 
-def new_run_id() -> str:
-    return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
+def new_run_id(name: str = "") -> str:
+    """`NAME-20261123T031450Z-1a2b3c`: the time orders runs, the random tail keeps them apart."""
+    return (f"{name}-" if name else "") + datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
 
 
 class Phase(Enum):
@@ -51,11 +52,12 @@ class RunState:
         self.load_start: float | None = None  # wall clock: when the warm-up was over
         self.stopped_at: float | None = None
         self.default_stage = "load"  # the stage of a run without a shape (--stage-name)
+        self.run_name = ""  # the start of each run_id (--run-name)
 
     def start(self, target: str, warmup_requests: int, warmup_seconds: float) -> None:
         # Prometheus series stay monotonic across runs of one process; the summary starts afresh.
         self.target = redact_url(target)
-        self.run_id = new_run_id()
+        self.run_id = new_run_id(self.run_name)
         self.phase = Phase.RUNNING
         self.recorder.start_run()
         self.warmup_requests = warmup_requests

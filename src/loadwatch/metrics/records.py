@@ -12,6 +12,8 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
+
 from loadwatch.metrics.exact import Exact
 from loadwatch.metrics.samples import Samples
 from loadwatch.metrics.slo import SLO, goodput_limits, within
@@ -71,3 +73,17 @@ def exact_samples(path: Path, slos: list[SLO]) -> tuple[Samples, bool]:
                            headers=r.get("headers_s"))
         series.add_success(r["start"], m, within(limits, {"ttft": m.ttft, "tpot": m.tpot, "e2el": m.e2e}))
     return samples, has_itl
+
+
+def request_latencies(path: Path) -> dict[str, np.ndarray]:
+    """Each measured successful request's TTFT, TPOT and E2E latency in ms, from a records file
+    (TPOT only where the request had two tokens or more)."""
+    values: dict[str, list[float]] = {"ttft": [], "tpot": [], "e2el": []}
+    for r in read_records(path):
+        if r["stage"] == "warmup" or r["failure"] is not None:
+            continue
+        values["ttft"].append(r["ttft_s"])
+        values["e2el"].append(r["elapsed_s"])
+        if r["tpot_s"] is not None:
+            values["tpot"].append(r["tpot_s"])
+    return {metric: np.asarray(v, dtype=float) * 1000 for metric, v in values.items()}

@@ -80,6 +80,7 @@ class Results(Figures):
     # of the generated text, or an approximation (4 characters a token) when it sent no usage.
     output_tokens_counted_by: dict[str, int] = {}
     options: dict[str, Any] = {}
+    records: str | None = None  # the per-request records file, relative to this file's folder if under it
     scenarios: dict[str, Figures] = {}
     stages: list[Stage] = []
     slo: list[dict[str, Any]] = []

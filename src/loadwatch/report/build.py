@@ -12,8 +12,8 @@ from pydantic import ValidationError
 from loadwatch.atomic import write_atomically
 from loadwatch.metrics.results import LATENCY_METRICS, Results, latency_key
 from loadwatch.prometheus import PrometheusAPI, PrometheusError
-from loadwatch.report.engine import engine_figures
-from loadwatch.report.exact import records_beside, with_exact_figures
+from loadwatch.report.engine import SETTLE_SECONDS, engine_figures
+from loadwatch.report.exact import records_of, with_exact_figures
 from loadwatch.report.markdown import render
 from loadwatch.report.plots import plot_ttft_against_engine, series
 
@@ -55,14 +55,15 @@ def read_exact(path: Path) -> tuple[Results, int | None]:
         raise ReportError(str(exc)) from None
 
 
-def build_report(results_path: Path, api: PrometheusAPI | None, out_dir: Path, rate_window: str = "30s") -> dict:
+def build_report(results_path: Path, api: PrometheusAPI | None, out_dir: Path, rate_window: str = "30s",
+                 settle: float = SETTLE_SECONDS) -> dict:
     results, records = read_exact(results_path)
     start, end = results.started_at, results.ended_at
     notes: list[str] = []
     for process, why in sorted(results.saturated.items()):
         notes.append(f"The load generator was a bottleneck: Locust process {process} was saturated ({why}); "
                      "its latencies include its own delays. Run more processes (--processes N).")
-    source = (f"exact, from the {records} records of {records_beside(results_path).name}" if records is not None
+    source = (f"exact, from the {records} records of {records_of(results_path, results).name}" if records is not None
               else "from the run's sketches (percentiles within 0.5 %)")
     engine: dict = {}
     plot = None
@@ -70,7 +71,7 @@ def build_report(results_path: Path, api: PrometheusAPI | None, out_dir: Path, r
         notes.append("No Prometheus to read: engine-side figures and the plot are missing.")
     else:
         try:
-            engine = engine_figures(api, start, end)
+            engine = engine_figures(api, start, end, settle)
             data = series(api, start, end, rate_window)
             if any(data.values()):
                 plot = plot_ttft_against_engine(data, results.stages, start, end, out_dir / PLOT).name

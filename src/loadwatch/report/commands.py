@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
+from loadwatch.atomic import write_atomically
 from loadwatch.credentials import CredentialError, read_secret, refused_on_command_line
 from loadwatch.defaults import PORTS
 from loadwatch.grafana.annotate import AnnotateError, post_annotations
 from loadwatch.prometheus import PrometheusAPI, PrometheusError
-from loadwatch.report.build import ReportError, build_report, read_exact, read_results
-from loadwatch.report.compare import compare, run_name
+from loadwatch.report.build import ReportError, build_report, read_results
+from loadwatch.report.compare import compare, load_side
+from loadwatch.report.engine import SETTLE_SECONDS
 from loadwatch.stack.readback import prometheus_on
 
 
@@ -18,8 +21,9 @@ def _results_path(path: Path) -> Path:
     return path / "results.json" if path.is_dir() else path
 
 
-def write_report(results: Path, api: PrometheusAPI | None, rate_window: str, say) -> int:
-    report = build_report(results, api, results.parent, rate_window)
+def write_report(results: Path, api: PrometheusAPI | None, rate_window: str, say,
+                 settle: float = SETTLE_SECONDS) -> int:
+    report = build_report(results, api, results.parent, rate_window, settle)
     for note in report["notes"]:
         say(f"warning: {note}")
     say(f"report: {results.parent / 'report.md'} (and report.json"
@@ -47,18 +51,21 @@ def report_command(args: argparse.Namespace, say) -> int:
 
 def compare_command(args: argparse.Namespace, say) -> int:
     try:
-        runs = []
-        for spec in args.results:
-            name, path = run_name(spec)
-            runs.append((name, read_exact(_results_path(path))[0]))
-        text = compare(runs)
+        text, rows = compare([load_side(spec) for spec in args.results])
     except ReportError as exc:
         say(f"error: {exc}")
         return 1
     print(text, flush=True)
-    if args.markdown:
-        args.markdown.write_text(text)
-        say(f"written to {args.markdown}")
+    try:
+        if args.markdown:
+            write_atomically(args.markdown, text)
+            say(f"written to {args.markdown}")
+        if args.json:
+            write_atomically(args.json, json.dumps({"rows": rows}, indent=2) + "\n")
+            say(f"rows written to {args.json}")
+    except OSError as exc:
+        say(f"error: cannot write {exc.filename}: {exc.strerror}")
+        return 1
     return 0
 
 
@@ -82,10 +89,14 @@ def add_parsers(commands, say) -> None:
     report.add_argument("--rate-window", default="30s", help="rate() window of the plot, default 30s")
     report.set_defaults(handler=lambda args: report_command(args, say))
 
-    comp = commands.add_parser("compare", help="A/B tables of results files: figures, then %% change")
-    comp.add_argument("results", nargs="+", metavar="[NAME=]RESULTS",
-                      help="results JSON files or run folders; the first is the baseline")
+    comp = commands.add_parser("compare", help="A/B tables of runs: figures, then each %% change with its 95 %% "
+                                               "interval and a verdict (better, worse, same)")
+    comp.add_argument("results", nargs="+", metavar="[NAME=]RUN[,RUN...]",
+                      help="results JSON files or run folders; several joined by commas are repeats of one "
+                           "configuration; the first is the baseline")
     comp.add_argument("--markdown", type=Path, help="also write the tables to this file")
+    comp.add_argument("--json", type=Path, help='also write {"rows": [{"run", "metric", "change_pct", "ci_low", '
+                                                '"ci_high", "verdict", ...}]} to this file')
     comp.set_defaults(handler=lambda args: compare_command(args, say))
 
     posting = commands.add_parser("annotate", help="post a run and its stages as Grafana annotations")

@@ -1,50 +1,166 @@
-"""A/B tables of results files, as the seeds' experiments show them: figures per run, then % change."""
+"""A/B tables of runs, as the seeds' experiments show them (figures per configuration, then each
+one's change against the baseline), with a 95 % interval and a verdict for every change.
+
+A side of the comparison is one run or the repeats of one configuration; its figure is the mean
+over its runs. Intervals come from `metrics.bootstrap`: over requests (the per-request records)
+and, where there are repeats, over runs too.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
+from loadwatch.metrics import bootstrap
+from loadwatch.metrics.records import request_latencies
 from loadwatch.metrics.results import Results, latency_key
-from loadwatch.report.build import ReportError
+from loadwatch.report.build import ReportError, read_exact
+from loadwatch.report.exact import records_of
 from loadwatch.report.markdown import table
 
-COLUMNS = [
-    ("req/s", "request_throughput"),
-    ("output tok/s", "output_throughput"),
-    *((f"{stat} {metric.upper()} (ms)", latency_key(metric, stat))
-      for metric in ("ttft", "tpot", "e2el") for stat in ("mean", "median", "p99")),
-]
+THROUGHPUTS = [("req/s", "request_throughput"), ("output tok/s", "output_throughput")]
+LATENCIES = [(f"{stat} {metric.upper()} (ms)", metric, stat)
+             for metric in ("ttft", "tpot", "e2el") for stat in ("mean", "median", "p99")]
+COLUMNS = [*THROUGHPUTS, *((label, latency_key(metric, stat)) for label, metric, stat in LATENCIES)]
+METHODS = {
+    "requests": "bootstrap over requests: one run a side, so run-to-run noise is not in it",
+    "runs and requests": "bootstrap over runs, then over each run's requests",
+    "runs": "bootstrap over runs (no per-request records)",
+}
+EXPLANATION = ("95 % intervals of each change by bootstrap; the verdict is `same` when the interval spans 0. "
+               "With one run a side the interval covers only the noise between requests: runs of one "
+               "configuration differ by more than that, so repeat each one (base=A1,A2,A3) before "
+               "trusting a small change. Throughput has one value a run and needs two runs a side.")
 
 
-def run_name(spec: str) -> tuple[str, Path]:
-    """`NAME=PATH`, or a path named by its run folder (for results.json) or its file name."""
-    name, sep, path = spec.partition("=")
-    if sep and name and not Path(spec).exists():
-        return name, Path(path)
-    given = Path(spec)
-    return (given.parent.name if given.stem == "results" and given.parent.name else given.stem), given
+@dataclass
+class Run:
+    results: Results
+    latencies: dict[str, np.ndarray] | None  # ms per request, where the run kept its records
+
+
+@dataclass
+class Side:
+    name: str
+    runs: list[Run]
+
+    def figure(self, key: str) -> float | None:
+        values = [run.results.field(key) for run in self.runs]
+        return None if any(v is None for v in values) else float(np.mean(values))
+
+
+@dataclass
+class Row:
+    label: str
+    key: str
+    base: float | None
+    value: float | None
+    change: bootstrap.Change
+    method: str | None
+
+
+def _results_path(path: Path) -> Path:
+    return path / "results.json" if path.is_dir() else path
+
+
+def side_spec(spec: str) -> tuple[str, list[Path]]:
+    """`NAME=PATH[,PATH...]`, or paths named after the first one's run folder or file name."""
+    name, sep, rest = spec.partition("=")
+    if not (sep and name and not Path(spec).exists()):
+        name, rest = "", spec
+    paths = [Path(p) for p in rest.split(",") if p]
+    if not paths:
+        raise ReportError(f"{spec!r} names no run")
+    if not name:
+        first = _results_path(paths[0])
+        name = first.parent.name if first.stem == "results" and first.parent.name else first.stem
+    return name, paths
+
+
+def load_run(path: Path) -> Run:
+    path = _results_path(path)
+    results, count = read_exact(path)
+    if count is None:
+        return Run(results, None)
+    try:
+        return Run(results, request_latencies(records_of(path, results)))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ReportError(f"cannot read the per-request records of {path}: {exc}") from None
+
+
+def load_side(spec: str) -> Side:
+    name, paths = side_spec(spec)
+    return Side(name, [load_run(p) for p in paths])
+
+
+def _latency_row(label: str, metric: str, stat: str, base: Side, other: Side, rng: np.random.Generator) -> Row:
+    key = latency_key(metric, stat)
+    b, v = base.figure(key), other.figure(key)
+    runs = base.runs + other.runs
+    if all(r.latencies is not None and len(r.latencies[metric]) > 0 for r in runs):
+        method = "requests" if len(base.runs) == len(other.runs) == 1 else "runs and requests"
+        base_res, other_res = (bootstrap.group_resamples([r.latencies[metric] for r in side.runs if r.latencies],
+                                                         stat, rng) for side in (base, other))
+        return Row(label, key, b, v, bootstrap.change(b, v, base_res, other_res, higher_is_better=False), method)
+    return _run_level_row(label, key, base, other, rng, higher_is_better=False)
+
+
+def _run_level_row(label: str, key: str, base: Side, other: Side, rng: np.random.Generator,
+                   higher_is_better: bool) -> Row:
+    b, v = base.figure(key), other.figure(key)
+    if b is None or v is None or len(base.runs) < 2 or len(other.runs) < 2:
+        return Row(label, key, b, v, bootstrap.change(b, v, None, None, higher_is_better), None)
+    base_res, other_res = (bootstrap.run_resamples([r.results.field(key) for r in side.runs], rng)
+                           for side in (base, other))
+    return Row(label, key, b, v, bootstrap.change(b, v, base_res, other_res, higher_is_better), "runs")
+
+
+def rows(base: Side, other: Side, seed: int = 0) -> list[Row]:
+    """Every figure's change; the same seed gives the same intervals."""
+    rng = np.random.default_rng(seed)
+    return [*(_run_level_row(label, key, base, other, rng, higher_is_better=True) for label, key in THROUGHPUTS),
+            *(_latency_row(label, metric, stat, base, other, rng) for label, metric, stat in LATENCIES)]
 
 
 def _value(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.2f}"
 
 
-def change(base: float | None, value: float | None) -> str:
-    if base is None or value is None or base == 0:
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:+.2f}%"
+
+
+def _interval(change: bootstrap.Change) -> str:
+    if change.ci_low is None or change.ci_high is None:
         return "n/a"
-    return f"{(value - base) / base * 100:+.2f}%"
+    return f"[{change.ci_low:+.2f}%, {change.ci_high:+.2f}%]"
 
 
-def compare(runs: list[tuple[str, Results]]) -> str:
-    if len(runs) < 2:
-        raise ReportError("compare needs at least two results files")
+def compare(sides: list[Side]) -> tuple[str, list[dict]]:
+    """The Markdown tables and the rows of `--json`."""
+    if len(sides) < 2:
+        raise ReportError("compare needs at least two runs (or groups of repeats) to compare")
+    base = sides[0]
     header = ["run", *(label for label, _ in COLUMNS)]
-    figures = table(header, [[name, *(_value(r.field(key)) for _, key in COLUMNS)] for name, r in runs])
-    base_name, base = runs[0]
-    changes = table(header, [[name, *(change(base.field(key), r.field(key)) for _, key in COLUMNS)]
-                             for name, r in runs[1:]])
-    return "\n".join([
-        "## Results", "", *figures, "",
-        f"## Change against {base_name}", "",
-        "Throughput: higher is better; latency: lower is better.", "", *changes, "",
-    ])
+    figures = table(header, [[f"{side.name} ({len(side.runs)} runs)" if len(side.runs) > 1 else side.name,
+                              *(_value(side.figure(key)) for _, key in COLUMNS)] for side in sides])
+    lines = ["## Results", "", *(["Each figure of a group of runs is the mean over its runs.", ""]
+                                 if any(len(s.runs) > 1 for s in sides) else []), *figures, ""]
+    out_rows: list[dict] = []
+    for side in sides[1:]:
+        compared = rows(base, side)
+        methods = sorted({r.method for r in compared if r.method})
+        lines += [f"## {side.name} against {base.name}", "",
+                  "Throughput: higher is better; latency: lower is better. Intervals: "
+                  + ("; ".join(f"{m} ({METHODS[m]})" for m in methods) if methods else "none (no per-request "
+                     "records and fewer than two runs a side)") + ".", "",
+                  *table(["metric", base.name, side.name, "change", "95 % interval", "verdict"],
+                         [[r.label, _value(r.base), _value(r.value), _pct(r.change.change_pct),
+                           _interval(r.change), r.change.verdict or "n/a"] for r in compared]), ""]
+        out_rows += [{"run": side.name, "base": base.name, "metric": r.key, "change_pct": r.change.change_pct,
+                      "ci_low": r.change.ci_low, "ci_high": r.change.ci_high, "verdict": r.change.verdict,
+                      "method": r.method} for r in compared]
+    lines += [EXPLANATION, ""]
+    return "\n".join(lines), out_rows

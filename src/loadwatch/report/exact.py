@@ -16,10 +16,17 @@ def records_beside(results_path: Path) -> Path:
     return results_path.with_name(results_path.stem + ".requests.jsonl")
 
 
+def records_of(results_path: Path, results: Results) -> Path:
+    """The run's records file: where its results say, else (files written before they said) beside them."""
+    if results.records is None:
+        return records_beside(results_path)
+    return results_path.parent / results.records  # an absolute path stays as it is
+
+
 def with_exact_figures(results_path: Path, results: Results) -> tuple[Results, int | None]:
     """The results, with the run's own figures recomputed from the records beside them when there
     are; and how many records that was (None: no records file). ValueError for unreadable records."""
-    path = records_beside(results_path)
+    path = records_of(results_path, results)
     if not path.is_file():
         return results, None
     slos = [parse_slo(f"{v['name']}={v['limit']}") for v in results.slo]

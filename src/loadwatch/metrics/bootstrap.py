@@ -1,0 +1,96 @@
+"""95 % confidence intervals of a % change between two groups of runs, by bootstrap: raw values
+in, an interval and a verdict out.
+
+A group's figure is the mean over its runs of each run's statistic (its median TTFT, say). One
+resample draws the group's runs with replacement, then each drawn run's requests with replacement
+(a hierarchical bootstrap), so the interval holds the noise between runs as well as between
+requests. With one run a side it is the plain bootstrap over requests, which cannot see how much a
+second run would differ: that is why experiments repeat. Figures with one value per run
+(throughput) are resampled over runs only, so they need two runs a side.
+
+scipy.stats.bootstrap resamples independent samples, not runs and then their requests; this is
+written with numpy for that reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+RESAMPLES = 2000
+CONFIDENCE = 0.95
+# A larger run is resampled from this many of its requests, drawn at random: its interval can only
+# get wider (conservative), and the cost stays that of 20,000 requests.
+MAX_REQUESTS = 20_000
+CHUNK = 100  # resamples computed at once: memory is CHUNK x requests values
+Verdict = Literal["better", "worse", "same"]
+
+
+def statistic(values: np.ndarray, stat: str) -> np.ndarray:
+    """`mean`, `median` or `pNN` along the last axis."""
+    if stat == "mean":
+        return values.mean(axis=-1)
+    if stat == "median":
+        return np.median(values, axis=-1)
+    return np.percentile(values, float(stat[1:]), axis=-1)
+
+
+def request_resamples(values: np.ndarray, stat: str, rng: np.random.Generator,
+                      resamples: int = RESAMPLES) -> np.ndarray:
+    """The statistic of `resamples` resamples of one run's requests."""
+    if len(values) > MAX_REQUESTS:
+        values = rng.choice(values, MAX_REQUESTS, replace=False)
+    out = np.empty(resamples)
+    for start in range(0, resamples, CHUNK):
+        size = min(CHUNK, resamples - start)
+        out[start:start + size] = statistic(values[rng.integers(len(values), size=(size, len(values)))], stat)
+    return out
+
+
+def group_resamples(runs: list[np.ndarray], stat: str, rng: np.random.Generator,
+                    resamples: int = RESAMPLES) -> np.ndarray:
+    """The group's figure in each resample: runs drawn with replacement, each from its own resamples."""
+    per_run = np.stack([request_resamples(values, stat, rng, resamples) for values in runs])
+    drawn = rng.integers(len(runs), size=(resamples, len(runs)))
+    which = rng.integers(resamples, size=(resamples, len(runs)))  # an independent resample per draw
+    return per_run[drawn, which].mean(axis=1)
+
+
+def run_resamples(values: list[float], rng: np.random.Generator, resamples: int = RESAMPLES) -> np.ndarray:
+    """The mean of run-level figures, the runs drawn with replacement."""
+    array = np.asarray(values, dtype=float)
+    return array[rng.integers(len(array), size=(resamples, len(array)))].mean(axis=1)
+
+
+@dataclass(frozen=True)
+class Change:
+    change_pct: float | None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    verdict: Verdict | None = None  # None: no interval (one run a side for a run-level figure, or no data)
+
+
+def verdict(ci_low: float, ci_high: float, higher_is_better: bool) -> Verdict:
+    if ci_low <= 0 <= ci_high:
+        return "same"
+    return "better" if (ci_low > 0) == higher_is_better else "worse"
+
+
+def change(base: float | None, new: float | None, base_resamples: np.ndarray | None,
+           new_resamples: np.ndarray | None, higher_is_better: bool) -> Change:
+    """The % change of `new` against `base`, with its percentile interval where both have resamples."""
+    if base is None or new is None or base == 0:
+        return Change(None)
+    pct = (new - base) / base * 100
+    if base_resamples is None or new_resamples is None:
+        return Change(pct)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        changes = (new_resamples - base_resamples) / base_resamples * 100
+    changes = changes[np.isfinite(changes)]
+    if len(changes) == 0:
+        return Change(pct)
+    tail = (1 - CONFIDENCE) / 2 * 100
+    low, high = (float(v) for v in np.percentile(changes, [tail, 100 - tail]))
+    return Change(pct, low, high, verdict(low, high, higher_is_better))
