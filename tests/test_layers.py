@@ -19,6 +19,7 @@ LAYERS = [
     {"report"},
     {"run"},  # loadwatch run: stack, Locust, report
     {"capacity"},  # loadwatch capacity: levels of loadwatch-run-like runs
+    {"experiment"},  # loadwatch experiment: cells of runs per arm, with verdicts
     {"cli"},
 ]
 LAYER = {unit: i for i, units in enumerate(LAYERS) for unit in units}

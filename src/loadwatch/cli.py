@@ -117,6 +117,17 @@ def capacity_command(args: argparse.Namespace) -> int:
     ), say)
 
 
+def experiment_command(args: argparse.Namespace) -> int:
+    from loadwatch.experiment.command import ExperimentOptions, experiment_command
+
+    shipped = args.file.suffix not in (".yaml", ".yml") and not args.file.exists()
+    file = assets.experiment(str(args.file)) if shipped else args.file
+    return experiment_command(ExperimentOptions(
+        file=file, locustfile=args.locustfile, out=Path(args.out), repeats=args.repeats,
+        duration=parse_duration(args.duration) if args.duration else None, grafana_url=args.grafana_url,
+        check=args.check), say)
+
+
 def locustfile_command(args: argparse.Namespace) -> int:
     path = assets.locustfile(args.name)
     if not path.is_file():
@@ -202,6 +213,18 @@ def parser() -> argparse.ArgumentParser:
     search.add_argument("--vllm-arg", dest="vllm_args", action="append", default=[],
                         help="extra flag for the embedded vllm serve, repeatable")
     search.set_defaults(handler=capacity_command)
+    trial = commands.add_parser("experiment", help="arms (engine flags) x workloads x load levels, repeated, "
+                                                   "each cell a run with its report, then verdicts against the "
+                                                   "baseline arm")
+    trial.add_argument("file", type=Path, help="experiment YAML, or the name of a shipped one (prefix-caching, "
+                                              "chunked-prefill)")
+    trial.add_argument("--repeats", type=int, help="runs of each cell instead of the file's")
+    trial.add_argument("--duration", help="seconds of each cell instead of the file's, e.g. 20s")
+    trial.add_argument("--check", action="store_true", help="validate the file and print the plan; run nothing")
+    trial.add_argument("--locustfile", type=Path, default=assets.locustfile())
+    trial.add_argument("--out", default="runs", help="folder for the experiment's folder")
+    trial.add_argument("--grafana-url", help="post each cell as a region annotation (token from $GRAFANA_TOKEN)")
+    trial.set_defaults(handler=experiment_command)
     add_parsers(commands, say)
 
     locustfile = commands.add_parser("locustfile", help="print the path of a shipped locustfile: "

@@ -25,7 +25,7 @@ def is_loopback(url: str) -> bool:
         return False
 
 
-def urlopen(url: str, timeout: float) -> HTTPResponse:
-    if is_loopback(url):
+def urlopen(url: str | urllib.request.Request, timeout: float) -> HTTPResponse:
+    if is_loopback(url.full_url if isinstance(url, urllib.request.Request) else url):
         return _DIRECT.open(url, timeout=timeout)
     return urllib.request.urlopen(url, timeout=timeout)

@@ -1,6 +1,6 @@
-"""The stack's configs, dashboards and locustfiles, shipped inside the package.
+"""The stack's configs, dashboards, locustfiles and experiments, shipped inside the package.
 
-In a checkout, prometheus/, grafana/ and locustfiles/ here are links to the top-level folders
+In a checkout, prometheus/, grafana/, locustfiles/ and experiments/ here are links to the top-level folders
 (the one copy people edit); a wheel carries their files, so an installed loadwatch finds them
 wherever it runs.
 """
@@ -18,3 +18,7 @@ def path(*parts: str) -> Path:
 
 def locustfile(name: str = "chat") -> Path:
     return path("locustfiles", f"{name}.py")
+
+
+def experiment(name: str) -> Path:
+    return path("experiments", f"{name}.yaml")

@@ -46,7 +46,9 @@ def command(settings: EngineSettings, model_dir: Path, port: int, extra: list[st
 
 
 def start(settings: EngineSettings, model_dir: Path, port: int | None = None, extra: list[str] | None = None,
-          timeout: float = 600.0, say=print) -> Component:
+          timeout: float = 600.0, say=print, dev_endpoints: bool = False) -> Component:
+    """`dev_endpoints`: vLLM's development API too (POST /reset_prefix_cache, which experiments call
+    between runs); off otherwise, since it also lets a caller reconfigure the engine."""
     existing = running(settings)
     if existing is not None:
         raise EngineError(f"an engine is already running (pid {existing.pid}, {existing.url}); "
@@ -58,6 +60,8 @@ def start(settings: EngineSettings, model_dir: Path, port: int | None = None, ex
     env = {"VLLM_CPU_KVCACHE_SPACE": str(settings.kv_cache_gib), "HF_HUB_OFFLINE": "1",
            "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",
            "VLLM_CPU_NUM_OF_RESERVED_CPU": str(reserved)}
+    if dev_endpoints:
+        env["VLLM_SERVER_DEV_MODE"] = "1"
     api_key = read_secret("OPENAI_API_KEY")
     if api_key:
         # The key the load generator sends is the one the engine asks for: vLLM reads it from its

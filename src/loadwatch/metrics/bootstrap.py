@@ -2,14 +2,14 @@
 in, an interval and a verdict out.
 
 A group's figure is the mean over its runs of each run's statistic (its median TTFT, say). One
-resample draws the group's runs with replacement, then each drawn run's requests with replacement
-(a hierarchical bootstrap), so the interval holds the noise between runs as well as between
-requests. With one run a side it is the plain bootstrap over requests, which cannot see how much a
-second run would differ: that is why experiments repeat. Figures with one value per run
+resample draws the group's runs with replacement, then blocks of each drawn run's requests (a
+hierarchical bootstrap), so the interval holds the noise between runs as well as within them. With
+one run a side it is a block bootstrap over requests, which cannot see how much a second run would
+differ as a whole: that is why experiments repeat. Figures with one value per run
 (throughput) are resampled over runs only, so they need two runs a side.
 
-scipy.stats.bootstrap resamples independent samples, not runs and then their requests; this is
-written with numpy for that reason.
+scipy.stats.bootstrap resamples independent observations, not runs and then blocks of their
+requests; this is written with numpy for that reason.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ CONFIDENCE = 0.95
 # get wider (conservative), and the cost stays that of 20,000 requests.
 MAX_REQUESTS = 20_000
 CHUNK = 100  # resamples computed at once: memory is CHUNK x requests values
+BLOCKS = 10  # blocks of consecutive requests in each resample of a run
 Verdict = Literal["better", "worse", "same"]
 
 
@@ -39,13 +40,24 @@ def statistic(values: np.ndarray, stat: str) -> np.ndarray:
 
 def request_resamples(values: np.ndarray, stat: str, rng: np.random.Generator,
                       resamples: int = RESAMPLES) -> np.ndarray:
-    """The statistic of `resamples` resamples of one run's requests."""
+    """The statistic of `resamples` circular block resamples of one run's requests, in time order.
+
+    Requests close in time share the engine's state (its batch, its queue, a closed loop's phase),
+    so they are not independent: resampling them one by one gives intervals too narrow to hold a
+    second run of the same configuration. Each resample joins BLOCKS blocks of consecutive requests
+    (a tenth of the run each) from random starts, which carries that dependence, and a drift within
+    the run, into the interval.
+    """
     if len(values) > MAX_REQUESTS:
-        values = rng.choice(values, MAX_REQUESTS, replace=False)
+        values = values[:: -(-len(values) // MAX_REQUESTS)]  # every k-th: the time order stays
+    n = len(values)
+    length = -(-n // BLOCKS)
     out = np.empty(resamples)
     for start in range(0, resamples, CHUNK):
         size = min(CHUNK, resamples - start)
-        out[start:start + size] = statistic(values[rng.integers(len(values), size=(size, len(values)))], stat)
+        starts = rng.integers(n, size=(size, BLOCKS, 1))
+        picked = values[(starts + np.arange(length)) % n].reshape(size, BLOCKS * length)
+        out[start:start + size] = statistic(picked, stat)
     return out
 
 

@@ -76,14 +76,10 @@ def exact_samples(path: Path, slos: list[SLO]) -> tuple[Samples, bool]:
 
 
 def request_latencies(path: Path) -> dict[str, np.ndarray]:
-    """Each measured successful request's TTFT, TPOT and E2E latency in ms, from a records file
-    (TPOT only where the request had two tokens or more)."""
-    values: dict[str, list[float]] = {"ttft": [], "tpot": [], "e2el": []}
-    for r in read_records(path):
-        if r["stage"] == "warmup" or r["failure"] is not None:
-            continue
-        values["ttft"].append(r["ttft_s"])
-        values["e2el"].append(r["elapsed_s"])
-        if r["tpot_s"] is not None:
-            values["tpot"].append(r["tpot_s"])
-    return {metric: np.asarray(v, dtype=float) * 1000 for metric, v in values.items()}
+    """Each measured successful request's TTFT, TPOT and E2E latency in ms, from a records file, in
+    the order the requests started (TPOT only where the request had two tokens or more)."""
+    measured = sorted((r for r in read_records(path) if r["stage"] != "warmup" and r["failure"] is None),
+                      key=lambda r: r["start"])
+    return {"ttft": np.array([r["ttft_s"] for r in measured], dtype=float) * 1000,
+            "e2el": np.array([r["elapsed_s"] for r in measured], dtype=float) * 1000,
+            "tpot": np.array([r["tpot_s"] for r in measured if r["tpot_s"] is not None], dtype=float) * 1000}

@@ -25,13 +25,13 @@ LATENCIES = [(f"{stat} {metric.upper()} (ms)", metric, stat)
              for metric in ("ttft", "tpot", "e2el") for stat in ("mean", "median", "p99")]
 COLUMNS = [*THROUGHPUTS, *((label, latency_key(metric, stat)) for label, metric, stat in LATENCIES)]
 METHODS = {
-    "requests": "bootstrap over requests: one run a side, so run-to-run noise is not in it",
-    "runs and requests": "bootstrap over runs, then over each run's requests",
+    "requests": "bootstrap over blocks of consecutive requests: one run a side, so run-to-run noise is not in it",
+    "runs and requests": "bootstrap over runs, then over blocks of each run's requests",
     "runs": "bootstrap over runs (no per-request records)",
 }
 EXPLANATION = ("95 % intervals of each change by bootstrap; the verdict is `same` when the interval spans 0. "
-               "With one run a side the interval covers only the noise between requests: runs of one "
-               "configuration differ by more than that, so repeat each one (base=A1,A2,A3) before "
+               "With one run a side the interval covers only the noise within the runs: runs of one "
+               "configuration can differ by more than that, so repeat each one (base=A1,A2,A3) before "
                "trusting a small change. Throughput has one value a run and needs two runs a side.")
 
 

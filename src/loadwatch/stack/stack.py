@@ -120,7 +120,7 @@ def _wait_for_first_scrape(url: str, timeout: float) -> None:
 
 
 def up(settings: StackSettings, run_dir: Path, target: str | None = None, vllm_args: list[str] | None = None,
-       client_port: int = PORTS["client_metrics"], say=print) -> Stack:
+       client_port: int = PORTS["client_metrics"], say=print, dev_endpoints: bool = False) -> Stack:
     running = Stack.load(settings.state_file)
     if running is not None and any(c.alive() for c in running.components):
         raise StackError(f"a stack is already running (run directory {running.run_dir}); "
@@ -134,7 +134,7 @@ def up(settings: StackSettings, run_dir: Path, target: str | None = None, vllm_a
         if target is None:
             ensure_engine(engine_settings, say)
             stack.target = engine.start(engine_settings, ensure_model(engine_settings, say), extra=vllm_args,
-                                        say=say).url
+                                        say=say, dev_endpoints=dev_endpoints).url
         _start_all(stack, settings, run_dir)
     except BaseException:
         _stop(stack, engine_settings)

@@ -1,0 +1,1 @@
+"""`loadwatch experiment`: arms x workloads x load levels, repeated, with verdicts that know noise."""

@@ -1,0 +1,78 @@
+"""The cells of an experiment (arm x workload x level x repeat) and each one's Locust command."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from loadwatch.capacity.levels import OPEN_LOOP_USERS, locust_base
+from loadwatch.experiment.spec import Experiment
+
+
+@dataclass(frozen=True)
+class Cell:
+    arm: str
+    workload: str
+    level: float
+    unit: str  # users or req/s
+    repeat: int  # from 1
+    many_levels: bool
+
+    @property
+    def level_name(self) -> str:
+        return f"{self.level:g}-users" if self.unit == "users" else f"{self.level:g}-rps"
+
+    @property
+    def group(self) -> Path:
+        """The folder of the cell's repeats, under the experiment's."""
+        return Path(self.arm, self.workload, *([self.level_name] if self.many_levels else []))
+
+    @property
+    def folder(self) -> Path:
+        return self.group / f"r{self.repeat}"
+
+    def run_name(self, experiment: str) -> str:
+        """The start of the cell's run_id: the experiment and the cell, so Prometheus tells them apart."""
+        return ".".join([experiment, self.arm, self.workload, *([self.level_name] if self.many_levels else []),
+                         f"r{self.repeat}"])
+
+
+def cells(experiment: Experiment) -> list[Cell]:
+    """Arm by arm (each arm is one engine start), then workload, level and repeat."""
+    levels = experiment.load.levels
+    return [Cell(arm, workload, level, unit, repeat, len(levels) > 1)
+            for arm in experiment.arms for workload in experiment.workloads for level, unit in levels
+            for repeat in range(1, experiment.repeats + 1)]
+
+
+def workload_flags(options: dict, relative_to: Path) -> list[str]:
+    """A workload's options as the load generator's flags; a dataset path is the experiment file's."""
+    flags: list[str] = []
+    for key, value in options.items():
+        flag = "--" + key.replace("_", "-")
+        if isinstance(value, bool):
+            flags += [flag] if value else []
+        elif isinstance(value, list):
+            flags += [flag, ",".join(str(v) for v in value)]
+        elif key == "dataset_path":
+            flags += [flag, str(relative_to / value)]
+        else:
+            flags += [flag, str(value)]
+    return flags
+
+
+def command(experiment: Experiment, cell: Cell, results: Path, metrics_port: int, locustfile: Path,
+            source_dir: Path) -> list[str]:
+    load = experiment.load
+    if cell.unit == "users":
+        users = int(cell.level)
+        rate: list[str] = []
+    else:
+        users = max(1, min(OPEN_LOOP_USERS, math.ceil(cell.level)))
+        rate = ["--request-rate", f"{cell.level:g}"]
+    return [*locust_base(locustfile, results, metrics_port, experiment.slo, []),
+            *workload_flags(experiment.workloads[cell.workload], source_dir),
+            *rate, "-u", str(users), "-r", str(users), "-t", f"{math.ceil(load.duration)}s",
+            "--warmup-requests", str(load.warmup_requests), "--warmup-seconds", f"{load.warmup_seconds:g}",
+            "--run-name", cell.run_name(experiment.name), "--stop-timeout", "10"]

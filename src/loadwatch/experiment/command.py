@@ -1,0 +1,178 @@
+"""`loadwatch experiment FILE.yaml`: each arm's engine (or target) up in turn, every cell of it run
+with an empty prefix cache, each cell a run folder with its report, then the summary with verdicts."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from loadwatch.experiment import cells as cells_of
+from loadwatch.experiment import summary
+from loadwatch.experiment.cells import Cell
+from loadwatch.experiment.outcome import Outcome
+from loadwatch.experiment.server import ServerError, reset_prefix_cache, restart
+from loadwatch.experiment.spec import Arm, Experiment, ExperimentError, load
+from loadwatch.processes import ComponentError, log_tail, port_or_free
+from loadwatch.prometheus import PrometheusAPI
+from loadwatch.report.build import ReportError
+from loadwatch.report.commands import annotate, write_report
+from loadwatch.run import INTERRUPTED, new_run_dir
+from loadwatch.stack.settings import StackSettings
+from loadwatch.stack.stack import down, up
+
+ENGINE_START_GUESS = 60.0  # seconds an engine start adds to the first estimate of time left
+
+
+@dataclass
+class ExperimentOptions:
+    file: Path
+    locustfile: Path
+    out: Path = Path("runs")
+    repeats: int | None = None
+    duration: float | None = None
+    grafana_url: str | None = None
+    check: bool = False
+
+
+class Progress:
+    """`cell 3 of 12 ... about 7 min left`, from the cells done so far."""
+
+    def __init__(self, total: int, guess: float, say) -> None:
+        self.total, self.guess, self.say = total, guess, say
+        self.done = 0
+        self.began = time.monotonic()
+
+    def start(self, cell: Cell) -> None:
+        elapsed = time.monotonic() - self.began
+        per_cell = elapsed / self.done if self.done else self.guess
+        left = per_cell * (self.total - self.done)
+        self.say(f"cell {self.done + 1} of {self.total}: {cell.folder} ({cell.level:g} {cell.unit}); "
+                 f"about {left / 60:.0f} min left")
+
+    def finish(self, count: int = 1) -> None:
+        self.done += count
+
+
+def with_overrides(experiment: Experiment, options: ExperimentOptions) -> Experiment:
+    update: dict = {}
+    if options.repeats is not None:
+        update["repeats"] = options.repeats
+    if options.duration is not None:
+        update["load"] = experiment.load.model_copy(update={"duration": options.duration})
+    return experiment.model_copy(update=update)
+
+
+def experiment_command(options: ExperimentOptions, say) -> int:
+    try:
+        spec = with_overrides(load(options.file), options)
+    except ExperimentError as exc:
+        say(f"error: {exc}")
+        return 2
+    plan = cells_of.cells(spec)
+    per_cell = spec.load.duration + spec.cool_down + 5
+    say(f"experiment {spec.name}: {len(spec.arms)} arms x {len(spec.workloads)} workloads x "
+        f"{len(spec.load.levels)} levels x {spec.repeats} repeats = {len(plan)} cells of {spec.load.duration:g} s, "
+        f"about {(len(plan) * per_cell + len(spec.arms) * ENGINE_START_GUESS) / 60:.0f} min")
+    if options.check:
+        return 0
+    stamp = new_run_dir(options.out)
+    exp_dir = stamp.with_name(f"{stamp.name}-{spec.name}")
+    exp_dir.mkdir(parents=True)
+    shutil.copyfile(options.file, exp_dir / "experiment.yaml")
+    progress = Progress(len(plan), per_cell + ENGINE_START_GUESS / max(1, len(plan) // len(spec.arms)), say)
+    outcomes: list[Outcome] = []
+    code = 0
+    try:
+        for name, arm in spec.arms.items():
+            outcomes += run_arm(spec, name, arm, [c for c in plan if c.arm == name], exp_dir, options, progress, say)
+    except KeyboardInterrupt:
+        code = INTERRUPTED
+        say("interrupted: the summary covers the cells that finished")
+    written = summary.write(exp_dir, spec, outcomes, say)
+    say(f"summary: {written}")
+    failed = [o for o in outcomes if o.problem]
+    if failed and code == 0:
+        say(f"{len(failed)} of {len(plan)} cells failed: see the summary")
+        code = 1
+    return code
+
+
+def run_arm(spec: Experiment, name: str, arm: Arm, cells: list[Cell], exp_dir: Path, options: ExperimentOptions,
+            progress: Progress, say) -> list[Outcome]:
+    arm_dir = exp_dir / name
+    (arm_dir / "logs").mkdir(parents=True, exist_ok=True)
+    settings = StackSettings()
+    try:
+        if arm.restart and arm.target:
+            say(f"arm {name}: restarting {arm.target}")
+            with open(arm_dir / "logs" / "restart.log", "w") as log:
+                restart(arm.restart, arm.target, arm.ready_timeout, log)
+        say(f"arm {name}: " + (f"target {arm.target}" if arm.target else
+                               f"embedded engine with {' '.join(arm.vllm_args) or 'its defaults'}"))
+        stack = up(settings, arm_dir, arm.target, arm.vllm_args, client_port=port_or_free(0), say=say,
+                   dev_endpoints=spec.reset_prefix_cache)
+    except (ComponentError, ServerError) as exc:
+        say(f"error: arm {name} did not start, its {len(cells)} cells are skipped: {exc}")
+        progress.finish(len(cells))
+        return [Outcome(c, exp_dir / c.folder, problem=f"the arm did not start: {exc}") for c in cells]
+    api = PrometheusAPI(stack.url("prometheus"))
+    target = arm.target or stack.target
+    env = {**os.environ, "LOCUST_HOST": target}
+    outcomes: list[Outcome] = []
+    try:
+        for cell in cells:
+            progress.start(cell)
+            outcome = Outcome(cell, exp_dir / cell.folder)
+            if spec.reset_prefix_cache and (why := reset_prefix_cache(target)):
+                outcome.notes.append(why)
+                if not any(why in o.notes for o in outcomes):
+                    say(f"warning: {why}")
+            run_cell(spec, outcome, env, stack.client_port, api, options)
+            outcomes.append(outcome)
+            progress.finish()
+    finally:
+        for component in stack.dead():
+            say(f"error: {component.name} died; end of {component.log}:\n{log_tail(component.log)}")
+        down(settings)
+    return outcomes
+
+
+def run_cell(spec: Experiment, outcome: Outcome, env: dict[str, str], metrics_port: int, api: PrometheusAPI,
+             options: ExperimentOptions) -> None:
+    outcome.folder.mkdir(parents=True, exist_ok=True)
+    results = outcome.folder / "results.json"
+    command = cells_of.command(spec, outcome.cell, results, metrics_port, options.locustfile,
+                               options.file.resolve().parent)
+    log = outcome.folder / "locust.log"
+    code = _locust(command, env, log)
+    if not results.exists():
+        outcome.problem = f"Locust wrote no results (exit code {code}); see {log}"
+        return
+    outcome.results = results
+    time.sleep(spec.cool_down)  # the engine's counters reach Prometheus before they are read
+    try:
+        write_report(results, api, "30s", lambda message: None, settle=spec.cool_down)
+    except (ReportError, OSError) as exc:
+        outcome.notes.append(f"no report: {exc}")
+    if options.grafana_url:
+        annotate(results, options.grafana_url, None, lambda message: outcome.notes.append(message))
+
+
+def _locust(command: list[str], env: dict[str, str], log: Path) -> int:
+    """Locust's exit code; Ctrl-C lets it write what it measured, then is raised again."""
+    with open(log, "w") as out:
+        locust = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT)
+        try:
+            return locust.wait()
+        except KeyboardInterrupt:
+            locust.send_signal(signal.SIGINT)
+            try:
+                locust.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                locust.kill()
+            raise

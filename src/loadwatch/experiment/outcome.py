@@ -1,0 +1,17 @@
+"""What one cell of an experiment left behind."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from loadwatch.experiment.cells import Cell
+
+
+@dataclass
+class Outcome:
+    cell: Cell
+    folder: Path
+    results: Path | None = None  # None: the cell produced no results
+    problem: str | None = None
+    notes: list[str] = field(default_factory=list)

@@ -1,0 +1,213 @@
+"""The experiment file: arms (engine configurations) x workloads x load levels, each repeated.
+
+Validated whole before anything starts; an error names the file, the line and the field. A
+workload is a set of the load generator's own options (LoadSettings), checked by the same model
+that checks them on Locust's command line.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+
+from loadwatch.metrics.slo import parse_slo
+from loadwatch.run import parse_duration
+from loadwatch.settings import LoadSettings
+
+NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"  # names become folders and run ids
+# Options the experiment sets for every cell itself (where results go, the cell's name, the load).
+RESERVED = {"results_json", "requests_file", "metrics_port", "metrics_host", "run_name", "stage_name",
+            "checkpoint_interval", "slo", "request_rate", "warmup_requests", "warmup_seconds", "shape", "sweep",
+            "num_requests", "api_key_file"}
+
+
+class ExperimentError(Exception):
+    """The file cannot be read or is not a valid experiment; the message names the line and field."""
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Arm(Strict):
+    vllm_args: list[str] = Field([], description="flags of the embedded vllm serve for this arm")
+    target: str | None = Field(None, description="base URL of a server instead of the embedded engine")
+    restart: str | None = Field(None, description="shell command run before this arm's cells (target arms): "
+                                                  "it restarts the server with the arm's configuration")
+    ready_timeout: float = Field(600.0, gt=0, description="seconds the target may take to answer after restart")
+
+    @model_validator(mode="after")
+    def _engine_or_target(self) -> Arm:
+        if self.target and self.vllm_args:
+            raise ValueError("vllm_args are for the embedded engine: an arm with a target configures its "
+                             "server itself (restart)")
+        if self.restart and not self.target:
+            raise ValueError("restart is for an arm with a target: the embedded engine restarts by itself")
+        return self
+
+
+class Load(Strict):
+    users: list[int] = Field([4], description="closed loop: users, one level each")
+    request_rate: list[float] = Field([], description="open loop instead: requests/s, one level each")
+    duration: float = Field(40.0, gt=0, description="seconds of each cell, warm-up included")
+    warmup_requests: int = Field(0, ge=0)
+    warmup_seconds: float = Field(0.0, ge=0)
+
+    @field_validator("users", "request_rate", mode="before")
+    @classmethod
+    def _one_or_many(cls, value: object) -> object:
+        return [value] if isinstance(value, int | float) else value
+
+    @field_validator("duration", mode="before")
+    @classmethod
+    def _duration(cls, value: object) -> object:
+        if isinstance(value, str):
+            try:
+                return parse_duration(value)
+            except ValueError:
+                raise ValueError(f"not a duration: {value!r} (e.g. 40s, 2m)") from None
+        return value
+
+    @field_validator("users")
+    @classmethod
+    def _positive_users(cls, value: list[int]) -> list[int]:
+        if not value or any(v < 1 for v in value):
+            raise ValueError("users must be at least 1")
+        return value
+
+    @field_validator("request_rate")
+    @classmethod
+    def _positive_rates(cls, value: list[float]) -> list[float]:
+        if any(v <= 0 for v in value):
+            raise ValueError("a request rate must be over 0")
+        return value
+
+    @property
+    def levels(self) -> list[tuple[float, str]]:
+        """(value, unit) of each level."""
+        if self.request_rate:
+            return [(v, "req/s") for v in self.request_rate]
+        return [(float(v), "users") for v in self.users]
+
+
+class Experiment(Strict):
+    name: str = Field(pattern=NAME)
+    description: str = ""
+    repeats: int = Field(3, ge=1, description="runs of each cell; the verdicts need 2 or more")
+    arms: dict[str, Arm] = Field(min_length=1)
+    workloads: dict[str, dict[str, Any]] = Field(min_length=1)
+    baseline: str | None = Field(None, description="the arm the others are compared with; default the first")
+    load: Load = Load()
+    slo: list[str] = []
+    cool_down: float = Field(6.0, ge=0, description="seconds after each cell: the engine's counters settle "
+                                                    "before its figures are read")
+    reset_prefix_cache: bool = Field(True, description="empty the prefix cache before each run")
+
+    @field_validator("arms", "workloads")
+    @classmethod
+    def _names(cls, value: dict) -> dict:
+        for name in value:
+            if not re.match(NAME, str(name)):
+                raise ValueError(f"{name!r}: names are letters, digits, '.', '_' and '-' (they become folders)")
+        return {name: {} if options is None else options for name, options in value.items()}
+
+    @field_validator("slo")
+    @classmethod
+    def _slos(cls, value: list[str]) -> list[str]:
+        for text in value:
+            parse_slo(text)
+        return value
+
+    @field_validator("baseline")
+    @classmethod
+    def _baseline_is_an_arm(cls, value: str | None, info: ValidationInfo) -> str | None:
+        arms = info.data.get("arms")
+        if value is not None and arms is not None and value not in arms:
+            raise ValueError(f"{value!r} is not one of the arms: {', '.join(arms)}")
+        return value
+
+    @model_validator(mode="after")
+    def _first_arm_by_default(self) -> Experiment:
+        if self.baseline is None:
+            self.baseline = next(iter(self.arms))
+        return self
+
+
+class Loader(yaml.SafeLoader):
+    """YAML 1.2's booleans: only true and false. An arm named `on` or `off` stays a name."""
+
+
+Loader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:bool"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+Loader.add_implicit_resolver("tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
+                             list("tTfF"))
+
+
+def _line(node: yaml.Node, loc: tuple) -> int:
+    """The line (1-based) of the deepest node of the file that `loc` reaches."""
+    for part in loc:
+        if isinstance(node, yaml.MappingNode):
+            found = next((v for k, v in node.value if k.value == str(part)), None)
+            if found is None:
+                found = next((k for k, _ in node.value if k.value == str(part)), None)
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            found = node.value[part]
+        else:
+            found = None
+        if found is None:
+            break
+        node = found
+    return node.start_mark.line + 1
+
+
+def workload_problems(workloads: object) -> list[tuple[tuple, str]]:
+    """(where, what) of each option of a workload that is not a valid load-generator option."""
+    if not isinstance(workloads, dict):
+        return []  # the model says what is wrong with it
+    problems: list[tuple[tuple, str]] = []
+    for name, options in workloads.items():
+        if not isinstance(options, dict):
+            continue
+        for key in options:
+            if key in RESERVED:
+                problems.append(((name, key), "set by the experiment itself (its load, slo and files)"))
+            elif key not in LoadSettings.model_fields:
+                problems.append(((name, key), "not a load-generator option (see `locust --help`, with - as _)"))
+        if problems:
+            continue
+        try:
+            LoadSettings(**options)
+        except ValidationError as exc:
+            problems += [((name, *e["loc"]), e["msg"]) for e in exc.errors()]
+    return [(("workloads", *where), what) for where, what in problems]
+
+
+def load(path: Path, name: str | None = None) -> Experiment:
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ExperimentError(f"cannot read {path}: {exc.strerror}") from None
+    try:
+        root = yaml.compose(text, Loader=Loader)
+        data = yaml.load(text, Loader=Loader)  # noqa: S506 (a SafeLoader)
+    except yaml.YAMLError as exc:
+        raise ExperimentError(f"{path}: not YAML: {exc}") from None
+    if not isinstance(data, dict) or root is None:
+        raise ExperimentError(f"{path}: an experiment is a mapping (name, arms, workloads, load, repeats)")
+    data.setdefault("name", name or path.stem)
+    problems = workload_problems(data.get("workloads"))
+    try:
+        experiment = Experiment.model_validate(data)
+    except ValidationError as exc:
+        problems += [(tuple(p for p in e["loc"] if not str(p).startswith("function-")),
+                      e["msg"].removeprefix("Value error, ")) for e in exc.errors()]
+    if problems:
+        located = sorted((_line(root, loc), ".".join(map(str, loc)) or "file", what) for loc, what in problems)
+        raise ExperimentError("\n".join(f"{path}:{line}: {field}: {what}" for line, field, what in located))
+    return experiment
+

@@ -1,0 +1,176 @@
+"""The experiment's summary: each arm's figures per workload and level (the articles' first table)
+with what the engine did, each arm against the baseline with intervals and verdicts, and with
+several load levels a Pareto plot like vLLM's sweep."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from loadwatch.atomic import write_atomically
+from loadwatch.experiment.outcome import Outcome
+from loadwatch.experiment.spec import Experiment
+from loadwatch.metrics.results import latency_key
+from loadwatch.report import compare
+from loadwatch.report.build import ReportError
+from loadwatch.report.markdown import number, share, table
+
+PARETO = "pareto.png"
+FIGURES = [("req/s", "request_throughput"), ("output tok/s", "output_throughput"),
+           ("mean TTFT (ms)", latency_key("ttft", "mean")), ("median TTFT (ms)", latency_key("ttft", "median")),
+           ("mean TPOT (ms)", latency_key("tpot", "mean")), ("mean E2EL (ms)", latency_key("e2el", "mean"))]
+VERDICT_KEYS = ("output_throughput", latency_key("ttft", "mean"), latency_key("ttft", "median"),
+                latency_key("ttft", "p99"), latency_key("tpot", "median"), latency_key("e2el", "median"))
+
+
+def _engine(outcome: Outcome) -> dict:
+    try:
+        return json.loads((outcome.folder / "report.json").read_text()).get("engine", {})
+    except (OSError, ValueError):
+        return {}
+
+
+def _mean(values: Sequence[float | None], take=np.mean) -> float | None:
+    known = [v for v in values if v is not None]
+    return float(take(known)) if known else None
+
+
+def group(experiment: Experiment, outcomes: list[Outcome]) -> list[dict]:
+    """One entry per arm x workload x level: its runs, mean figures and what the engine did."""
+    groups: dict[Path, dict] = {}
+    for o in outcomes:
+        g = groups.setdefault(o.cell.group, {"arm": o.cell.arm, "workload": o.cell.workload, "level": o.cell.level,
+                                             "unit": o.cell.unit, "folder": str(o.cell.group), "runs": [],
+                                             "engines": [], "failed_cells": 0})
+        if o.results is None:
+            g["failed_cells"] += 1
+            continue
+        g["runs"].append(o.results)
+        g["engines"].append(_engine(o))
+    out = []
+    for g in groups.values():
+        engines = g.pop("engines")
+        try:
+            g["side"] = compare.Side(g["arm"], [compare.load_run(p) for p in g["runs"]]) if g["runs"] else None
+        except ReportError as exc:
+            g["side"], g["problem"] = None, str(exc)
+        g["figures"] = {key: g["side"].figure(key) if g["side"] else None for _, key in FIGURES}
+        g["engine"] = {
+            "prefix_cache_hit_ratio": _mean([e.get("prefix_cache_hit_ratio") for e in engines]),
+            "kv_cache_usage_peak": _mean([e.get("kv_cache_usage_peak") for e in engines], np.max),
+            "preemptions": _mean([e.get("preemptions") for e in engines]),
+            "requests_waiting_peak": _mean([e.get("requests_waiting_peak") for e in engines], np.max),
+        }
+        g["runs"] = [str(p) for p in g["runs"]]
+        out.append(g)
+    return out
+
+
+def verdicts(experiment: Experiment, groups: list[dict]) -> list[dict]:
+    """Each arm against the baseline arm on the same workload and level."""
+    rows = []
+    for g in groups:
+        if g["arm"] == experiment.baseline or g["side"] is None:
+            continue
+        base = next((b for b in groups if b["arm"] == experiment.baseline and b["workload"] == g["workload"]
+                     and b["level"] == g["level"] and b["side"] is not None), None)
+        if base is None:
+            continue
+        for row in compare.rows(base["side"], g["side"]):
+            rows.append({"arm": g["arm"], "base": experiment.baseline, "workload": g["workload"], "level": g["level"],
+                         "unit": g["unit"], "metric": row.key, "base_value": row.base, "value": row.value,
+                         "change_pct": row.change.change_pct, "ci_low": row.change.ci_low,
+                         "ci_high": row.change.ci_high, "verdict": row.change.verdict, "method": row.method})
+    return rows
+
+
+def pareto(groups: list[dict], path: Path) -> Path | None:
+    """Total output tok/s against each user's tok/s (1000 / mean TPOT), a line per arm and workload."""
+    lines: dict[str, list[tuple[float, float]]] = {}
+    for g in groups:
+        tpot, total = g["figures"].get(latency_key("tpot", "mean")), g["figures"].get("output_throughput")
+        if tpot and total:
+            lines.setdefault(f"{g['arm']} / {g['workload']}", []).append((1000 / tpot, total))
+    if not any(len(points) > 1 for points in lines.values()):
+        return None
+    figure = Figure(figsize=(8, 5))
+    axes = figure.subplots()
+    for label, points in sorted(lines.items()):
+        xs, ys = zip(*sorted(points), strict=True)
+        axes.plot(xs, ys, marker="o", label=label)
+    axes.set_xlabel("output tok/s per user (1000 / mean TPOT)")
+    axes.set_ylabel("output tok/s, all users")
+    axes.set_title("Throughput against interactivity, one point per load level")
+    axes.grid(alpha=0.3)
+    axes.legend()
+    figure.savefig(path, dpi=100, bbox_inches="tight")
+    return path
+
+
+def _level(g: dict) -> str:
+    return f"{g['level']:g} {g['unit']}"
+
+
+def render(experiment: Experiment, groups: list[dict], rows: list[dict], notes: list[str], plot: Path | None) -> str:
+    many_levels = len({g["level"] for g in groups}) > 1
+    lines = [f"# loadwatch experiment: {experiment.name}", ""]
+    if experiment.description:
+        lines += [experiment.description.strip(), ""]
+    lines += [f"{len(experiment.arms)} arms x {len(experiment.workloads)} workloads x {len(experiment.load.levels)} "
+              f"load levels, {experiment.repeats} runs each of {experiment.load.duration:g} s"
+              + (", the prefix cache emptied before each run" if experiment.reset_prefix_cache else "")
+              + ". Figures are the mean over a cell's runs; each run's folder holds its results, per-request "
+              "records and report.", "", "## Results", ""]
+    header = ["arm", "workload", *(["load"] if many_levels else []), "runs", *(label for label, _ in FIGURES),
+              "prefix-cache hits", "KV cache peak", "preemptions"]
+    lines += table(header, [[g["arm"], g["workload"], *([_level(g)] if many_levels else []),
+                             f"{len(g['runs'])}" + (f" ({g['failed_cells']} failed)" if g["failed_cells"] else ""),
+                             *(number(g["figures"][key]) for _, key in FIGURES),
+                             share(g["engine"]["prefix_cache_hit_ratio"]), share(g["engine"]["kv_cache_usage_peak"]),
+                             number(g["engine"]["preemptions"], 0)] for g in groups])
+    shown = [r for r in rows if r["metric"] in VERDICT_KEYS]
+    if shown:
+        lines += ["", f"## Against {experiment.baseline}", "",
+                  "Each change with its 95 % interval (bootstrap over runs and their requests; one run a "
+                  "side covers requests only) and a verdict: `same` when the interval spans 0. Throughput: "
+                  "higher is better; latency: lower is better.", ""]
+        lines += table(["arm", "workload", *(["load"] if many_levels else []), "metric", experiment.baseline or "",
+                        "arm's", "change", "95 % interval", "verdict"],
+                       [[r["arm"], r["workload"], *([f"{r['level']:g} {r['unit']}"] if many_levels else []),
+                         r["metric"], number(r["base_value"]), number(r["value"]),
+                         "n/a" if r["change_pct"] is None else f"{r['change_pct']:+.1f}%",
+                         "n/a" if r["ci_low"] is None else f"[{r['ci_low']:+.1f}%, {r['ci_high']:+.1f}%]",
+                         r["verdict"] or "n/a"] for r in shown])
+    if plot:
+        lines += ["", f"![Pareto]({plot.name})"]
+    if notes:
+        lines += ["", "## Notes", "", *(f"- {n}" for n in notes)]
+    return "\n".join(lines) + "\n"
+
+
+def write(exp_dir: Path, experiment: Experiment, outcomes: list[Outcome], say) -> Path:
+    groups = group(experiment, outcomes)
+    rows = verdicts(experiment, groups)
+    notes = sorted({n for o in outcomes for n in o.notes}
+                   | {f"{o.cell.folder}: {o.problem}" for o in outcomes if o.problem}
+                   | {f"{g['folder']}: {g['problem']}" for g in groups if g.get("problem")})
+    plot = pareto(groups, exp_dir / PARETO) if len(experiment.load.levels) > 1 else None
+    for g in groups:
+        g.pop("side")
+    document = {"name": experiment.name, "baseline": experiment.baseline, "repeats": experiment.repeats,
+                "groups": groups, "rows": rows, "notes": notes, "pareto": plot.name if plot else None,
+                "cells": [{"folder": str(o.cell.folder), "arm": o.cell.arm, "workload": o.cell.workload,
+                           "level": o.cell.level, "unit": o.cell.unit, "repeat": o.cell.repeat,
+                           "results": str(o.results) if o.results else None, "problem": o.problem}
+                          for o in outcomes]}
+    write_atomically(exp_dir / "summary.json", json.dumps(document, indent=2) + "\n")
+    write_atomically(exp_dir / "summary.md", render(experiment, groups, rows, notes, plot))
+    for r in rows:
+        if r["metric"] == latency_key("ttft", "median") and r["verdict"]:
+            say(f"{r['arm']} / {r['workload']}: median TTFT {r['change_pct']:+.1f}% "
+                f"[{r['ci_low']:+.1f}%, {r['ci_high']:+.1f}%] against {r['base']}: {r['verdict']}")
+    return exp_dir / "summary.md"

@@ -1,0 +1,67 @@
+"""`loadwatch experiment` against servers of known timing (arms with a target): every cell a run
+folder with its report, a restart command run before its arm, an arm that cannot start skipped
+with its reason, verdicts that see a real difference, and a Pareto plot across load levels."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = [pytest.mark.integration, pytest.mark.needs("prometheus")]
+
+
+def test_an_experiment_of_target_arms(fake_server, tmp_path):
+    slow = fake_server("--ttft", "0.2", "--itl", "0.01", "--tokens", "8")
+    fast = fake_server("--ttft", "0.05", "--itl", "0.01", "--tokens", "8")
+    marker = tmp_path / "restarted"
+    (tmp_path / "trial.yaml").write_text(f"""\
+name: trial
+repeats: 2
+cool_down: 1
+arms:
+  slow: {{target: "{slow.url}"}}
+  fast: {{target: "{fast.url}", restart: "echo fast > {marker}"}}
+  broken: {{target: "http://127.0.0.1:1", restart: "exit 3"}}
+workloads:
+  builtin: {{dataset: builtin, max_tokens: 8}}
+load: {{users: [1, 3], duration: 3s}}
+""")
+    env = {**os.environ, "LOADWATCH_STACK_HOME": str(tmp_path / "home")}
+    run = subprocess.run([sys.executable, "-m", "loadwatch.cli", "experiment", str(tmp_path / "trial.yaml"),
+                          "--out", str(tmp_path / "runs")], capture_output=True, text=True, timeout=400, env=env)
+    output = run.stdout + run.stderr
+    assert run.returncode == 1, output  # the broken arm's cells failed
+    assert "cell 1 of 12: slow/builtin/1-users/r1 (1 users)" in output and "Traceback" not in output
+    assert "arm broken did not start, its 4 cells are skipped: the restart command exited with 3" in output
+    assert marker.read_text() == "fast\n"
+    (exp_dir,) = (tmp_path / "runs").iterdir()
+    assert exp_dir.name.endswith("-trial") and (exp_dir / "experiment.yaml").exists()
+
+    cell = exp_dir / "fast" / "builtin" / "3-users" / "r2"
+    results = json.loads((cell / "results.json").read_text())
+    assert results["run_id"].startswith("trial.fast.builtin.3-users.r2-") and results["completed"] > 0
+    assert results["records"] == "results.requests.jsonl" and (cell / "report.md").exists()
+
+    summary = json.loads((exp_dir / "summary.json").read_text())
+    verdict = {(r["arm"], r["level"], r["metric"]): r for r in summary["rows"]}
+    for users in (1, 3):
+        ttft = verdict[("fast", users, "median_ttft_ms")]
+        assert ttft["verdict"] == "better" and ttft["ci_high"] < -50, ttft
+        assert ttft["method"] == "runs and requests"
+    assert summary["pareto"] == "pareto.png" and (exp_dir / "pareto.png").read_bytes()[:4] == b"\x89PNG"
+    assert any("no /reset_prefix_cache" in n for n in summary["notes"])
+    assert any("broken/builtin/1-users/r1: the arm did not start" in n for n in summary["notes"])
+    text = (exp_dir / "summary.md").read_text()
+    assert "| fast | builtin | 3 users | 2 |" in text and "## Against slow" in text
+
+    # Two runs of one arm against a server of fixed timing: no change.
+    same = exp_dir / "fast" / "builtin" / "3-users"
+    compared = subprocess.run([sys.executable, "-m", "loadwatch.cli", "compare", f"r1={same / 'r1'}",
+                               f"r2={same / 'r2'}", "--json", str(tmp_path / "aa.json")],
+                              capture_output=True, text=True, timeout=60)
+    rows = {r["metric"]: r for r in json.loads((tmp_path / "aa.json").read_text())["rows"]}
+    assert rows["median_ttft_ms"]["verdict"] == "same", compared.stdout

@@ -1,0 +1,116 @@
+"""The experiment file is checked whole before anything starts: each problem with its line and field."""
+
+from pathlib import Path
+
+import pytest
+
+from loadwatch import assets
+from loadwatch.cli import main
+from loadwatch.experiment.cells import cells, command, workload_flags
+from loadwatch.experiment.spec import ExperimentError, load
+
+GOOD = """\
+name: trial
+arms:
+  off: {vllm_args: [--no-enable-prefix-caching]}
+  on: {vllm_args: [--enable-prefix-caching]}
+workloads:
+  static: {dataset: agent, agent_prefix: static, max_tokens: 32, ignore_eos: true}
+  mixed: {dataset: jsonl, dataset_path: prompts.jsonl}
+load: {users: [2, 4], duration: 20s, warmup_requests: 3}
+repeats: 2
+slo: [ttft_p90_ms=1000]
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "trial.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_a_bad_file_names_each_problem_with_its_line_and_field(tmp_path):
+    path = write(tmp_path, """\
+name: trial
+arms:
+  external: {target: http://gpu:8000, vllm_args: [--enable-prefix-caching]}
+  local: {restart: systemctl restart vllm}
+workloads:
+  bad:
+    dataset: nope
+    max_tokens: -1
+  reserved: {results_json: x.json, colour: red}
+load: {users: [0], duration: 4x}
+""")
+    with pytest.raises(ExperimentError) as caught:
+        load(path)
+    lines = str(caught.value).splitlines()
+    assert lines == [
+        f"{path}:3: arms.external: vllm_args are for the embedded engine: an arm with a target configures its "
+        "server itself (restart)",
+        f"{path}:4: arms.local: restart is for an arm with a target: the embedded engine restarts by itself",
+        f"{path}:7: workloads.bad.dataset: Input should be 'builtin', 'sharegpt', 'random', 'prefix-repetition', "
+        "'agent' or 'jsonl'",
+        f"{path}:8: workloads.bad.max_tokens: Input should be greater than 0",
+        f"{path}:9: workloads.reserved.colour: not a load-generator option (see `locust --help`, with - as _)",
+        f"{path}:9: workloads.reserved.results_json: set by the experiment itself (its load, slo and files)",
+        f"{path}:10: load.duration: not a duration: '4x' (e.g. 40s, 2m)",
+        f"{path}:10: load.users: users must be at least 1",
+    ]
+
+
+def test_arms_named_on_and_off_stay_names_and_the_baseline_must_be_an_arm(tmp_path):
+    experiment = load(write(tmp_path, GOOD))
+    assert list(experiment.arms) == ["off", "on"] and experiment.baseline == "off"
+    with pytest.raises(ExperimentError, match=r":1: baseline: 'nope' is not one of the arms: off, on"):
+        load(write(tmp_path, "baseline: nope\n" + GOOD))
+
+
+@pytest.mark.parametrize("text, problem", [
+    ("- a list\n", "an experiment is a mapping"),
+    ("name: [unclosed\n", "not YAML"),
+])
+def test_a_file_that_is_no_experiment_at_all_is_said_so(tmp_path, text, problem):
+    with pytest.raises(ExperimentError, match=problem):
+        load(write(tmp_path, text))
+
+
+def test_cells_go_arm_by_arm_and_each_has_its_folder_and_run_name(tmp_path):
+    experiment = load(write(tmp_path, GOOD))
+    plan = cells(experiment)
+    assert len(plan) == 2 * 2 * 2 * 2
+    assert [c.arm for c in plan[:8]] == ["off"] * 8  # one engine start per arm
+    first = plan[0]
+    assert str(first.folder) == "off/static/2-users/r1"
+    assert first.run_name("trial") == "trial.off.static.2-users.r1"
+
+
+def test_a_cell_runs_its_workload_load_and_name_on_locust(tmp_path):
+    experiment = load(write(tmp_path, GOOD))
+    cell = cells(experiment)[-1]
+    args = command(experiment, cell, tmp_path / "r.json", 9999, Path("chat.py"), tmp_path)
+    joined = " ".join(args)
+    assert "--dataset jsonl --dataset-path " + str(tmp_path / "prompts.jsonl") in joined
+    assert "-u 4 -r 4 -t 20s --warmup-requests 3" in joined
+    assert "--run-name trial.on.mixed.4-users.r2" in joined and "--slo=ttft_p90_ms=1000" in joined
+    assert workload_flags({"ignore_eos": True, "temperature": 0.5, "sweep": [1, 2]}, tmp_path) == [
+        "--ignore-eos", "--temperature", "0.5", "--sweep", "1,2"]
+
+
+@pytest.mark.parametrize("name", ["prefix-caching", "chunked-prefill"])
+def test_the_shipped_experiments_are_valid(name):
+    assert load(assets.experiment(name)).repeats == 3
+
+
+def test_check_prints_the_plan_and_runs_nothing(tmp_path, capsys):
+    assert main(["experiment", "prefix-caching", "--check", "--repeats", "2", "--out", str(tmp_path)]) == 0
+    assert "2 arms x 2 workloads x 1 levels x 2 repeats = 8 cells" in capsys.readouterr().out
+    assert not any(tmp_path.iterdir())
+
+
+def test_a_bad_file_exits_2_before_anything_starts(tmp_path, capsys):
+    path = write(tmp_path, GOOD.replace("users: [2, 4]", "users: [two]"))
+    assert main(["experiment", str(path), "--out", str(tmp_path / "runs")]) == 2
+    out = capsys.readouterr().out
+    assert f"{path}:8: load.users.0:" in out and "Traceback" not in out
+    assert not (tmp_path / "runs").exists()
