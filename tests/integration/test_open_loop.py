@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import statistics
 import subprocess
+import time
 from itertools import pairwise
 
 import pytest
@@ -46,3 +47,21 @@ def test_dropped_arrivals_use_up_no_request_of_num_requests(fake_server, tmp_pat
     assert run.returncode == 0, run.stdout + run.stderr
     assert server.stats()["arrivals"] == 30
     assert json.loads((tmp_path / "r.json").read_text())["completed"] == 30
+
+
+def test_the_run_time_ends_an_open_loop_without_waiting_out_the_stop_timeout(fake_server, tmp_path):
+    """Users between arrivals are not busy: at -t they stop, once the requests in flight (2 s each
+    here) have finished, not after --stop-timeout; the last ones are still measured."""
+    server = fake_server("--ttft", "1.0", "--itl", "0.1", "--tokens", "10")
+    started = time.monotonic()
+    run = subprocess.run(
+        locust_command("-H", server.url, "--headless", "-u", "4", "-r", "4", "-t", "3s", "--stop-timeout", "30",
+                       "--metrics-port", "0", "--request-rate", "4", "--results-json", str(tmp_path / "r.json")),
+        capture_output=True, text=True, timeout=120,
+    )
+    took = time.monotonic() - started
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "Not all users finished" not in run.stderr
+    assert took < 15, f"{took:.0f} s: the stop waited out the timeout"
+    results = json.loads((tmp_path / "r.json").read_text())
+    assert results["failed"] == 0 and results["completed"] == server.stats()["arrivals"]

@@ -14,6 +14,7 @@ import gevent
 from gevent.pool import Group
 from locust import User, constant, task
 from locust.exception import StopUser
+from locust.user.task import LOCUST_STATE_STOPPING
 
 from loadwatch.client.endpoints import PATHS
 from loadwatch.client.failures import RequestFailed
@@ -128,6 +129,11 @@ class LLMUser(User):
                     wait, need = spend(need, rate, RATE_CHECK_SECONDS)
                     scheduled += wait
                     gevent.sleep(max(0.0, scheduled - time.monotonic()))
+                    if self._state == LOCUST_STATE_STOPPING:
+                        # Locust's graceful stop (-t, --stop-timeout): send no more, let those in
+                        # flight finish, rather than wait out the stop timeout between arrivals.
+                        busy.join()
+                        raise StopUser()
                 # Checked before a ticket is taken: a dropped arrival must not use up --num-requests.
                 if cap is not None and len(busy) >= cap:
                     self.process.recorder.record_drop(labels)
