@@ -11,6 +11,8 @@ import sys
 
 import pytest
 
+from tests.grafana.fake_grafana import FakeGrafana
+
 pytestmark = [pytest.mark.integration, pytest.mark.needs("prometheus")]
 
 
@@ -28,19 +30,29 @@ arms:
   broken: {{target: "http://127.0.0.1:1", restart: "exit 3"}}
 workloads:
   builtin: {{dataset: builtin, max_tokens: 8}}
-load: {{users: [1, 3], duration: 3s}}
+load: {{users: [1, 3], duration: 3s, warmup_run: 1s}}
 """)
-    env = {**os.environ, "LOADWATCH_STACK_HOME": str(tmp_path / "home")}
-    run = subprocess.run([sys.executable, "-m", "loadwatch.cli", "experiment", str(tmp_path / "trial.yaml"),
-                          "--out", str(tmp_path / "runs")], capture_output=True, text=True, timeout=400, env=env)
+    grafana = FakeGrafana()
+    env = {**os.environ, "LOADWATCH_STACK_HOME": str(tmp_path / "home"), "GRAFANA_TOKEN": "glsa_test"}
+    try:
+        run = subprocess.run([sys.executable, "-m", "loadwatch.cli", "experiment", str(tmp_path / "trial.yaml"),
+                              "--out", str(tmp_path / "runs"), "--grafana-url", grafana.url],
+                             capture_output=True, text=True, timeout=400, env=env)
+    finally:
+        grafana.close()
     output = run.stdout + run.stderr
     assert run.returncode == 1, output  # the broken arm's cells failed
+    regions = [a for a in grafana.posted if "run" in a["tags"]]
+    assert len(regions) == 8 and all(a["timeEnd"] > a["time"] for a in regions)
+    assert any("trial.fast.builtin.3-users.r2-" in tag for a in regions for tag in a["tags"])
     assert "cell 1 of 12: slow/builtin/1-users/r1 (1 users)" in output and "Traceback" not in output
     assert "arm broken did not start, its 4 cells are skipped: the restart command exited with 3" in output
     assert marker.read_text() == "fast\n"
     (exp_dir,) = (tmp_path / "runs").iterdir()
     assert exp_dir.name.endswith("-trial") and (exp_dir / "experiment.yaml").exists()
 
+    warmed = json.loads((exp_dir / "slow" / "builtin" / "warmup" / "results.json").read_text())
+    assert warmed["run_id"].startswith("trial.slow.builtin.1-users.warmup-")  # run, and left out of the summary
     cell = exp_dir / "fast" / "builtin" / "3-users" / "r2"
     results = json.loads((cell / "results.json").read_text())
     assert results["run_id"].startswith("trial.fast.builtin.3-users.r2-") and results["completed"] > 0
@@ -65,3 +77,31 @@ load: {{users: [1, 3], duration: 3s}}
                               capture_output=True, text=True, timeout=60)
     rows = {r["metric"]: r for r in json.loads((tmp_path / "aa.json").read_text())["rows"]}
     assert rows["median_ttft_ms"]["verdict"] == "same", compared.stdout
+
+
+def test_a_capacity_search_per_arm(fake_server, tmp_path):
+    """Two servers alike but for how many streams they serve at once: each arm's search finds its own."""
+    two = fake_server("--ttft", "0.05", "--itl", "0.01", "--tokens", "10", "--max-concurrency", "2")
+    six = fake_server("--ttft", "0.05", "--itl", "0.01", "--tokens", "10", "--max-concurrency", "6")
+    (tmp_path / "search.yaml").write_text(f"""\
+name: search
+arms:
+  two-streams: {{target: "{two.url}"}}
+  six-streams: {{target: "{six.url}"}}
+workloads:
+  builtin: {{max_tokens: 10}}
+slo: [ttft_p90_ms=150]
+load:
+  capacity: {{mode: users, start: 1, level_duration: 3s, warmup: 1s, cool_down: 0.5s, max_duration: 60s}}
+""")
+    env = {**os.environ, "LOADWATCH_STACK_HOME": str(tmp_path / "home")}
+    run = subprocess.run([sys.executable, "-m", "loadwatch.cli", "experiment", str(tmp_path / "search.yaml"),
+                          "--out", str(tmp_path / "runs")], capture_output=True, text=True, timeout=400, env=env)
+    output = run.stdout + run.stderr
+    assert run.returncode == 0, output
+    (exp_dir,) = (tmp_path / "runs").iterdir()
+    found = {c["arm"]: c for c in json.loads((exp_dir / "summary.json").read_text())["capacity"]}
+    assert 1 <= found["two-streams"]["max_sustainable"] < found["six-streams"]["max_sustainable"], found
+    assert found["six-streams"]["unit"] == "users" and found["two-streams"]["limit"] == "slo_only"
+    assert (exp_dir / "two-streams" / "builtin" / "capacity" / "capacity.json").exists()
+    assert "## Capacity" in (exp_dir / "summary.md").read_text()

@@ -114,3 +114,14 @@ def test_a_bad_file_exits_2_before_anything_starts(tmp_path, capsys):
     out = capsys.readouterr().out
     assert f"{path}:8: load.users.0:" in out and "Traceback" not in out
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_capacity_search_is_one_cell_per_arm_and_workload_and_needs_an_slo(tmp_path):
+    searching = GOOD.replace("load: {users: [2, 4], duration: 20s, warmup_requests: 3}",
+                             "load: {capacity: {mode: rate, level_duration: 10s}}")
+    plan = cells(load(write(tmp_path, searching)))
+    assert [str(c.folder) for c in plan] == ["off/static/capacity", "off/mixed/capacity", "on/static/capacity",
+                                             "on/mixed/capacity"]
+    assert plan[0].unit == "req/s"
+    with pytest.raises(ExperimentError, match="a capacity search needs at least one slo"):
+        load(write(tmp_path, searching.replace("slo: [ttft_p90_ms=1000]\n", "")))

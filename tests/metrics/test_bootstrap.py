@@ -61,3 +61,12 @@ def test_requests_that_depend_on_each_other_do_not_make_a_run_look_different_fro
         ra, rb = (bootstrap.group_resamples([x], "mean", rng, 400) for x in (a, b))
         called += bootstrap.change(float(a.mean()), float(b.mean()), ra, rb, False).verdict != "same"
     assert called <= 12
+
+
+def test_two_repeats_spread_the_group_as_much_as_their_unbiased_variance_says():
+    """Runs at 100 and 120 ms (each one steady): the mean of two has a standard error of
+    s/sqrt(2) = 10 ms; a plain bootstrap of two values gives 7.1, the correction 10."""
+    rng = np.random.default_rng(5)
+    runs = [np.full(200, 100.0) + rng.normal(0, 0.1, 200), np.full(200, 120.0) + rng.normal(0, 0.1, 200)]
+    spread = bootstrap.group_resamples(runs, "mean", rng, 4000).std()
+    assert 9.0 < spread < 11.0

@@ -75,48 +75,10 @@ def capacity(options: CapacityOptions, say) -> int:
     settings = StackSettings()
     stack = up(settings, run_dir, options.target, options.vllm_args, client_port=port_or_free(0), say=say)
     describe(stack, say)
-    api = PrometheusAPI(stack.url("prometheus"))
-    unit = "users" if options.mode == "users" else "req/s"
-    search = Search(options.start or (2.0 if options.mode == "users" else 1.0), integer=options.mode == "users",
-                    precision=options.precision)
-    needed = needed_requests(options.slo)
-    env = {**os.environ, "LOCUST_HOST": options.target or stack.target}
-    levels: list[Level] = []
-    deadline = time.monotonic() + options.max_duration
-    code = 0
     try:
-        while (value := search.next()) is not None:
-            if time.monotonic() > deadline:
-                say(f"--max-duration reached after {len(levels)} levels: the knee lies within what they found")
-                break
-            level = Level(len(levels) + 1, value, unit, f"level-{len(levels) + 1:02d}")
-            seconds = level_seconds(options, value, needed)
-            say(f"{level.name}: {value:g} {unit} for {seconds:.0f} s")
-            results = run_dir / "levels" / f"{level.name}.json"
-            results.parent.mkdir(parents=True, exist_ok=True)
-            command = [*locust_base(options.locustfile, results, stack.client_port, options.slo, options.locust_args),
-                       *locust_arguments(level, seconds, options.warmup)]
-            run_level(level, command, env, results, api, options.warmup, results.with_suffix(".log"))
-            time.sleep(options.cool_down)
-            try:
-                level.engine = engine_figures(api, level.start, level.end, settle=options.cool_down)
-            except PrometheusError as exc:
-                say(f"warning: no engine figures for {level.name}: {exc}")
-            levels.append(level)
-            search.record(value, level.passed)
-            verdict = "held" if level.passed else f"broke ({level.stopped_early or level.problem or 'SLO'})"
-            say(f"{level.name}: {verdict}, {level.results.get('request_throughput', 0):.2f} req/s")
-        best = search.best
-        decisive = _decisive(levels, best)
-        diagnosis = diagnose(decisive.results if decisive else {}, decisive.engine if decisive else {},
-                             decisive.results.get("saturated", {}) if decisive else {})
-        result = output.conclusion(options.mode, unit, levels, best, diagnosis, options.headroom,
-                                   rule(options, needed))
-        output.write(run_dir, result)
-        say(f"capacity: {best:g} {unit} sustained, {result['recommended']:g} {unit} recommended; limit: "
-            f"{diagnosis.explanation}" if best is not None else "capacity: no level held its SLOs")
-        say(f"written: {run_dir}/capacity.json, report.md, {output.PLOT}")
-        code = 0 if best is not None else NOTHING_SUSTAINABLE
+        result = search(options, stack.client_port, PrometheusAPI(stack.url("prometheus")),
+                        options.target or stack.target, run_dir, say)
+        code = 0 if result["max_sustainable"] is not None else NOTHING_SUSTAINABLE
     except KeyboardInterrupt:
         code = INTERRUPTED
         say("interrupted: no conclusion; the levels run so far are in " + str(run_dir / "levels"))
@@ -126,6 +88,50 @@ def capacity(options: CapacityOptions, say) -> int:
         down(settings)
         say("stack stopped" + (" (embedded engine included)" if stack.engine_started else ""))
     return code
+
+
+def search(options: CapacityOptions, client_port: int, api: PrometheusAPI, target: str, run_dir: Path,
+           say) -> dict:
+    """Levels of load against a stack that is up, until the knee is found; the conclusion, also
+    written to run_dir. Ctrl-C stops the level running and is raised again."""
+    unit = "users" if options.mode == "users" else "req/s"
+    search = Search(options.start or (2.0 if options.mode == "users" else 1.0), integer=options.mode == "users",
+                    precision=options.precision)
+    needed = needed_requests(options.slo)
+    env = {**os.environ, "LOCUST_HOST": target}
+    levels: list[Level] = []
+    deadline = time.monotonic() + options.max_duration
+    while (value := search.next()) is not None:
+        if time.monotonic() > deadline:
+            say(f"--max-duration reached after {len(levels)} levels: the knee lies within what they found")
+            break
+        level = Level(len(levels) + 1, value, unit, f"level-{len(levels) + 1:02d}")
+        seconds = level_seconds(options, value, needed)
+        say(f"{level.name}: {value:g} {unit} for {seconds:.0f} s")
+        results = run_dir / "levels" / f"{level.name}.json"
+        results.parent.mkdir(parents=True, exist_ok=True)
+        command = [*locust_base(options.locustfile, results, client_port, options.slo, options.locust_args),
+                   *locust_arguments(level, seconds, options.warmup)]
+        run_level(level, command, env, results, api, options.warmup, results.with_suffix(".log"))
+        time.sleep(options.cool_down)
+        try:
+            level.engine = engine_figures(api, level.start, level.end, settle=options.cool_down)
+        except PrometheusError as exc:
+            say(f"warning: no engine figures for {level.name}: {exc}")
+        levels.append(level)
+        search.record(value, level.passed)
+        verdict = "held" if level.passed else f"broke ({level.stopped_early or level.problem or 'SLO'})"
+        say(f"{level.name}: {verdict}, {level.results.get('request_throughput', 0):.2f} req/s")
+    best = search.best
+    decisive = _decisive(levels, best)
+    diagnosis = diagnose(decisive.results if decisive else {}, decisive.engine if decisive else {},
+                         decisive.results.get("saturated", {}) if decisive else {})
+    result = output.conclusion(options.mode, unit, levels, best, diagnosis, options.headroom, rule(options, needed))
+    output.write(run_dir, result)
+    say(f"capacity: {best:g} {unit} sustained, {result['recommended']:g} {unit} recommended; limit: "
+        f"{diagnosis.explanation}" if best is not None else "capacity: no level held its SLOs")
+    say(f"written: {run_dir}/capacity.json, report.md, {output.PLOT}")
+    return result
 
 
 def _decisive(levels: list[Level], best: float | None) -> Level | None:

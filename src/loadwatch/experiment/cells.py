@@ -19,6 +19,8 @@ class Cell:
     repeat: int  # from 1
     many_levels: bool
 
+    search: bool = False  # a capacity search rather than one level
+
     @property
     def level_name(self) -> str:
         return f"{self.level:g}-users" if self.unit == "users" else f"{self.level:g}-rps"
@@ -30,7 +32,7 @@ class Cell:
 
     @property
     def folder(self) -> Path:
-        return self.group / f"r{self.repeat}"
+        return self.group / ("capacity" if self.search else f"r{self.repeat}")
 
     def run_name(self, experiment: str) -> str:
         """The start of the cell's run_id: the experiment and the cell, so Prometheus tells them apart."""
@@ -39,7 +41,12 @@ class Cell:
 
 
 def cells(experiment: Experiment) -> list[Cell]:
-    """Arm by arm (each arm is one engine start), then workload, level and repeat."""
+    """Arm by arm (each arm is one engine start), then workload, level and repeat; with a capacity
+    search, one search per arm and workload."""
+    if experiment.load.capacity is not None:
+        unit = "users" if experiment.load.capacity.mode == "users" else "req/s"
+        return [Cell(arm, workload, 0.0, unit, 1, False, search=True)
+                for arm in experiment.arms for workload in experiment.workloads]
     levels = experiment.load.levels
     return [Cell(arm, workload, level, unit, repeat, len(levels) > 1)
             for arm in experiment.arms for workload in experiment.workloads for level, unit in levels
@@ -63,8 +70,12 @@ def workload_flags(options: dict, relative_to: Path) -> list[str]:
 
 
 def command(experiment: Experiment, cell: Cell, results: Path, metrics_port: int, locustfile: Path,
-            source_dir: Path) -> list[str]:
+            source_dir: Path, warmup_run: bool = False) -> list[str]:
+    """The cell's run; `warmup_run`: the run thrown away before the workload's first cell on an arm."""
     load = experiment.load
+    seconds = load.warmup_run if warmup_run else load.duration
+    name = cell.run_name(experiment.name).rsplit(".", 1)[0] + ".warmup" if warmup_run else cell.run_name(
+        experiment.name)
     if cell.unit == "users":
         users = int(cell.level)
         rate: list[str] = []
@@ -73,6 +84,6 @@ def command(experiment: Experiment, cell: Cell, results: Path, metrics_port: int
         rate = ["--request-rate", f"{cell.level:g}"]
     return [*locust_base(locustfile, results, metrics_port, experiment.slo, []),
             *workload_flags(experiment.workloads[cell.workload], source_dir),
-            *rate, "-u", str(users), "-r", str(users), "-t", f"{math.ceil(load.duration)}s",
+            *rate, "-u", str(users), "-r", str(users), "-t", f"{math.ceil(seconds)}s",
             "--warmup-requests", str(load.warmup_requests), "--warmup-seconds", f"{load.warmup_seconds:g}",
-            "--run-name", cell.run_name(experiment.name), "--stop-timeout", "10"]
+            "--run-name", name, "--stop-timeout", "10"]

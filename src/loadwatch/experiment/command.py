@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from loadwatch.capacity.command import CapacityOptions, search
 from loadwatch.experiment import cells as cells_of
 from loadwatch.experiment import summary
 from loadwatch.experiment.cells import Cell
@@ -40,22 +41,27 @@ class ExperimentOptions:
 
 
 class Progress:
-    """`cell 3 of 12 ... about 7 min left`, from the cells done so far."""
+    """`cell 3 of 12 ... about 7 min left`, from how long the cells done so far took."""
 
     def __init__(self, total: int, guess: float, say) -> None:
         self.total, self.guess, self.say = total, guess, say
         self.done = 0
+        self.spent = 0.0  # seconds in cells, not in engine starts
+        self.began = 0.0
+
+    def start(self, cell: Cell, arms_left: int) -> None:
+        per_cell = self.spent / self.done if self.done else self.guess
+        left = per_cell * (self.total - self.done) + arms_left * ENGINE_START_GUESS
+        self.say(f"cell {self.done + 1} of {self.total}: {cell.folder} ({cell.level:g} {cell.unit}); "
+                 f"about {max(1, round(left / 60))} min left")
         self.began = time.monotonic()
 
-    def start(self, cell: Cell) -> None:
-        elapsed = time.monotonic() - self.began
-        per_cell = elapsed / self.done if self.done else self.guess
-        left = per_cell * (self.total - self.done)
-        self.say(f"cell {self.done + 1} of {self.total}: {cell.folder} ({cell.level:g} {cell.unit}); "
-                 f"about {left / 60:.0f} min left")
+    def finish(self) -> None:
+        self.spent += time.monotonic() - self.began
+        self.done += 1
 
-    def finish(self, count: int = 1) -> None:
-        self.done += count
+    def skip(self, count: int) -> None:
+        self.total -= count
 
 
 def with_overrides(experiment: Experiment, options: ExperimentOptions) -> Experiment:
@@ -74,17 +80,20 @@ def experiment_command(options: ExperimentOptions, say) -> int:
         say(f"error: {exc}")
         return 2
     plan = cells_of.cells(spec)
-    per_cell = spec.load.duration + spec.cool_down + 5
-    say(f"experiment {spec.name}: {len(spec.arms)} arms x {len(spec.workloads)} workloads x "
-        f"{len(spec.load.levels)} levels x {spec.repeats} repeats = {len(plan)} cells of {spec.load.duration:g} s, "
-        f"about {(len(plan) * per_cell + len(spec.arms) * ENGINE_START_GUESS) / 60:.0f} min")
+    searched = spec.load.capacity
+    per_cell = searched.max_duration / 2 if searched else spec.load.duration + spec.cool_down + 5
+    warmups = 0 if searched else len(spec.arms) * len(spec.workloads) * spec.load.warmup_run
+    shape = ("a capacity search" if searched else
+             f"{len(spec.load.levels)} levels x {spec.repeats} repeats = {len(plan)} cells of {spec.load.duration:g} s")
+    say(f"experiment {spec.name}: {len(spec.arms)} arms x {len(spec.workloads)} workloads x {shape}, "
+        f"about {(len(plan) * per_cell + len(spec.arms) * ENGINE_START_GUESS + warmups) / 60:.0f} min")
     if options.check:
         return 0
     stamp = new_run_dir(options.out)
     exp_dir = stamp.with_name(f"{stamp.name}-{spec.name}")
     exp_dir.mkdir(parents=True)
     shutil.copyfile(options.file, exp_dir / "experiment.yaml")
-    progress = Progress(len(plan), per_cell + ENGINE_START_GUESS / max(1, len(plan) // len(spec.arms)), say)
+    progress = Progress(len(plan), per_cell, say)
     outcomes: list[Outcome] = []
     code = 0
     try:
@@ -118,21 +127,28 @@ def run_arm(spec: Experiment, name: str, arm: Arm, cells: list[Cell], exp_dir: P
                    dev_endpoints=spec.reset_prefix_cache)
     except (ComponentError, ServerError) as exc:
         say(f"error: arm {name} did not start, its {len(cells)} cells are skipped: {exc}")
-        progress.finish(len(cells))
+        progress.skip(len(cells))
         return [Outcome(c, exp_dir / c.folder, problem=f"the arm did not start: {exc}") for c in cells]
     api = PrometheusAPI(stack.url("prometheus"))
     target = arm.target or stack.target
     env = {**os.environ, "LOCUST_HOST": target}
     outcomes: list[Outcome] = []
     try:
+        arms_left = len(spec.arms) - list(spec.arms).index(name) - 1
         for cell in cells:
-            progress.start(cell)
+            progress.start(cell, arms_left)
             outcome = Outcome(cell, exp_dir / cell.folder)
+            if not cell.search and cell.repeat == 1 and spec.load.warmup_run and \
+                    not any(o.cell.workload == cell.workload for o in outcomes):
+                warm_up(spec, cell, exp_dir, env, stack.client_port, options)
             if spec.reset_prefix_cache and (why := reset_prefix_cache(target)):
                 outcome.notes.append(why)
                 if not any(why in o.notes for o in outcomes):
                     say(f"warning: {why}")
-            run_cell(spec, outcome, env, stack.client_port, api, options)
+            if outcome.cell.search:
+                search_cell(spec, outcome, target, stack.client_port, api, options, say)
+            else:
+                run_cell(spec, outcome, env, stack.client_port, api, options)
             outcomes.append(outcome)
             progress.finish()
     finally:
@@ -140,6 +156,15 @@ def run_arm(spec: Experiment, name: str, arm: Arm, cells: list[Cell], exp_dir: P
             say(f"error: {component.name} died; end of {component.log}:\n{log_tail(component.log)}")
         down(settings)
     return outcomes
+
+
+def warm_up(spec: Experiment, cell: Cell, exp_dir: Path, env: dict[str, str], metrics_port: int,
+            options: ExperimentOptions) -> None:
+    """A run of the cell's workload whose figures nobody reads: kernels for its shapes get compiled."""
+    folder = exp_dir / cell.arm / cell.workload / "warmup"
+    folder.mkdir(parents=True, exist_ok=True)
+    _locust(cells_of.command(spec, cell, folder / "results.json", metrics_port, options.locustfile,
+                             options.file.resolve().parent, warmup_run=True), env, folder / "locust.log")
 
 
 def run_cell(spec: Experiment, outcome: Outcome, env: dict[str, str], metrics_port: int, api: PrometheusAPI,
@@ -161,6 +186,19 @@ def run_cell(spec: Experiment, outcome: Outcome, env: dict[str, str], metrics_po
         outcome.notes.append(f"no report: {exc}")
     if options.grafana_url:
         annotate(results, options.grafana_url, None, lambda message: outcome.notes.append(message))
+
+
+def search_cell(spec: Experiment, outcome: Outcome, target: str, metrics_port: int, api: PrometheusAPI,
+                options: ExperimentOptions, say) -> None:
+    """`loadwatch capacity`'s search on the arm's stack, with the cell's workload."""
+    assert spec.load.capacity is not None
+    outcome.folder.mkdir(parents=True, exist_ok=True)
+    search_options = CapacityOptions(
+        locustfile=options.locustfile, slo=spec.slo, target=target,
+        locust_args=cells_of.workload_flags(spec.workloads[outcome.cell.workload], options.file.resolve().parent),
+        **spec.load.capacity.model_dump())
+    outcome.capacity = search(search_options, metrics_port, api, target, outcome.folder,
+                              lambda message: say(f"  {message}"))
 
 
 def _locust(command: list[str], env: dict[str, str], log: Path) -> int:

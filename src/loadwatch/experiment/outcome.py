@@ -15,3 +15,4 @@ class Outcome:
     results: Path | None = None  # None: the cell produced no results
     problem: str | None = None
     notes: list[str] = field(default_factory=list)
+    capacity: dict | None = None  # a capacity search's conclusion

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
@@ -50,27 +50,49 @@ class Arm(Strict):
         return self
 
 
+def _seconds(value: object) -> object:
+    if isinstance(value, str):
+        try:
+            return parse_duration(value)
+        except ValueError:
+            raise ValueError(f"not a duration: {value!r} (e.g. 40s, 2m)") from None
+    return value
+
+
+class Capacity(Strict):
+    """`loadwatch capacity`'s search as an arm's load: its options, as on its command line."""
+
+    mode: Literal["rate", "users"] = "users"
+    start: float | None = Field(None, gt=0)
+    level_duration: float = Field(30.0, gt=0)
+    warmup: float = Field(5.0, ge=0)
+    max_duration: float = Field(1200.0, gt=0)
+    precision: float = Field(0.1, gt=0, lt=1)
+    headroom: float = Field(0.8, gt=0, le=1)
+    cool_down: float = Field(10.0, ge=0)
+
+    _durations = field_validator("level_duration", "warmup", "max_duration", "cool_down", mode="before")(
+        lambda value: _seconds(value))
+
+
 class Load(Strict):
     users: list[int] = Field([4], description="closed loop: users, one level each")
     request_rate: list[float] = Field([], description="open loop instead: requests/s, one level each")
     duration: float = Field(40.0, gt=0, description="seconds of each cell, warm-up included")
     warmup_requests: int = Field(0, ge=0)
     warmup_seconds: float = Field(0.0, ge=0)
+    warmup_run: float = Field(10.0, ge=0, description="seconds of a run of each workload, thrown away, before "
+                                                      "its first cell on each arm: the engine's first requests of "
+                                                      "a new shape compile kernels, which would slow its r1")
+    capacity: Capacity | None = Field(None, description="a capacity search per arm and workload instead of "
+                                                        "fixed levels (needs slo)")
 
     @field_validator("users", "request_rate", mode="before")
     @classmethod
     def _one_or_many(cls, value: object) -> object:
         return [value] if isinstance(value, int | float) else value
 
-    @field_validator("duration", mode="before")
-    @classmethod
-    def _duration(cls, value: object) -> object:
-        if isinstance(value, str):
-            try:
-                return parse_duration(value)
-            except ValueError:
-                raise ValueError(f"not a duration: {value!r} (e.g. 40s, 2m)") from None
-        return value
+    _duration = field_validator("duration", "warmup_run", mode="before")(lambda value: _seconds(value))
 
     @field_validator("users")
     @classmethod
@@ -134,6 +156,8 @@ class Experiment(Strict):
     def _first_arm_by_default(self) -> Experiment:
         if self.baseline is None:
             self.baseline = next(iter(self.arms))
+        if self.load.capacity is not None and not self.slo:
+            raise ValueError("a capacity search needs at least one slo: the most load within what?")
         return self
 
 

@@ -43,6 +43,8 @@ def group(experiment: Experiment, outcomes: list[Outcome]) -> list[dict]:
     """One entry per arm x workload x level: its runs, mean figures and what the engine did."""
     groups: dict[Path, dict] = {}
     for o in outcomes:
+        if o.cell.search:
+            continue
         g = groups.setdefault(o.cell.group, {"arm": o.cell.arm, "workload": o.cell.workload, "level": o.cell.level,
                                              "unit": o.cell.unit, "folder": str(o.cell.group), "runs": [],
                                              "engines": [], "failed_cells": 0})
@@ -111,15 +113,39 @@ def pareto(groups: list[dict], path: Path) -> Path | None:
     return path
 
 
+def capacities(outcomes: list[Outcome]) -> list[dict]:
+    """Each arm and workload's capacity search: what it sustained and what limits it."""
+    return [{"arm": o.cell.arm, "workload": o.cell.workload, "folder": str(o.cell.folder),
+             **{key: o.capacity.get(key) for key in ("unit", "max_sustainable", "recommended",
+                                                     "output_throughput_at_max", "limit", "limit_explained")}}
+            for o in outcomes if o.cell.search and o.capacity is not None]
+
+
+def _capacity_table(rows: list[dict]) -> list[str]:
+    return ["## Capacity", "", "The most load each arm sustained within the SLOs (`loadwatch capacity`'s search, "
+            "once per arm and workload), and the limit that binds.", "",
+            *table(["arm", "workload", "sustained", "recommended", "output tok/s at it", "limit"],
+                   [[c["arm"], c["workload"],
+                     "none" if c["max_sustainable"] is None else f"{c['max_sustainable']:g} {c['unit']}",
+                     "n/a" if c["recommended"] is None else f"{c['recommended']:g} {c['unit']}",
+                     number(c["output_throughput_at_max"]), c["limit"] or "n/a"] for c in rows])]
+
+
 def _level(g: dict) -> str:
     return f"{g['level']:g} {g['unit']}"
 
 
-def render(experiment: Experiment, groups: list[dict], rows: list[dict], notes: list[str], plot: Path | None) -> str:
+def render(experiment: Experiment, groups: list[dict], rows: list[dict], notes: list[str], plot: Path | None,
+           capacity: list[dict]) -> str:
     many_levels = len({g["level"] for g in groups}) > 1
     lines = [f"# loadwatch experiment: {experiment.name}", ""]
     if experiment.description:
         lines += [experiment.description.strip(), ""]
+    if experiment.load.capacity is not None:
+        lines += _capacity_table(capacity)
+        if notes:
+            lines += ["", "## Notes", "", *(f"- {n}" for n in notes)]
+        return "\n".join(lines) + "\n"
     lines += [f"{len(experiment.arms)} arms x {len(experiment.workloads)} workloads x {len(experiment.load.levels)} "
               f"load levels, {experiment.repeats} runs each of {experiment.load.duration:g} s"
               + (", the prefix cache emptied before each run" if experiment.reset_prefix_cache else "")
@@ -159,16 +185,21 @@ def write(exp_dir: Path, experiment: Experiment, outcomes: list[Outcome], say) -
                    | {f"{o.cell.folder}: {o.problem}" for o in outcomes if o.problem}
                    | {f"{g['folder']}: {g['problem']}" for g in groups if g.get("problem")})
     plot = pareto(groups, exp_dir / PARETO) if len(experiment.load.levels) > 1 else None
+    capacity = capacities(outcomes)
     for g in groups:
         g.pop("side")
     document = {"name": experiment.name, "baseline": experiment.baseline, "repeats": experiment.repeats,
-                "groups": groups, "rows": rows, "notes": notes, "pareto": plot.name if plot else None,
+                "groups": groups, "rows": rows, "capacity": capacity, "notes": notes,
+                "pareto": plot.name if plot else None,
                 "cells": [{"folder": str(o.cell.folder), "arm": o.cell.arm, "workload": o.cell.workload,
                            "level": o.cell.level, "unit": o.cell.unit, "repeat": o.cell.repeat,
                            "results": str(o.results) if o.results else None, "problem": o.problem}
                           for o in outcomes]}
     write_atomically(exp_dir / "summary.json", json.dumps(document, indent=2) + "\n")
-    write_atomically(exp_dir / "summary.md", render(experiment, groups, rows, notes, plot))
+    write_atomically(exp_dir / "summary.md", render(experiment, groups, rows, notes, plot, capacity))
+    for c in capacity:
+        say(f"{c['arm']} / {c['workload']}: capacity " + ("none" if c["max_sustainable"] is None else
+                                                          f"{c['max_sustainable']:g} {c['unit']}, limit {c['limit']}"))
     for r in rows:
         if r["metric"] == latency_key("ttft", "median") and r["verdict"]:
             say(f"{r['arm']} / {r['workload']}: median TTFT {r['change_pct']:+.1f}% "

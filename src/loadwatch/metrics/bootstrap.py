@@ -65,6 +65,11 @@ def group_resamples(runs: list[np.ndarray], stat: str, rng: np.random.Generator,
                     resamples: int = RESAMPLES) -> np.ndarray:
     """The group's figure in each resample: runs drawn with replacement, each from its own resamples."""
     per_run = np.stack([request_resamples(values, stat, rng, resamples) for values in runs])
+    if len(runs) > 1:
+        # Resampling k runs spreads their mean by (k-1)/k of its unbiased variance (a half, for two
+        # repeats): each run's deviation from the group's figure is scaled by sqrt(k/(k-1)) to undo it.
+        points = np.array([float(statistic(values, stat)) for values in runs])
+        per_run += ((np.sqrt(len(runs) / (len(runs) - 1)) - 1) * (points - points.mean()))[:, None]
     drawn = rng.integers(len(runs), size=(resamples, len(runs)))
     which = rng.integers(resamples, size=(resamples, len(runs)))  # an independent resample per draw
     return per_run[drawn, which].mean(axis=1)
