@@ -42,6 +42,7 @@ benchmark: setup
 	$(VENV)/bin/python benchmarks/master_memory.py
 	$(VENV)/bin/python benchmarks/exporter_cpu.py
 	$(VENV)/bin/python benchmarks/stream_readers.py
+	$(VENV)/bin/python benchmarks/compare_cost.py
 
 clean:
 	rm -rf $(VENV)

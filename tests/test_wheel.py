@@ -94,3 +94,10 @@ def test_the_installed_run_brings_the_stack_up_reports_and_brings_it_down(instal
     assert (run_dir / "report.md").is_file(), done.stdout[-3000:]
     assert "stack stopped" in done.stdout
     assert not (home / "stack.json").exists()
+
+
+@pytest.mark.parametrize("name", ["prefix-caching", "chunked-prefill"])
+def test_the_shipped_experiments_travel_in_the_wheel(installed, tmp_path, name):
+    checked = run(installed, tmp_path, "loadwatch", "experiment", name, "--check")
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert f"experiment {name}: 2 arms" in checked.stdout

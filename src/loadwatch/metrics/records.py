@@ -9,6 +9,8 @@ it is. Times are seconds: `start` of the epoch, latencies `_s`.
 from __future__ import annotations
 
 import json
+import math
+from array import array
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -77,9 +79,17 @@ def exact_samples(path: Path, slos: list[SLO]) -> tuple[Samples, bool]:
 
 def request_latencies(path: Path) -> dict[str, np.ndarray]:
     """Each measured successful request's TTFT, TPOT and E2E latency in ms, from a records file, in
-    the order the requests started (TPOT only where the request had two tokens or more)."""
-    measured = sorted((r for r in read_records(path) if r["stage"] != "warmup" and r["failure"] is None),
-                      key=lambda r: r["start"])
-    return {"ttft": np.array([r["ttft_s"] for r in measured], dtype=float) * 1000,
-            "e2el": np.array([r["elapsed_s"] for r in measured], dtype=float) * 1000,
-            "tpot": np.array([r["tpot_s"] for r in measured if r["tpot_s"] is not None], dtype=float) * 1000}
+    the order the requests started (TPOT only where the request had two tokens or more; NaN marks
+    its absence while sorting). Columns of floats, not the records: a million cost 32 MB."""
+    columns: dict[str, array] = {name: array("d") for name in ("start", "ttft", "e2el", "tpot")}
+    for r in read_records(path):
+        if r["stage"] == "warmup" or r["failure"] is not None:
+            continue
+        columns["start"].append(r["start"])
+        columns["ttft"].append(r["ttft_s"])
+        columns["e2el"].append(r["elapsed_s"])
+        columns["tpot"].append(math.nan if r["tpot_s"] is None else r["tpot_s"])
+    order = np.argsort(np.frombuffer(columns["start"], dtype=np.float64), kind="stable")
+    out = {name: np.frombuffer(columns[name], dtype=np.float64)[order] * 1000 for name in ("ttft", "e2el", "tpot")}
+    out["tpot"] = out["tpot"][~np.isnan(out["tpot"])]
+    return out
