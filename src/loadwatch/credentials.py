@@ -11,6 +11,9 @@ from pathlib import Path
 from urllib.parse import SplitResult, unquote, urlsplit, urlunsplit
 
 REDACTED = "***"
+# Secrets loadwatch reads from the environment: a server it starts (Prometheus, the sidecar, ...)
+# gets none of them unless it is handed one on purpose.
+SECRET_VARIABLES = frozenset({"OPENAI_API_KEY", "VLLM_API_KEY", "GRAFANA_TOKEN", "LOADWATCH_WEB_PASSWORD"})
 
 
 class CredentialError(ValueError):

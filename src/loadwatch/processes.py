@@ -9,12 +9,13 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from loadwatch import loopback
 from loadwatch.atomic import write_atomically
+from loadwatch.credentials import SECRET_VARIABLES
 
 
 class ComponentError(Exception):
@@ -94,6 +95,10 @@ def write_state(path: Path, data: object) -> None:
     write_atomically(path, json.dumps(data, indent=2))
 
 
+def without_secrets(environ: Mapping[str, str]) -> dict[str, str]:
+    return {name: value for name, value in environ.items() if name not in SECRET_VARIABLES}
+
+
 def start(name: str, command: list[str], url: str, ready_path: str, log: Path, timeout: float,
           env: dict[str, str] | None = None, on_spawn: Callable[[Component], None] | None = None,
           on_wait: Callable[[float], None] | None = None, cpus: set[int] | None = None) -> Component:
@@ -107,7 +112,7 @@ def start(name: str, command: list[str], url: str, ready_path: str, log: Path, t
     try:
         with open(log, "w") as out:
             process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-                                       env={**os.environ, **(env or {})},
+                                       env={**without_secrets(os.environ), **(env or {})},
                                        preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
     except FileNotFoundError:
         raise ComponentError(f"{name}: {command[0]} is not installed") from None

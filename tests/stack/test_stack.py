@@ -86,3 +86,24 @@ def test_a_start_interrupted_while_waiting_stops_what_it_started(tmp_path):
         processes.start("slow", never_ready, "http://127.0.0.1:9", "/", tmp_path / "slow.log", 30,
                         on_spawn=interrupted)
     assert spawned and not spawned[0].alive()
+
+
+def test_a_started_server_gets_none_of_the_callers_secrets(tmp_path, monkeypatch):
+    """Prometheus or the sidecar has no use for the API key, and /proc/PID/environ would show it."""
+    from tests.conftest import free_port
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-secret")
+    monkeypatch.setenv("GRAFANA_TOKEN", "glsa_secret")
+    monkeypatch.setenv("LOADWATCH_HARMLESS", "kept")
+    port = free_port()
+    server = [sys.executable, "-c", f"import http.server as h; h.HTTPServer(('127.0.0.1', {port}), "
+                                    "h.SimpleHTTPRequestHandler).serve_forever()"]
+    component = processes.start("env", server, f"http://127.0.0.1:{port}", "/", tmp_path / "env.log", 30,
+                                env={"VLLM_API_KEY": "handed-on-purpose"})
+    try:
+        environ = dict(line.split("=", 1) for line in
+                       open(f"/proc/{component.pid}/environ").read().split("\0") if "=" in line)
+    finally:
+        processes.stop_group(component.pid, 5)
+    assert "OPENAI_API_KEY" not in environ and "GRAFANA_TOKEN" not in environ
+    assert environ["LOADWATCH_HARMLESS"] == "kept" and environ["VLLM_API_KEY"] == "handed-on-purpose"

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from loadwatch.catalogue import Engine
 from loadwatch.prometheus import PrometheusAPI, PrometheusError
+from loadwatch.report.build import CLIENT_KEYS
 
 log = logging.getLogger(__name__)
 WATCH_SECONDS = 2.0
@@ -46,13 +47,10 @@ class Level:
         return measured and not self.stopped_early and not self.problem and all(s["passed"] for s in slos)
 
     def as_dict(self) -> dict:
-        keys = ("completed", "failed", "request_throughput", "output_throughput", "failure_ratio",
-                *(f"{stat}_{metric}_ms" for metric in ("ttft", "tpot", "e2el", "headers", "ttft_after_headers")
-                  for stat in ("mean", "median", "p99")))
         return {"level": self.value, "unit": self.unit, "name": self.name, "passed": self.passed,
                 "stopped_early": self.stopped_early, "problem": self.problem, "start": self.start, "end": self.end,
                 "slo": self.results.get("slo", []), "saturated": self.results.get("saturated", {}),
-                "client": {k: self.results.get(k) for k in keys}, "engine": self.engine}
+                "client": {k: self.results.get(k) for k in CLIENT_KEYS}, "engine": self.engine}
 
 
 def locust_arguments(level: Level, duration: float, warmup: float) -> list[str]:

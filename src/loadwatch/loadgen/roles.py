@@ -42,13 +42,14 @@ class Role:
     and watch its own process."""
 
     name = "local"  # the process in the load generator's own metrics
+    says_saturation = True  # logs its own saturation; a worker's is said by its master, from its reports
 
     def __init__(self, environment: Environment, process: Process) -> None:
         self.environment = environment
         self.process = process
 
     def install(self) -> None:
-        Monitor(self.process.recorder, self.name, say=not isinstance(self, Worker)).start()
+        Monitor(self.process.recorder, self.name, say=self.says_saturation).start()
         events = self.environment.events
         events.request.add_listener(self.process.recorder.on_request)
         events.test_start.add_listener(self.on_test_start)
@@ -173,6 +174,8 @@ class Master(Summing):
 
 
 class Worker(Role):
+    says_saturation = False
+
     def install(self) -> None:
         runner = self.environment.runner
         assert isinstance(runner, WorkerRunner)

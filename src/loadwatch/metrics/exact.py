@@ -13,10 +13,6 @@ class Exact:
     def __init__(self) -> None:
         self.values = array("d")
 
-    @property
-    def count(self) -> int:
-        return len(self.values)
-
     def add(self, value: float) -> None:
         self.values.append(value)
 

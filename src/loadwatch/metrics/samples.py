@@ -10,14 +10,14 @@ from __future__ import annotations
 import math
 from collections import Counter
 
+from loadwatch.metrics.results import LATENCY_METRICS
 from loadwatch.metrics.sketch import Sketch
 from loadwatch.metrics.timing import RequestMetrics
 
 SeriesKey = tuple[str, str, str]  # model, scenario, stage
-LATENCIES = ("ttft", "tpot", "itl", "e2el")
 # TTFT split at the response headers: before them (request handling, template, tokenization) and after.
 HEADERS, AFTER_HEADERS = "headers", "ttft_after_headers"
-DISTRIBUTIONS = (*LATENCIES, HEADERS, AFTER_HEADERS)
+DISTRIBUTIONS = (*LATENCY_METRICS, HEADERS, AFTER_HEADERS)
 
 
 class Series:

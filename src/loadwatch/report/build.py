@@ -10,7 +10,8 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from loadwatch.atomic import write_atomically
-from loadwatch.metrics.results import LATENCY_METRICS, Results, latency_key
+from loadwatch.metrics.results import Results, latency_key
+from loadwatch.metrics.samples import DISTRIBUTIONS
 from loadwatch.prometheus import PrometheusAPI, PrometheusError
 from loadwatch.report.engine import SETTLE_SECONDS, engine_figures
 from loadwatch.report.exact import records_of, with_exact_figures
@@ -22,8 +23,7 @@ PLOT = "ttft-kv-waiting.png"
 CLIENT_KEYS = (
     "completed", "failed", "duration", "request_throughput", "request_goodput", "output_throughput",
     "total_token_throughput", "failure_ratio", "failures",
-    *(latency_key(metric, stat) for metric in (*LATENCY_METRICS, "headers", "ttft_after_headers")
-      for stat in ("mean", "median", "p99")),
+    *(latency_key(metric, stat) for metric in DISTRIBUTIONS for stat in ("mean", "median", "p99")),
 )
 STAGE_KEYS = ("name", "level", "unit", "completed", "failed", "request_throughput", "output_throughput",
               latency_key("ttft", "median"), latency_key("ttft", "p99"), latency_key("tpot", "median"))
