@@ -101,3 +101,9 @@ def test_the_shipped_experiments_travel_in_the_wheel(installed, tmp_path, name):
     checked = run(installed, tmp_path, "loadwatch", "experiment", name, "--check")
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert f"experiment {name}: 2 arms" in checked.stdout
+
+
+def test_the_web_uis_charts_travel_in_the_wheel(installed, tmp_path):
+    found = run(installed, tmp_path, "python", "-c", "from loadwatch.loadgen.webui import STATIC; "
+                "print(all((STATIC / name).is_file() for name in ('cockpit.js', 'echarts.min.js')))")
+    assert found.stdout.strip() == "True", found.stderr

@@ -86,7 +86,8 @@ def up_command(args: argparse.Namespace) -> int:
     stack = up(settings, new_run_dir(Path(args.out)), args.target, args.passthrough, client_port=args.metrics_port,
                say=say)
     describe(stack, say)
-    say(f"load it with: locust -f locustfiles/chat.py -H {stack.target} --metrics-port {stack.client_port}")
+    say(f"load it with: locust -f locustfiles/chat.py -H {stack.target} --metrics-port {stack.client_port} "
+        f"--engine-metrics {stack.engine_metrics}")
     say("stop everything with `loadwatch down`")
     return 0
 

@@ -62,7 +62,7 @@ def locust_command(options: RunOptions, stack: Stack, run_dir: Path) -> list[str
         sys.executable, "-m", "locust", "-f", str(options.locustfile), "--headless",
         "-u", str(options.users), "-r", str(options.spawn_rate), "-t", options.run_time, "--stop-timeout", "60",
         "--metrics-port", str(stack.client_port), "--results-json", str(run_dir / "results.json"),
-        "--csv", str(run_dir / "locust"), "--only-summary",
+        "--csv", str(run_dir / "locust"), "--only-summary", "--engine-metrics", stack.engine_metrics,
         *[f"--slo={slo}" for slo in options.slo], *options.locust_args,
     ]
 

@@ -58,6 +58,10 @@ class LoadSettings(BaseSettings):
     metrics_host: str = Field(LOOPBACK, json_schema_extra=cli(web_ui=False),
                               description="Address the Prometheus endpoint listens on: this machine only by "
                                           "default; 0.0.0.0 opens it to the network")
+    engine_metrics: str = Field("", json_schema_extra=cli(web_ui=False),
+                                description="The engine's /metrics (the sidecar's, or vLLM's own) for the web UI's "
+                                            "LLM charts, read by the master every 2 s; loadwatch run, up and "
+                                            "capacity set it")
     results_json: Path | None = Field(None, json_schema_extra=cli(web_ui=False),
                                       description="Write the run's results (vllm bench serve keys and "
                                                   "loadwatch's own) to this file")

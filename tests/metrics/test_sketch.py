@@ -1,3 +1,5 @@
+import random
+
 import numpy as np
 import pytest
 
@@ -50,3 +52,17 @@ def test_memory_is_bounded_by_the_range_not_the_count():
 def test_an_empty_sketch_has_no_statistics():
     empty = Sketch()
     assert empty.quantile(0.5) is None and empty.average() is None and empty.std() is None
+
+
+def test_a_window_is_what_was_added_since_a_copy():
+    rng = random.Random(4)
+    sketch = Sketch()
+    sketch.extend(rng.lognormvariate(-2, 0.3) for _ in range(5000))
+    before = sketch.copy()
+    recent = [rng.lognormvariate(0, 0.1) for _ in range(500)]  # ten times slower: the window sees them only
+    sketch.extend(recent)
+    window = sketch.since(before)
+    assert window.count == 500
+    assert window.quantile(0.5) == pytest.approx(float(np.percentile(recent, 50)), rel=0.01)
+    assert window.average() == pytest.approx(float(np.mean(recent)), rel=1e-6)
+    assert Sketch().since(before).count == 0  # emptied in between (a new run): nothing negative

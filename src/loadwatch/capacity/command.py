@@ -76,6 +76,7 @@ def capacity(options: CapacityOptions, say) -> int:
     stack = up(settings, run_dir, options.target, options.vllm_args, client_port=port_or_free(0), say=say)
     describe(stack, say)
     try:
+        options.locust_args = ["--engine-metrics", stack.engine_metrics, *options.locust_args]
         result = search(options, stack.client_port, PrometheusAPI(stack.url("prometheus")),
                         options.target or stack.target, run_dir, say)
         code = 0 if result["max_sustainable"] is not None else NOTHING_SUSTAINABLE

@@ -20,6 +20,7 @@ from loadwatch.catalogue import RUN_INFO, Client
 from loadwatch.loadgen import webui
 from loadwatch.loadgen.state import RunState
 from loadwatch.metrics import definitions as d
+from loadwatch.settings import LoadSettings
 
 log = logging.getLogger(__name__)
 
@@ -63,12 +64,13 @@ def client_registry(state: RunState, user_count: Callable[[], int]) -> Collector
     return registry
 
 
-def serve(environment, state: RunState, host: str, port: int) -> None:
+def serve(environment, state: RunState, host: str, port: int, settings: Callable[[], LoadSettings]) -> None:
     """The client metrics on --metrics-host:--metrics-port (0: off) and, when the web UI runs, on its
-    /metrics (behind its login when --web-login is on)."""
-    registry = client_registry(state, lambda: environment.runner.user_count if environment.runner else 0)
+    /metrics (behind its login when --web-login is on), with the LLM tab's charts and downloads."""
+    user_count = lambda: environment.runner.user_count if environment.runner else 0  # noqa: E731
+    registry = client_registry(state, user_count)
     if environment.web_ui:
-        webui.install(environment, state, registry)
+        webui.install(environment, state, registry, settings, user_count)
     if port == 0:
         return
     server = WSGIServer((host, port), make_wsgi_app(registry), log=None)

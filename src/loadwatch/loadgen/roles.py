@@ -73,7 +73,8 @@ class Summing(Role):
         events.quitting.add_listener(self.on_quitting)
         events.quit.add_listener(self.on_quit)
         settings = self.process.settings
-        exposition.serve(self.environment, self.process.state, settings.metrics_host, settings.metrics_port)
+        exposition.serve(self.environment, self.process.state, settings.metrics_host, settings.metrics_port,
+                         lambda: self.process.settings)
         if settings.shape:
             shape = OptionShape(self.environment)
             shape.runner = self.environment.runner
@@ -90,6 +91,10 @@ class Summing(Role):
     def on_test_stop(self, **_kwargs) -> None:
         self.process.state.stop()
         self.keeper.stop()
+        if self.environment.web_ui is not None:
+            # A run from the web UI has its files at its stop, to download there; the process may
+            # run more (each rewrites them) before it quits and writes the last one's again.
+            results.finish(self.process)
 
     def on_reset_stats(self, **_kwargs) -> None:
         self.process.recorder.reset_samples()

@@ -9,18 +9,27 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
+from pathlib import Path
 
-from flask import Response, jsonify, request
+from flask import Response, jsonify, request, send_file, send_from_directory
 from locust.argument_parser import ui_extra_args_dict
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.registry import CollectorRegistry
 
 from loadwatch.credentials import split_credentials
 from loadwatch.loadgen import login
+from loadwatch.loadgen.engine_watch import EngineWatch
+from loadwatch.loadgen.history import History
 from loadwatch.loadgen.state import RunState
 from loadwatch.metrics.results import Figures
 from loadwatch.metrics.summary import figures
+from loadwatch.settings import LoadSettings
 
+STATIC = Path(__file__).parent / "static"
+# The page gets the charting library Locust's own charts use (ECharts), then the LLM tab's charts.
+SCRIPTS = ('<script src="./loadwatch/static/echarts.min.js"></script>'
+           '<script src="./loadwatch/static/cockpit.js"></script>')
 TAB_KEY = "llm"
 TAB_REFRESH_SECONDS = 1.0
 COLUMNS = [
@@ -62,7 +71,70 @@ def refusal(form, editable: frozenset[str]) -> str | None:
     return None
 
 
-def install(environment, state: RunState, registry: CollectorRegistry) -> None:
+def downloads(settings: LoadSettings) -> dict[str, tuple[str, Path]]:
+    """What the DOWNLOAD DATA tab offers once written: key -> (title, file)."""
+    out: dict[str, tuple[str, Path]] = {}
+    if settings.results_json is not None:
+        out["results"] = ("Results JSON (loadwatch)", settings.results_json)
+        out["summary"] = ("Result block, as vllm bench serve prints it (loadwatch)",
+                          settings.results_json.with_suffix(".txt"))
+    if settings.requests_path is not None:
+        out["records"] = ("Per-request records, JSON lines (loadwatch)", settings.requests_path)
+    return out
+
+
+def install_cockpit(web_ui, state: RunState, settings: Callable[[], LoadSettings],
+                    user_count: Callable[[], int]) -> History:
+    """The LLM tab's charts (history on the master, the engine read by it) and the run's files."""
+    url = settings().engine_metrics
+    engine = EngineWatch(url) if url else None
+    history = History(state, user_count, engine)
+    if engine:
+        engine.start()
+    history.start()
+
+    @web_ui.app.route("/loadwatch/history")
+    @web_ui.auth_required_if_enabled
+    def llm_history():
+        since = request.args.get("since", type=float)
+        whole = history.as_dict()
+        if since is not None:
+            whole["points"] = [p for p in whole["points"] if p["t"] > since]
+        return jsonify(whole)
+
+    @web_ui.app.route("/loadwatch/static/<path:name>")
+    def llm_static(name: str):
+        return send_from_directory(STATIC, name)
+
+    files = downloads(settings())
+
+    @web_ui.app.route("/loadwatch/download/<key>")
+    @web_ui.auth_required_if_enabled
+    def llm_download(key: str):
+        if key not in files:
+            return jsonify({"message": f"no such file: {key}"}), 404
+        title, path = files[key]
+        if not path.is_file():
+            return jsonify({"message": f"{path.name} is not written yet: it is written when the run stops"}), 404
+        return send_file(path.resolve(), as_attachment=True, download_name=path.name)
+
+    web_ui.template_args["extended_csv_files"] = [
+        {"href": f"./loadwatch/download/{key}", "title": title} for key, (title, _path) in files.items()]
+
+    @web_ui.app.after_request
+    def add_charts_to_the_page(response):
+        if response.mimetype != "text/html" or response.direct_passthrough or response.status_code != 200:
+            return response
+        page = response.get_data(as_text=True)
+        if "</body>" in page and SCRIPTS not in page:
+            response.set_data(page.replace("</body>", SCRIPTS + "</body>", 1))
+        return response
+
+    return history
+
+
+def install(environment, state: RunState, registry: CollectorRegistry, settings: Callable[[], LoadSettings],
+            user_count: Callable[[], int]) -> None:
     web_ui = environment.web_ui
     options = environment.parsed_options
     if getattr(options, "web_login", False):
@@ -100,3 +172,5 @@ def install(environment, state: RunState, registry: CollectorRegistry) -> None:
     @web_ui.auth_required_if_enabled
     def metrics():
         return Response(generate_latest(registry), mimetype=CONTENT_TYPE_LATEST)
+
+    install_cockpit(web_ui, state, settings, user_count)

@@ -69,6 +69,27 @@ class Sketch:
         for key, n in other.bins.items():
             self.bins[key] = self.bins.get(key, 0) + n
 
+    def since(self, earlier: Sketch) -> Sketch:
+        """The values added after `earlier`, a copy of this sketch taken before: buckets subtract.
+        The extremes stay this sketch's (a bound on the window's); a sketch emptied in between (a
+        new run) is whole."""
+        if earlier.count > self.count:
+            earlier = Sketch()
+        window = Sketch()
+        window.count = self.count - earlier.count
+        if window.count == 0:
+            return window
+        window.mean = (self.mean * self.count - earlier.mean * earlier.count) / window.count
+        window.zeros = self.zeros - earlier.zeros
+        window.bins = {k: n - earlier.bins.get(k, 0) for k, n in self.bins.items() if n > earlier.bins.get(k, 0)}
+        window.low, window.high = self.low, self.high
+        return window
+
+    def copy(self) -> Sketch:
+        twin = Sketch()
+        twin.merge(self)
+        return twin
+
     def std(self) -> float | None:
         """Population standard deviation, as numpy's (and vllm bench serve's) std."""
         return math.sqrt(max(self.m2, 0.0) / self.count) if self.count else None

@@ -42,6 +42,11 @@ class Stack:
     def url(self, name: str) -> str:
         return next(c.url for c in self.components if c.name == name)
 
+    @property
+    def engine_metrics(self) -> str:
+        """The sidecar's /metrics: what a Locust master's web UI charts the engine from."""
+        return self.url("exporter") + "/metrics"
+
     def dead(self) -> list[Component]:
         return [c for c in self.components if not c.alive()]
 

@@ -1,0 +1,126 @@
+"""The engine's state for the web UI's charts: the master reads --engine-metrics (the sidecar's
+/metrics, or vLLM's own) on its own schedule, never in a request's path.
+
+A reading is a few gauges now (KV cache usage, running and waiting requests) and ratios over the
+time since the previous reading (prefix-cache hits, spec-decode acceptance, the engine's mean
+TTFT), from counters that both endpoints expose. An engine that cannot be read, or that the
+sidecar reports down, is `up: false` with no figures, never zeros.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+import gevent
+from prometheus_client.parser import text_string_to_metric_families
+
+from loadwatch import loopback
+from loadwatch.catalogue import Engine
+from loadwatch.exporter.normalize import normalize
+
+log = logging.getLogger(__name__)
+INTERVAL = 2.0  # seconds between readings
+TIMEOUT = 2.0
+COUNTERS = {  # name in a reading -> the counter it comes from
+    "prefix_hits": Engine.PREFIX_CACHE_HITS, "prefix_queries": Engine.PREFIX_CACHE_QUERIES,
+    "spec_accepted": Engine.SPEC_ACCEPTED_TOKENS, "spec_drafted": Engine.SPEC_DRAFT_TOKENS,
+    "ttft_sum": Engine.TTFT + "_sum", "ttft_count": Engine.TTFT + "_count",
+}
+
+
+def _samples(text: str) -> dict[str, list[tuple[dict, float]]]:
+    """Sample name -> its (labels, value), from the sidecar's schema or, for vLLM's own /metrics,
+    after the sidecar's normalisation (so both read alike)."""
+    families = list(text_string_to_metric_families(text))
+    if not any(f.name.startswith("loadwatch_engine_") for f in families):
+        families = list(normalize(text, "engine").families.values())
+    out: dict[str, list[tuple[dict, float]]] = {}
+    for family in families:
+        for sample in family.samples:
+            # A counter's samples end in _total however the parser types its family.
+            out.setdefault(sample.name.removesuffix("_total"), []).append((sample.labels, sample.value))
+    return out
+
+
+def _sum(samples: dict, name: str) -> float | None:
+    values = [v for _, v in samples.get(name, [])]
+    return sum(values) if values else None
+
+
+def _max(samples: dict, name: str) -> float | None:
+    values = [v for _, v in samples.get(name, [])]
+    return max(values) if values else None
+
+
+def parse(text: str) -> dict:
+    """One /metrics payload -> the raw figures of a reading (counters as totals). ValueError for a
+    payload that is neither the sidecar's nor vLLM's."""
+    samples = _samples(text)
+    ups = [v for _, v in samples.get(Engine.UP, [])]
+    return {
+        "up": (max(ups) >= 1) if ups else True,  # vLLM's own endpoint answered: it is up
+        "kv": _max(samples, Engine.KV_CACHE_USAGE),
+        "kv_peak": _max(samples, Engine.KV_CACHE_USAGE_MAX),
+        "running": _sum(samples, Engine.REQUESTS_RUNNING),
+        "waiting": _sum(samples, Engine.REQUESTS_WAITING),
+        **{name: _sum(samples, source) for name, source in COUNTERS.items()},
+    }
+
+
+def _ratio(now: dict, before: dict | None, numerator: str, denominator: str, scale: float = 1.0) -> float | None:
+    if before is None or now[denominator] is None or before[denominator] is None or now[numerator] is None \
+            or before[numerator] is None:
+        return None
+    asked = now[denominator] - before[denominator]
+    if asked <= 0:
+        return None  # nothing happened in between, or the engine restarted
+    return scale * (now[numerator] - before[numerator]) / asked
+
+
+def reading(now: dict | None, before: dict | None, error: str | None = None) -> dict:
+    """What the charts show for one reading: gauges, and ratios since the previous reading."""
+    if now is None or not now["up"]:
+        return {"up": False, "error": error or "the sidecar reports the engine down"}
+    return {"up": True, "kv": now["kv"], "kv_peak": now["kv_peak"], "running": now["running"],
+            "waiting": now["waiting"],
+            "prefix_hit_ratio": _ratio(now, before, "prefix_hits", "prefix_queries"),
+            "spec_acceptance": _ratio(now, before, "spec_accepted", "spec_drafted"),
+            "ttft_ms": _ratio(now, before, "ttft_sum", "ttft_count", 1000.0)}
+
+
+class EngineWatch:
+    """Reads the URL every INTERVAL seconds in a greenlet of its own; `latest` is the last reading."""
+
+    def __init__(self, url: str, fetch: Callable[[str], str] | None = None) -> None:
+        self.url = url
+        self.fetch = fetch or _fetch
+        self.latest: dict | None = None  # None: not read yet
+        self._before: dict | None = None
+
+    def read_once(self) -> dict:
+        try:
+            now = parse(self.fetch(self.url))
+        except (OSError, ValueError) as exc:
+            self._before = None
+            self.latest = reading(None, None, f"cannot read {self.url}: {exc}")
+            return self.latest
+        self.latest = reading(now, self._before)
+        self._before = now if now["up"] else None
+        return self.latest
+
+    def start(self) -> None:
+        def loop() -> None:
+            while True:
+                started = time.monotonic()
+                self.read_once()
+                gevent.sleep(max(0.0, INTERVAL - (time.monotonic() - started)))
+
+        gevent.spawn(loop)
+        log.info("Engine state for the web UI read from %s every %g s", self.url, INTERVAL)
+
+
+def _fetch(url: str) -> str:
+    with loopback.urlopen(url, timeout=TIMEOUT) as response:
+        return response.read().decode()

@@ -1,0 +1,100 @@
+"""The LLM tab's charts in headless Chromium: client series beside the engine's (a fake vLLM
+/metrics whose KV cache fills), stage marks, an engine that goes down shown as down, the history
+back after a reload, dark mode, and the run's files on the DOWNLOAD DATA tab."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+
+import pytest
+
+from tests.conftest import finish, free_port, get, locust_command, wait_for
+from tests.integration.fake_engine import FakeEngine
+
+pytestmark = [pytest.mark.integration, pytest.mark.browser]
+CHROMIUM = shutil.which("chromium")
+
+
+def series(page, chart: str) -> dict[str, list]:
+    """A chart's series as drawn: name -> [[ms, value], ...]."""
+    return page.evaluate(
+        """(chart) => Object.fromEntries(echarts.getInstanceByDom(document.querySelector(`[data-chart=${chart}]`))
+             .getOption().series.map((s) => [s.name, s.data]))""", chart)
+
+
+def marks(page, chart: str) -> list[str]:
+    return page.evaluate(
+        """(chart) => echarts.getInstanceByDom(document.querySelector(`[data-chart=${chart}]`))
+             .getOption().series[0].markLine.data.map((m) => m.label.formatter)""", chart)
+
+
+def known(values: list) -> list[float]:
+    return [v for _, v in values if v is not None]
+
+
+@pytest.mark.needs("chromium")
+def test_the_llm_tab_charts_client_latency_beside_the_engine(fake_server, tmp_path):
+    from playwright.sync_api import sync_playwright
+
+    server = fake_server("--ttft", "0.05", "--itl", "0.01", "--tokens", "10", "--fault", "http_500=10")
+    engine = FakeEngine(fill_seconds=8)
+    web_port = free_port()
+    results = tmp_path / "results.json"
+    locust = subprocess.Popen(
+        locust_command("-H", server.url, "--web-host", "127.0.0.1", "--web-port", str(web_port), "--metrics-port", "0",
+                       "--autostart", "-u", "4", "-r", "4", "-t", "14s", "--warmup-seconds", "2",
+                       "--engine-metrics", engine.url, "--results-json", str(results)),
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    ui = f"http://127.0.0.1:{web_port}/"
+    try:
+        wait_for(lambda: get(ui), 30, "the web UI")
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM,
+                                        args=["--headless", "--no-sandbox", "--disable-gpu"])
+            page = browser.new_page(viewport={"width": 1600, "height": 1400})
+            page.goto(ui + "?tab=llm")
+            page.wait_for_selector("[data-chart=ttft]", timeout=20_000)
+            wait_for(lambda: len(known(series(page, "kv")["usage"])) >= 8, 30, "eight engine readings")
+            ttft = series(page, "ttft")
+            kv = known(series(page, "kv")["usage"])
+            stage_marks = marks(page, "ttft")
+            failures = series(page, "failures")
+            page.screenshot(path=str(tmp_path / "llm-tab.png"), full_page=True)
+
+            engine.down = True
+            wait_for(lambda: "DOWN" in page.inner_text("#loadwatch-engine-status"), 15, "the engine shown down")
+            wait_for(lambda: series(page, "kv")["usage"][-1][1] is None, 10, "a down engine charted as a gap")
+            down_bands = page.evaluate(
+                """() => echarts.getInstanceByDom(document.querySelector('[data-chart=kv]'))
+                     .getOption().series[0].markArea.data.length""")
+
+            before_reload = page.evaluate("() => window.loadwatchCockpit.points.length")
+            page.evaluate("() => { localStorage.theme = 'dark'; }")
+            page.reload()
+            page.wait_for_selector("[data-chart=ttft]", timeout=20_000)
+            wait_for(lambda: page.evaluate("() => window.loadwatchCockpit.points.length") >= before_reload, 10,
+                     "the history back after a reload")
+            dark = page.evaluate("() => window.loadwatchCockpit.dark")
+
+            wait_for(results.exists, 40, "the run to end and write its results")
+            page.get_by_role("tab", name="Download Data").click()
+            page.get_by_role("link", name="Results JSON (loadwatch)").wait_for(timeout=10_000)
+            links = [a.inner_text() for a in page.get_by_role("link").all()]
+            download = get(ui + "loadwatch/download/results")
+            browser.close()
+    finally:
+        finish(locust)
+        engine.close()
+
+    assert len(known(ttft["client p99"])) >= 5 and min(known(ttft["client p50"])) >= 50
+    assert known(ttft["engine mean"]), "the engine's own TTFT beside the client's"
+    assert kv[-1] > kv[0] + 0.3, f"the KV cache fills in the chart: {kv}"
+    assert stage_marks[:2] == ["warmup", "load"]
+    assert "http_500" in failures and max(known(failures["http_500"])) > 0
+    assert down_bands >= 1
+    assert dark is True
+    assert "Results JSON (loadwatch)" in links and "Per-request records, JSON lines (loadwatch)" in links
+    assert json.loads(download)["completed"] > 0

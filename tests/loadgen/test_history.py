@@ -1,0 +1,44 @@
+"""The web UI's history: each point's client figures cover the last WINDOW seconds only, stages
+are marked where they change, and the history stays bounded."""
+
+from __future__ import annotations
+
+import pytest
+
+from loadwatch.loadgen import history as h
+from loadwatch.loadgen.state import RunState
+from loadwatch.metrics.timing import RequestMetrics
+
+
+def served(state: RunState, ttft: float, n: int, tokens: int = 10) -> None:
+    series = state.recorder.samples.of(("m", "chat", "load"))
+    for _ in range(n):
+        series.add_success(0.0, RequestMetrics(ttft=ttft, e2e=ttft + 0.1, itl=(0.01,) * (tokens - 1), tpot=0.01,
+                                               prompt_tokens=5, completion_tokens=tokens))
+
+
+def test_a_point_shows_the_last_window_not_the_whole_run():
+    state = RunState(["chat"], "http://x")
+    history = h.History(state, lambda: 4)
+    served(state, 0.05, 1000)
+    history.sample(now=1000.0)
+    served(state, 0.5, 100)  # the server slows down: the whole run's median would not show it
+    state.recorder.samples.of(("m", "chat", "load")).add_failure(0.0, 0.1, "http_500")
+    point = history.sample(now=1000.0 + h.WINDOW)
+    assert point["ttft_p50"] == pytest.approx(500, rel=0.01)
+    assert point["output_tps"] == pytest.approx(100 * 10 / h.WINDOW)
+    assert point["failures"] == {"http_500": pytest.approx(1 / h.WINDOW)}
+    assert point["users"] == 4 and point["engine"] is None
+
+
+def test_stages_are_marked_where_they_change_and_the_history_is_bounded(monkeypatch):
+    monkeypatch.setattr(h, "POINTS", 5)
+    state = RunState(["chat"], "http://x")
+    history = h.History(state, lambda: 0)
+    for t in range(8):
+        history.sample(now=float(t))
+    state.start("http://x", 0, 0.0)
+    history.sample(now=8.0)
+    whole = history.as_dict()
+    assert len(whole["points"]) == 5 and whole["points"][-1]["t"] == 8.0
+    assert [s["name"] for s in whole["stages"]] == ["load"]
