@@ -29,7 +29,7 @@ run: setup
 
 test: setup lint
 	scripts/apt-install chromium prometheus prometheus-alertmanager
-	$(VENV)/bin/python -m pytest -q
+	$(VENV)/bin/python -m pytest -q --durations=15
 
 lint: setup
 	$(VENV)/bin/ruff check .
@@ -43,6 +43,7 @@ benchmark: setup
 	$(VENV)/bin/python benchmarks/exporter_cpu.py
 	$(VENV)/bin/python benchmarks/stream_readers.py
 	$(VENV)/bin/python benchmarks/compare_cost.py
+	$(VENV)/bin/python benchmarks/history_cost.py
 
 clean:
 	rm -rf $(VENV)

@@ -18,7 +18,7 @@ from tests.integration.test_webui_charts import series
 pytestmark = [pytest.mark.e2e, pytest.mark.browser]
 CHROMIUM = shutil.which("chromium")
 SMALL_KV = ["--num-gpu-blocks-override=20", "--max-num-seqs=8", "--max-model-len=288"]
-STAGE = 8.0  # seconds each step of users lasts
+STAGE = 6.0  # seconds each step of users lasts
 
 
 def in_stage(values: list, stages: list[dict], name: str) -> list[float]:

@@ -36,6 +36,7 @@ class ExperimentOptions:
     out: Path = Path("runs")
     repeats: int | None = None
     duration: float | None = None
+    warmup_run: float | None = None
     grafana_url: str | None = None
     check: bool = False
 
@@ -68,8 +69,10 @@ def with_overrides(experiment: Experiment, options: ExperimentOptions) -> Experi
     update: dict = {}
     if options.repeats is not None:
         update["repeats"] = options.repeats
-    if options.duration is not None:
-        update["load"] = experiment.load.model_copy(update={"duration": options.duration})
+    load = {key: value for key, value in (("duration", options.duration), ("warmup_run", options.warmup_run))
+            if value is not None}
+    if load:
+        update["load"] = experiment.load.model_copy(update=load)
     return experiment.model_copy(update=update)
 
 
