@@ -38,9 +38,12 @@ def sse(obj: object) -> bytes:
     return b"data: " + (obj if isinstance(obj, bytes) else json.dumps(obj).encode()) + b"\n\n"
 
 
-def content_chunk(model: str, text: str, completions: bool) -> dict:
+def content_chunk(model: str, text: str, completions: bool, tool: bool = False) -> dict:
     if completions:
         choice = {"index": 0, "text": text, "finish_reason": None}
+    elif tool:  # an agent's model: the output is a tool call's arguments, streamed
+        choice = {"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": text}}]},
+                  "finish_reason": None}
     else:
         choice = {"index": 0, "delta": {"content": text}, "finish_reason": None}
     return {"id": "x", "object": "chat.completion.chunk", "model": model, "choices": [choice]}
@@ -55,6 +58,7 @@ class Stats:
         self.ttft_by_user: dict[str, float] = {}  # requests that name a `user`, for pairing
         self.arrival_times: list[float] = []
         self.request_ids: list[str | None] = []  # the X-Request-Id of each completion request
+        self.last_request: dict = {}  # the headers and body of the last completion request
 
     def as_json(self) -> dict:
         def median_ms(values: list[float]) -> float | None:
@@ -73,6 +77,7 @@ class Config:
         self.ttft, self.itl, self.tokens, self.stall = args.ttft, args.itl, args.tokens, args.stall
         self.retry_after = args.retry_after
         self.authorization = args.authorization
+        self.tool_calls = args.tool_calls
         # A server of known capacity: at most this many streams at once, the others wait their turn.
         self.slots = asyncio.Semaphore(args.max_concurrency) if args.max_concurrency else None
         self.faults: dict[str, int] = {}
@@ -126,6 +131,7 @@ class Connection(asyncio.Protocol):
             return
         if method == "POST" and path.startswith("/v1/"):
             self.stats.request_ids.append(headers.get("x-request-id"))
+            self.stats.last_request = {"headers": headers, "body": json.loads(body or b"{}")}
         self.loop.create_task(self._serve(method, path, body, arrival))
 
     def _respond(self, status: int, obj: object) -> None:
@@ -155,6 +161,8 @@ class Connection(asyncio.Protocol):
                 self._respond(200, self.stats.ttft_by_user)
             elif method == "GET" and path == "/stats/request-ids":
                 self._respond(200, self.stats.request_ids)
+            elif method == "GET" and path == "/stats/last-request":
+                self._respond(200, self.stats.last_request)
             elif method == "POST" and path in ("/v1/chat/completions", "/v1/completions"):
                 if self.config.slots is not None:
                     async with self.config.slots:
@@ -211,13 +219,16 @@ class Connection(asyncio.Protocol):
             return False
         n = 0 if fault == "empty_completion" else config.tokens
         sent: list[float] = []
-        if n == 0:
+        if config.tool_calls:  # the function's name at once, before any argument: not yet output
+            role["choices"][0]["delta"] = {"role": "assistant", "tool_calls": [
+                {"index": 0, "id": "call_0", "type": "function", "function": {"name": "get_weather", "arguments": ""}}]}
+        if n == 0 or config.tool_calls:
             self._chunk(sse(role))
         for i in range(n):
             await asyncio.sleep(max(0.0, arrival + config.ttft + i * config.itl - self.loop.time()))
             if self.transport.is_closing():
                 return False
-            if i == 0:  # as vLLM sends it: the role with the first token, once the prefill is done
+            if i == 0 and not config.tool_calls:  # as vLLM sends it: the role with the first token
                 self._chunk(sse(role))
             if i == n // 2 and fault == "stall_mid":
                 await asyncio.sleep(config.stall)
@@ -242,7 +253,7 @@ class Connection(asyncio.Protocol):
                     await asyncio.sleep(0.001 if self.transport.get_write_buffer_size() > 2**20 else 0)
                 self.transport.close()
                 return False
-            chunk = content_chunk(model, f"tok{i} ", completions)
+            chunk = content_chunk(model, f"tok{i} ", completions, config.tool_calls)
             if fault == "error_null":
                 chunk["error"] = None
             self._chunk(sse(chunk))
@@ -275,6 +286,7 @@ def main() -> None:
     parser.add_argument("--stall", type=float, default=30.0, help="how long a `timeout` fault stalls")
     parser.add_argument("--retry-after", type=float, default=1.0, help="Retry-After of 429 and 503 answers")
     parser.add_argument("--fault", action="append", default=[], help="NAME=EVERY: every EVERY-th arrival fails so")
+    parser.add_argument("--tool-calls", action="store_true", help="answer with a tool call's streamed arguments only")
     parser.add_argument("--authorization", help="the Authorization header /v1/ requests must carry, else 401")
     parser.add_argument("--max-concurrency", type=int, help="streams served at once; the others wait")
     args = parser.parse_args()

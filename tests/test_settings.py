@@ -32,3 +32,22 @@ def test_invalid_values_are_refused():
         LoadSettings(max_tokens=0)
     with pytest.raises(ValidationError):
         LoadSettings(endpoint="embeddings")
+
+
+def test_extra_body_is_a_json_object_that_leaves_loadwatchs_own_fields_alone():
+    settings = LoadSettings(extra_body='{"top_k": 5, "chat_template_kwargs": {"enable_thinking": false}}')
+    assert settings.extra_body == {"top_k": 5, "chat_template_kwargs": {"enable_thinking": False}}
+    with pytest.raises(ValidationError, match="not JSON"):
+        LoadSettings(extra_body="{top_k: 5")
+    with pytest.raises(ValidationError, match="max_tokens, stream: set by loadwatch"):
+        LoadSettings(extra_body='{"stream": false, "max_tokens": 3}')
+
+
+def test_headers_are_name_value_pairs_with_no_credential_and_their_values_stay_out_of_the_results():
+    settings = LoadSettings(header=["X-Tenant: blue", "X-Trace: a,b"])
+    assert settings.headers() == {"X-Tenant": "blue", "X-Trace": "a,b"}
+    assert settings.public_options()["header"] == ["X-Tenant: ***", "X-Trace: ***"]
+    with pytest.raises(ValidationError, match="not NAME:VALUE"):
+        LoadSettings(header=["X-Tenant"])
+    with pytest.raises(ValidationError, match="Authorization is not given on the command line"):
+        LoadSettings(header=["Authorization: Bearer sk-1"])

@@ -126,7 +126,8 @@ def experiment_command(args: argparse.Namespace) -> int:
     return experiment_command(ExperimentOptions(
         file=file, locustfile=args.locustfile, out=Path(args.out), repeats=args.repeats,
         duration=parse_duration(args.duration) if args.duration else None,
-        warmup_run=parse_duration(args.warmup_run) if args.warmup_run else None, grafana_url=args.grafana_url,
+        warmup_run=parse_duration(args.warmup_run) if args.warmup_run else None,
+        cool_down=parse_duration(args.cool_down) if args.cool_down else None, grafana_url=args.grafana_url,
         check=args.check), say)
 
 
@@ -224,6 +225,8 @@ def parser() -> argparse.ArgumentParser:
     trial.add_argument("--duration", help="seconds of each cell instead of the file's, e.g. 20s")
     trial.add_argument("--warmup-run", help="seconds of the thrown-away run of each workload on each arm instead "
                                             "of the file's (0s: none)")
+    trial.add_argument("--cool-down", help="pause after each cell instead of the file's (its engine counters need "
+                                           "a scrape: 6s by default)")
     trial.add_argument("--check", action="store_true", help="validate the file and print the plan; run nothing")
     trial.add_argument("--locustfile", type=Path, default=assets.locustfile())
     trial.add_argument("--out", default="runs", help="folder for the experiment's folder")

@@ -11,6 +11,7 @@ rest of the code reads this object.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, Literal
 
@@ -18,9 +19,14 @@ from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from loadwatch.client.endpoints import Endpoint
+from loadwatch.credentials import REDACTED
 from loadwatch.defaults import LOOPBACK, PORTS
 from loadwatch.metrics.slo import SLO, parse_slo
 
+# What loadwatch writes into each request itself: --extra-body may not override it.
+OWN_BODY_FIELDS = frozenset({"model", "messages", "prompt", "max_tokens", "stream", "stream_options", "temperature",
+                             "ignore_eos"})
+CREDENTIAL_HEADERS = frozenset({"authorization", "proxy-authorization"})
 Shape = Literal["step", "ramp", "spike", "sweep"]
 Dataset = Literal["builtin", "sharegpt", "random", "prefix-repetition", "agent", "jsonl"]
 AgentPrefix = Literal["static", "dynamic"]
@@ -47,6 +53,12 @@ class LoadSettings(BaseSettings):
                                       description="File holding the server's bearer token; default: "
                                                   "$OPENAI_API_KEY_FILE, else $OPENAI_API_KEY. Each process "
                                                   "(master, every worker) reads its own")
+    extra_body: dict[str, Any] = Field({}, description="JSON object merged into every request's body: "
+                                                        "chat_template_kwargs, response_format, top_p, top_k, "
+                                                        "seed, ... (not what loadwatch sets itself)")
+    header: list[str] = Field([], json_schema_extra=cli(web_ui=False),
+                              description="Header of every request, NAME:VALUE, repeatable (not Authorization: "
+                                          "the key comes from $OPENAI_API_KEY)")
     request_timeout: float = Field(600.0, gt=0, description="Seconds a whole streamed request may take before it "
                                                             "counts as a timeout")
     max_line_bytes: int = Field(2**20, ge=1024, json_schema_extra=cli(web_ui=False),
@@ -142,6 +154,39 @@ class LoadSettings(BaseSettings):
             return items  # pydantic says what is wrong with it
         return [parse_slo(v.strip()) if isinstance(v, str) else v for v in items if v != ""]
 
+    @field_validator("extra_body", mode="before")
+    @classmethod
+    def _parse_extra_body(cls, value: object) -> object:
+        if isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except ValueError as exc:
+                raise ValueError(f"not JSON: {exc}") from None
+        if isinstance(value, dict):
+            taken = sorted(set(value) & OWN_BODY_FIELDS)
+            if taken:
+                raise ValueError(f"{', '.join(taken)}: set by loadwatch (its own options, or what streaming "
+                                 "measurement needs)")
+        return value
+
+    @field_validator("header", mode="before")
+    @classmethod
+    def _parse_headers(cls, value: object) -> object:
+        items = [value] if isinstance(value, str) else value
+        if not isinstance(items, list):
+            return items
+        for item in items:
+            name, sep, _ = str(item).partition(":")
+            if not sep or not name.strip():
+                raise ValueError(f"{item!r} is not NAME:VALUE")
+            if name.strip().lower() in CREDENTIAL_HEADERS:
+                raise ValueError(f"{name.strip()} is not given on the command line: put the key in "
+                                 "$OPENAI_API_KEY, or in a file named by --api-key-file")
+        return items
+
+    def headers(self) -> dict[str, str]:
+        return {name.strip(): value.strip() for name, _, value in (h.partition(":") for h in self.header)}
+
     @field_validator("sweep", mode="before")
     @classmethod
     def _parse_sweep(cls, value: object) -> object:
@@ -173,4 +218,5 @@ class LoadSettings(BaseSettings):
         """The options of a run as they are written down with its results."""
         options = self.model_dump(mode="json", exclude={"slo"})
         options["slo"] = [f"{s.name}={s.limit:g}" for s in self.slo]
+        options["header"] = [f"{name}: {REDACTED}" for name in self.headers()]  # a value may be a token
         return options

@@ -55,6 +55,10 @@ def test_multibyte_text_split_inside_a_character():
         ('{"choices":[{"delta":{"content":null,"reasoning_content":"hmm"}}]}', True),
         ('{"choices":[{"delta":{"content":"hi"}}]}', True),
         ('{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":5}}', False),
+        # An agent's model answers with tool calls: their arguments are output; naming the function is not yet.
+        ('{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"c1","type":"function",'
+         '"function":{"name":"get_weather","arguments":""}}]}}]}', False),
+        ('{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\\"city\\""}}]}}]}', True),
     ],
 )
 def test_what_counts_as_generated_text(data, has_text):

@@ -153,6 +153,7 @@ def test_network_policies_deny_by_default_and_open_each_port_to_its_client_only(
     worker = {"podSelector": {"matchLabels": {"app.kubernetes.io/name": "locust-worker"}}}
     prometheus = {"namespaceSelector": {}, "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}}}
     assert allowed(5557) == [worker]
-    assert allowed(9646) == [prometheus] and allowed(9647) == [prometheus]
+    master = {"podSelector": {"matchLabels": {"app.kubernetes.io/name": "locust-master"}}}
+    assert allowed(9646) == [prometheus] and allowed(9647) == [master, prometheus]  # master: the LLM tab's charts
     assert allowed(8000) == [worker, prometheus]
     assert allowed(8089) == []  # the web UI: kubectl port-forward only

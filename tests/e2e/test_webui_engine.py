@@ -13,10 +13,9 @@ import pytest
 from loadwatch.stack.settings import StackSettings
 from loadwatch.stack.stack import down, up
 from tests.conftest import finish, free_port, get, locust_command, wait_for
-from tests.integration.test_webui_charts import series
+from tests.integration.test_webui_charts import llm_tab, series
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser]
-CHROMIUM = shutil.which("chromium")
 SMALL_KV = ["--num-gpu-blocks-override=20", "--max-num-seqs=8", "--max-model-len=288"]
 STAGE = 6.0  # seconds each step of users lasts
 
@@ -46,11 +45,7 @@ def test_ttft_rises_in_the_web_ui_as_the_kv_cache_fills(tmp_path):
     try:
         wait_for(lambda: get(ui), 30, "the web UI")
         with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM,
-                                        args=["--headless", "--no-sandbox", "--disable-gpu"])
-            page = browser.new_page(viewport={"width": 1600, "height": 1400})
-            page.goto(ui + "?tab=llm")
-            page.wait_for_selector("[data-chart=ttft]", timeout=30_000)
+            browser, page = llm_tab(p, ui)
             wait_for(lambda: any(s["name"] in ("stopping", "stopped")
                                  for s in page.evaluate("() => window.loadwatchCockpit.stages")),
                      5 * STAGE + 30, "the four steps to run")

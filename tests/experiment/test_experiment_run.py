@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 
 import pytest
 
+from tests.conftest import wait_for
 from tests.grafana.fake_grafana import FakeGrafana
 
 pytestmark = [pytest.mark.integration, pytest.mark.needs("prometheus")]
@@ -63,7 +65,7 @@ load: {{users: [1, 3], duration: 3s, warmup_run: 1s}}
     for users in (1, 3):
         ttft = verdict[("fast", users, "median_ttft_ms")]
         assert ttft["verdict"] == "better" and ttft["ci_high"] < -50, ttft
-        assert ttft["method"] == "runs and requests"
+        assert ttft["method"] == "runs"
     assert summary["pareto"] == "pareto.png" and (exp_dir / "pareto.png").read_bytes()[:4] == b"\x89PNG"
     assert any("no /reset_prefix_cache" in n for n in summary["notes"])
     assert any("broken/builtin/1-users/r1: the arm did not start" in n for n in summary["notes"])
@@ -105,3 +107,35 @@ load:
     assert found["six-streams"]["unit"] == "users" and found["two-streams"]["limit"] == "slo_only"
     assert (exp_dir / "two-streams" / "builtin" / "capacity" / "capacity.json").exists()
     assert "## Capacity" in (exp_dir / "summary.md").read_text()
+
+
+def test_an_interrupted_experiment_keeps_its_finished_cells_and_summarises_them(fake_server, tmp_path):
+    server = fake_server("--ttft", "0.02", "--itl", "0.01", "--tokens", "4")
+    (tmp_path / "stop.yaml").write_text(f"""\
+name: stop
+repeats: 5
+cool_down: 0
+arms:
+  only: {{target: "{server.url}"}}
+workloads:
+  builtin: {{max_tokens: 4}}
+load: {{users: 1, duration: 2s, warmup_run: 0s}}
+""")
+    env = {**os.environ, "LOADWATCH_STACK_HOME": str(tmp_path / "home")}
+    experiment = subprocess.Popen([sys.executable, "-m", "loadwatch.cli", "experiment", str(tmp_path / "stop.yaml"),
+                                   "--out", str(tmp_path / "runs")], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                  text=True, env=env)
+    first = None
+    try:
+        first = wait_for(lambda: next((tmp_path / "runs").glob("*/only/builtin/r2/locust.log"), None), 90,
+                         "the second cell to start")
+        experiment.send_signal(signal.SIGTERM)  # as Ctrl-C: loadwatch treats both alike
+        output, _ = experiment.communicate(timeout=90)
+    finally:
+        if experiment.poll() is None:
+            experiment.kill()
+    assert experiment.returncode == 130, output
+    summary = json.loads(next((tmp_path / "runs").glob("*/summary.json")).read_text())
+    done = [c for c in summary["cells"] if c["results"]]
+    assert first is not None and done and done[0]["folder"] == "only/builtin/r1"
+    assert not (tmp_path / "home" / "stack.json").exists(), "the arm's stack is down"

@@ -30,6 +30,15 @@ def marks(page, chart: str) -> list[str]:
              .getOption().series[0].markLine.data.map((m) => m.label.formatter)""", chart)
 
 
+def llm_tab(playwright, ui: str):
+    """Headless Chromium on the LLM tab of the web UI at `ui`, once its charts are drawn: (browser, page)."""
+    browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--headless", "--no-sandbox", "--disable-gpu"])
+    page = browser.new_page(viewport={"width": 1600, "height": 1400})
+    page.goto(ui + "?tab=llm")
+    page.wait_for_selector("[data-chart=ttft]", timeout=30_000)
+    return browser, page
+
+
 def known(values: list) -> list[float]:
     return [v for _, v in values if v is not None]
 
@@ -52,11 +61,7 @@ def test_the_llm_tab_charts_client_latency_beside_the_engine(fake_server, tmp_pa
     try:
         wait_for(lambda: get(ui), 30, "the web UI")
         with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM,
-                                        args=["--headless", "--no-sandbox", "--disable-gpu"])
-            page = browser.new_page(viewport={"width": 1600, "height": 1400})
-            page.goto(ui + "?tab=llm")
-            page.wait_for_selector("[data-chart=ttft]", timeout=20_000)
+            browser, page = llm_tab(p, ui)
             wait_for(lambda: len(known(series(page, "kv")["usage"])) >= 8, 30, "eight engine readings")
             ttft = series(page, "ttft")
             kv = known(series(page, "kv")["usage"])

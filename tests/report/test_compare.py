@@ -81,7 +81,7 @@ def test_a_real_change_is_better_and_the_same_distribution_is_same(tmp_path):
 
 def test_repeats_put_the_noise_between_runs_into_the_interval(tmp_path):
     """Runs of one configuration that differ by 10 % each: the request-only interval of one pair
-    is narrow and calls it a change; with three repeats a side it is `same`."""
+    is narrow and calls it a change; with three repeats a side, the runs are the observations: `same`."""
     rng = np.random.default_rng(2)
     offsets = {"a1": 100, "a2": 110, "a3": 90, "b1": 108, "b2": 92, "b3": 101}
     for name, centre in offsets.items():
@@ -91,8 +91,8 @@ def test_repeats_put_the_noise_between_runs_into_the_interval(tmp_path):
     text, rows = compare([load_side(f"a={tmp_path / 'a1'},{tmp_path / 'a2'},{tmp_path / 'a3'}"),
                           load_side(f"b={tmp_path / 'b1'},{tmp_path / 'b2'},{tmp_path / 'b3'}")])
     median = next(r for r in rows if r["metric"] == "median_ttft_ms")
-    assert median["verdict"] == "same" and median["method"] == "runs and requests"
-    assert "a (3 runs)" in text and "bootstrap over runs, then over blocks of each run's requests" in text
+    assert median["verdict"] == "same" and median["method"] == "runs"
+    assert "a (3 runs)" in text and "Welch's t over the runs' figures" in text
     assert next(r for r in rows if r["metric"] == "request_throughput")["method"] == "runs"
 
 

@@ -32,7 +32,23 @@ def _text_of(choice: dict, endpoint: str) -> str | None:
     for field in ("content", "reasoning_content", "reasoning"):
         if text := _string(delta.get(field), field):
             return text
-    return None
+    return _tool_arguments(delta.get("tool_calls"))
+
+
+def _tool_arguments(calls: object) -> str | None:
+    """The arguments a tool-call delta streams: an agent's model output, as text is (its first
+    chunk often names the function with empty arguments: that is not yet output)."""
+    if calls is None:
+        return None
+    if not isinstance(calls, list) or not all(isinstance(c, dict) for c in calls):
+        raise RequestFailed(Reason.MALFORMED_CHUNK, "tool_calls is not a list of objects")
+    parts = []
+    for call in calls:
+        function = call.get("function") or {}
+        if not isinstance(function, dict):
+            raise RequestFailed(Reason.MALFORMED_CHUNK, "a tool call's function is not an object")
+        parts.append(_string(function.get("arguments"), "function.arguments") or "")
+    return "".join(parts) or None
 
 
 def _string(value: object, name: str) -> str | None:

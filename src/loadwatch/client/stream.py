@@ -94,11 +94,11 @@ class Streamer:
     """One keep-alive connection to an OpenAI-compatible server, as one Locust user holds it."""
 
     def __init__(self, base_url: str, authorization: str | None, timeout: float,
-                 max_line_bytes: int) -> None:
+                 max_line_bytes: int, extra_headers: dict[str, str] | None = None) -> None:
         self.origin, self.prefix = split_base_url(base_url)
         self.timeout = timeout
         self.max_line_bytes = max_line_bytes
-        self.headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+        self.headers = {**(extra_headers or {}), "Content-Type": "application/json", "Accept": "text/event-stream"}
         if authorization:
             self.headers["Authorization"] = authorization
         self._client: HTTPClient | None = None

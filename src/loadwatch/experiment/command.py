@@ -37,6 +37,7 @@ class ExperimentOptions:
     repeats: int | None = None
     duration: float | None = None
     warmup_run: float | None = None
+    cool_down: float | None = None
     grafana_url: str | None = None
     check: bool = False
 
@@ -66,7 +67,7 @@ class Progress:
 
 
 def with_overrides(experiment: Experiment, options: ExperimentOptions) -> Experiment:
-    update: dict = {}
+    update: dict = {} if options.cool_down is None else {"cool_down": options.cool_down}
     if options.repeats is not None:
         update["repeats"] = options.repeats
     load = {key: value for key, value in (("duration", options.duration), ("warmup_run", options.warmup_run))
@@ -101,7 +102,7 @@ def experiment_command(options: ExperimentOptions, say) -> int:
     code = 0
     try:
         for name, arm in spec.arms.items():
-            outcomes += run_arm(spec, name, arm, [c for c in plan if c.arm == name], exp_dir, options, progress, say)
+            run_arm(spec, name, arm, [c for c in plan if c.arm == name], exp_dir, options, progress, outcomes, say)
     except KeyboardInterrupt:
         code = INTERRUPTED
         say("interrupted: the summary covers the cells that finished")
@@ -115,7 +116,8 @@ def experiment_command(options: ExperimentOptions, say) -> int:
 
 
 def run_arm(spec: Experiment, name: str, arm: Arm, cells: list[Cell], exp_dir: Path, options: ExperimentOptions,
-            progress: Progress, say) -> list[Outcome]:
+            progress: Progress, outcomes: list[Outcome], say) -> None:
+    """Run the arm's cells, each outcome added to `outcomes` as it ends (an interruption keeps them)."""
     arm_dir = exp_dir / name
     (arm_dir / "logs").mkdir(parents=True, exist_ok=True)
     settings = StackSettings()
@@ -131,18 +133,18 @@ def run_arm(spec: Experiment, name: str, arm: Arm, cells: list[Cell], exp_dir: P
     except (ComponentError, ServerError) as exc:
         say(f"error: arm {name} did not start, its {len(cells)} cells are skipped: {exc}")
         progress.skip(len(cells))
-        return [Outcome(c, exp_dir / c.folder, problem=f"the arm did not start: {exc}") for c in cells]
+        outcomes += [Outcome(c, exp_dir / c.folder, problem=f"the arm did not start: {exc}") for c in cells]
+        return
     api = PrometheusAPI(stack.url("prometheus"))
     target = arm.target or stack.target
     env = {**os.environ, "LOCUST_HOST": target}
-    outcomes: list[Outcome] = []
     try:
         arms_left = len(spec.arms) - list(spec.arms).index(name) - 1
         for cell in cells:
             progress.start(cell, arms_left)
             outcome = Outcome(cell, exp_dir / cell.folder)
             if not cell.search and cell.repeat == 1 and spec.load.warmup_run and \
-                    not any(o.cell.workload == cell.workload for o in outcomes):
+                    not any(o.cell.arm == name and o.cell.workload == cell.workload for o in outcomes):
                 warm_up(spec, cell, exp_dir, env, stack.client_port, options)
             if spec.reset_prefix_cache and (why := reset_prefix_cache(target)):
                 outcome.notes.append(why)
@@ -158,7 +160,6 @@ def run_arm(spec: Experiment, name: str, arm: Arm, cells: list[Cell], exp_dir: P
         for component in stack.dead():
             say(f"error: {component.name} died; end of {component.log}:\n{log_tail(component.log)}")
         down(settings)
-    return outcomes
 
 
 def warm_up(spec: Experiment, cell: Cell, exp_dir: Path, env: dict[str, str], metrics_port: int,

@@ -161,9 +161,10 @@ def render(experiment: Experiment, groups: list[dict], rows: list[dict], notes: 
     shown = [r for r in rows if r["metric"] in VERDICT_KEYS]
     if shown:
         lines += ["", f"## Against {experiment.baseline}", "",
-                  "Each change with its 95 % interval (bootstrap over runs and their requests; one run a "
-                  "side covers requests only) and a verdict: `same` when the interval spans 0. Throughput: "
-                  "higher is better; latency: lower is better.", ""]
+                  "Each change with its 95 % interval (Welch's t over the runs with two or more a side; with "
+                  "one, a bootstrap over blocks of its requests, blind to run-to-run noise) and a verdict: "
+                  "`same` when the interval spans 0. Throughput: higher is better; latency: lower is better.",
+                  ""]
         lines += table(["arm", "workload", *(["load"] if many_levels else []), "metric", experiment.baseline or "",
                         "arm's", "change", "95 % interval", "verdict"],
                        [[r["arm"], r["workload"], *([f"{r['level']:g} {r['unit']}"] if many_levels else []),

@@ -10,15 +10,14 @@ sidecar reports down, is `up: false` with no figures, never zeros.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 
-import gevent
 from prometheus_client.parser import text_string_to_metric_families
 
 from loadwatch import loopback
 from loadwatch.catalogue import Engine
 from loadwatch.exporter.normalize import normalize
+from loadwatch.loadgen.ticker import every
 
 log = logging.getLogger(__name__)
 INTERVAL = 2.0  # seconds between readings
@@ -111,13 +110,7 @@ class EngineWatch:
         return self.latest
 
     def start(self) -> None:
-        def loop() -> None:
-            while True:
-                started = time.monotonic()
-                self.read_once()
-                gevent.sleep(max(0.0, INTERVAL - (time.monotonic() - started)))
-
-        gevent.spawn(loop)
+        every(INTERVAL, self.read_once)
         log.info("Engine state for the web UI read from %s every %g s", self.url, INTERVAL)
 
 

@@ -12,9 +12,8 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable
 
-import gevent
-
 from loadwatch.loadgen.state import RunState
+from loadwatch.loadgen.ticker import every
 from loadwatch.metrics.samples import Series
 
 INTERVAL = 1.0  # seconds between points
@@ -74,10 +73,4 @@ class History:
                 "points": list(self.points), "stages": list(self.stages)}
 
     def start(self) -> None:
-        def loop() -> None:
-            while True:
-                started = time.monotonic()
-                self.sample()
-                gevent.sleep(max(0.0, INTERVAL - (time.monotonic() - started)))
-
-        gevent.spawn(loop)
+        every(INTERVAL, self.sample)

@@ -58,8 +58,12 @@ def argument(name: str, field: FieldInfo) -> tuple[str, dict[str, Any]]:
     elif kind == list[SLO]:
         # default None, not []: the web UI turns a list option back into ints.
         kwargs.update(type=_slo_text, action="append", default=None)
+    elif kind == list[str]:
+        kwargs.update(action="append", default=None)  # repeatable; a value may hold commas
     elif typing.get_origin(kind) is list:
         kwargs["default"] = None  # given as one comma-separated string
+    elif typing.get_origin(kind) is dict:
+        kwargs["default"] = None  # given as JSON text: Locust ships options to workers with msgpack
     elif kind not in (str, Path):
         raise TypeError(f"LoadSettings.{name}: no command-line form for {kind}")
     return "--" + name.replace("_", "-"), kwargs

@@ -51,6 +51,7 @@ def build_payload(settings: LoadSettings, model: str | None, prompt: Prompt) -> 
         payload["temperature"] = settings.temperature
     if settings.ignore_eos:
         payload["ignore_eos"] = True
+    payload.update(settings.extra_body)
     return payload
 
 
@@ -80,7 +81,7 @@ class LLMUser(User):
     def _new_streamer(self) -> Streamer:
         settings = self.process.settings
         return Streamer(self.host or "", self.process.authorization, settings.request_timeout,
-                        settings.max_line_bytes)
+                        settings.max_line_bytes, settings.headers())
 
     def on_stop(self) -> None:
         self.streamer.close()

@@ -123,7 +123,9 @@ def install_cockpit(web_ui, state: RunState, settings: Callable[[], LoadSettings
 
     @web_ui.app.after_request
     def add_charts_to_the_page(response):
-        if response.mimetype != "text/html" or response.direct_passthrough or response.status_code != 200:
+        # Locust's page only: not its HTML report, which is saved and opened elsewhere.
+        if not (request.endpoint or "").endswith("index") or response.mimetype != "text/html" \
+                or response.direct_passthrough or response.status_code != 200:
             return response
         page = response.get_data(as_text=True)
         if "</body>" in page and SCRIPTS not in page:

@@ -96,7 +96,7 @@ def verdict(ci_low: float, ci_high: float, higher_is_better: bool) -> Verdict:
 
 
 def change(base: float | None, new: float | None, base_resamples: np.ndarray | None,
-           new_resamples: np.ndarray | None, higher_is_better: bool) -> Change:
+           new_resamples: np.ndarray | None, higher_is_better: bool, confidence: float = CONFIDENCE) -> Change:
     """The % change of `new` against `base`, with its percentile interval where both have resamples."""
     if base is None or new is None or base == 0:
         return Change(None)
@@ -108,6 +108,6 @@ def change(base: float | None, new: float | None, base_resamples: np.ndarray | N
     changes = changes[np.isfinite(changes)]
     if len(changes) == 0:
         return Change(pct)
-    tail = (1 - CONFIDENCE) / 2 * 100
+    tail = (1 - confidence) / 2 * 100
     low, high = (float(v) for v in np.percentile(changes, [tail, 100 - tail]))
     return Change(pct, low, high, verdict(low, high, higher_is_better))

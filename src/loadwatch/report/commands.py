@@ -49,9 +49,16 @@ def report_command(args: argparse.Namespace, say) -> int:
         return 1
 
 
+def _confidence(text: str) -> float:
+    value = float(text)
+    if not 0.5 <= value <= 0.999:
+        raise argparse.ArgumentTypeError(f"{text} is not between 0.5 and 0.999")
+    return value
+
+
 def compare_command(args: argparse.Namespace, say) -> int:
     try:
-        text, rows = compare([load_side(spec) for spec in args.results])
+        text, rows = compare([load_side(spec) for spec in args.results], args.confidence)
     except ReportError as exc:
         say(f"error: {exc}")
         return 1
@@ -95,6 +102,7 @@ def add_parsers(commands, say) -> None:
                       help="results JSON files or run folders; several joined by commas are repeats of one "
                            "configuration; the first is the baseline")
     comp.add_argument("--markdown", type=Path, help="also write the tables to this file")
+    comp.add_argument("--confidence", type=_confidence, default=0.95, help="of the intervals, 0.5 to 0.999 (0.95)")
     comp.add_argument("--json", type=Path, help='also write {"rows": [{"run", "metric", "change_pct", "ci_low", '
                                                 '"ci_high", "verdict", ...}]} to this file')
     comp.set_defaults(handler=lambda args: compare_command(args, say))

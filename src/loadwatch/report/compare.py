@@ -1,9 +1,9 @@
 """A/B tables of runs, as the seeds' experiments show them (figures per configuration, then each
-one's change against the baseline), with a 95 % interval and a verdict for every change.
+one's change against the baseline), with an interval (95 % by default) and a verdict for every change.
 
 A side of the comparison is one run or the repeats of one configuration; its figure is the mean
-over its runs. Intervals come from `metrics.bootstrap`: over requests (the per-request records)
-and, where there are repeats, over runs too.
+over its runs. With two runs a side or more the runs are the observations (`metrics.repeats`);
+otherwise the interval is a block bootstrap over the per-request records (`metrics.bootstrap`).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import numpy as np
 
 from loadwatch.metrics import bootstrap
 from loadwatch.metrics.records import request_latencies
+from loadwatch.metrics.repeats import change_over_runs
 from loadwatch.metrics.results import Results, latency_key
 from loadwatch.report.build import ReportError, read_exact
 from loadwatch.report.exact import records_of
@@ -25,14 +26,13 @@ LATENCIES = [(f"{stat} {metric.upper()} (ms)", metric, stat)
              for metric in ("ttft", "tpot", "e2el") for stat in ("mean", "median", "p99")]
 COLUMNS = [*THROUGHPUTS, *((label, latency_key(metric, stat)) for label, metric, stat in LATENCIES)]
 METHODS = {
-    "requests": "bootstrap over blocks of consecutive requests: one run a side, so run-to-run noise is not in it",
-    "runs and requests": "bootstrap over runs, then over blocks of each run's requests",
-    "runs": "bootstrap over runs (no per-request records)",
+    "requests": "bootstrap over blocks of consecutive requests: a side with one run holds no run-to-run noise",
+    "runs": "Welch's t over the runs' figures, each run one observation",
 }
-EXPLANATION = ("95 % intervals of each change by bootstrap; the verdict is `same` when the interval spans 0. "
-               "With one run a side the interval covers only the noise within the runs: runs of one "
-               "configuration can differ by more than that, so repeat each one (base=A1,A2,A3) before "
-               "trusting a small change. Throughput has one value a run and needs two runs a side.")
+EXPLANATION = ("The verdict is `same` when the interval spans 0. With one run a side the interval covers only "
+               "the noise within the runs: runs of one configuration can differ by more than that, so repeat "
+               "each one (base=A1,A2,A3) before trusting a small change; with two runs a side or more, the runs "
+               "are the observations. Throughput has one value a run and needs two runs a side.")
 
 
 @dataclass
@@ -95,33 +95,36 @@ def load_side(spec: str) -> Side:
     return Side(name, [load_run(p) for p in paths])
 
 
-def _latency_row(label: str, metric: str, stat: str, base: Side, other: Side, rng: np.random.Generator) -> Row:
+def _latency_row(label: str, metric: str, stat: str, base: Side, other: Side, rng: np.random.Generator,
+                 confidence: float) -> Row:
     key = latency_key(metric, stat)
     b, v = base.figure(key), other.figure(key)
+    if len(base.runs) >= 2 and len(other.runs) >= 2:
+        return _run_level_row(label, key, base, other, False, confidence)
     runs = base.runs + other.runs
     if all(r.latencies is not None and len(r.latencies[metric]) > 0 for r in runs):
-        method = "requests" if len(base.runs) == len(other.runs) == 1 else "runs and requests"
         base_res, other_res = (bootstrap.group_resamples([r.latencies[metric] for r in side.runs if r.latencies],
                                                          stat, rng) for side in (base, other))
-        return Row(label, key, b, v, bootstrap.change(b, v, base_res, other_res, higher_is_better=False), method)
-    return _run_level_row(label, key, base, other, rng, higher_is_better=False)
+        change = bootstrap.change(b, v, base_res, other_res, higher_is_better=False, confidence=confidence)
+        return Row(label, key, b, v, change, "requests")
+    return Row(label, key, b, v, bootstrap.change(b, v, None, None, False), None)
 
 
-def _run_level_row(label: str, key: str, base: Side, other: Side, rng: np.random.Generator,
-                   higher_is_better: bool) -> Row:
+def _run_level_row(label: str, key: str, base: Side, other: Side, higher_is_better: bool,
+                   confidence: float) -> Row:
     b, v = base.figure(key), other.figure(key)
     if b is None or v is None or len(base.runs) < 2 or len(other.runs) < 2:
         return Row(label, key, b, v, bootstrap.change(b, v, None, None, higher_is_better), None)
-    base_res, other_res = (bootstrap.run_resamples([r.results.field(key) for r in side.runs], rng)
-                           for side in (base, other))
-    return Row(label, key, b, v, bootstrap.change(b, v, base_res, other_res, higher_is_better), "runs")
+    change = change_over_runs([r.results.field(key) for r in base.runs], [r.results.field(key) for r in other.runs],
+                              higher_is_better, confidence)
+    return Row(label, key, b, v, change, "runs")
 
 
-def rows(base: Side, other: Side, seed: int = 0) -> list[Row]:
+def rows(base: Side, other: Side, seed: int = 0, confidence: float = bootstrap.CONFIDENCE) -> list[Row]:
     """Every figure's change; the same seed gives the same intervals."""
     rng = np.random.default_rng(seed)
-    return [*(_run_level_row(label, key, base, other, rng, higher_is_better=True) for label, key in THROUGHPUTS),
-            *(_latency_row(label, metric, stat, base, other, rng) for label, metric, stat in LATENCIES)]
+    return [*(_run_level_row(label, key, base, other, True, confidence) for label, key in THROUGHPUTS),
+            *(_latency_row(label, metric, stat, base, other, rng, confidence) for label, metric, stat in LATENCIES)]
 
 
 def _value(value: float | None) -> str:
@@ -138,7 +141,7 @@ def _interval(change: bootstrap.Change) -> str:
     return f"[{change.ci_low:+.2f}%, {change.ci_high:+.2f}%]"
 
 
-def compare(sides: list[Side]) -> tuple[str, list[dict]]:
+def compare(sides: list[Side], confidence: float = bootstrap.CONFIDENCE) -> tuple[str, list[dict]]:
     """The Markdown tables and the rows of `--json`."""
     if len(sides) < 2:
         raise ReportError("compare needs at least two runs (or groups of repeats) to compare")
@@ -150,13 +153,13 @@ def compare(sides: list[Side]) -> tuple[str, list[dict]]:
                                  if any(len(s.runs) > 1 for s in sides) else []), *figures, ""]
     out_rows: list[dict] = []
     for side in sides[1:]:
-        compared = rows(base, side)
+        compared = rows(base, side, confidence=confidence)
         methods = sorted({r.method for r in compared if r.method})
         lines += [f"## {side.name} against {base.name}", "",
                   "Throughput: higher is better; latency: lower is better. Intervals: "
                   + ("; ".join(f"{m} ({METHODS[m]})" for m in methods) if methods else "none (no per-request "
                      "records and fewer than two runs a side)") + ".", "",
-                  *table(["metric", base.name, side.name, "change", "95 % interval", "verdict"],
+                  *table(["metric", base.name, side.name, "change", f"{confidence:.0%} interval", "verdict"],
                          [[r.label, _value(r.base), _value(r.value), _pct(r.change.change_pct),
                            _interval(r.change), r.change.verdict or "n/a"] for r in compared]), ""]
         out_rows += [{"run": side.name, "base": base.name, "metric": r.key, "change_pct": r.change.change_pct,
