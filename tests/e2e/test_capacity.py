@@ -22,7 +22,7 @@ def test_the_binding_limit_is_named_with_its_evidence(tmp_path, vllm_args, limit
     env = {**os.environ, "LOADWATCH_STACK_HOME": str(tmp_path / "home")}
     run = subprocess.run(
         [sys.executable, "-m", "loadwatch.cli", "capacity", "--mode", "users", "--slo", "ttft_p90_ms=1000",
-         "--start", "4", "--level-duration", "8s", "--warmup", "2s", "--cool-down", "2s", "--max-duration", "150s",
+         "--start", "4", "--level-duration", "6s", "--warmup", "2s", "--cool-down", "2s", "--max-duration", "80s",
          "--out", str(tmp_path / "runs"), *(f"--vllm-arg={a}" for a in vllm_args),
          "--", "--max-tokens", "200", "--ignore-eos"],
         capture_output=True, text=True, timeout=600, env=env)

@@ -32,7 +32,7 @@ arms:
   broken: {{target: "http://127.0.0.1:1", restart: "exit 3"}}
 workloads:
   builtin: {{dataset: builtin, max_tokens: 8}}
-load: {{users: [1, 3], duration: 3s, warmup_run: 1s}}
+load: {{users: [1, 3], duration: 2s, warmup_run: 1s}}
 """)
     grafana = FakeGrafana()
     env = {**os.environ, "LOADWATCH_STACK_HOME": str(tmp_path / "home"), "GRAFANA_TOKEN": "glsa_test"}

@@ -1,15 +1,13 @@
-"""95 % confidence intervals of a % change between two groups of runs, by bootstrap: raw values
-in, an interval and a verdict out.
+"""Confidence intervals of a % change from per-request records, by bootstrap, where a side has a
+single run: raw values in, an interval and a verdict out.
 
-A group's figure is the mean over its runs of each run's statistic (its median TTFT, say). One
-resample draws the group's runs with replacement, then blocks of each drawn run's requests (a
-hierarchical bootstrap), so the interval holds the noise between runs as well as within them. With
-one run a side it is a block bootstrap over requests, which cannot see how much a second run would
-differ as a whole: that is why experiments repeat. Figures with one value per run
-(throughput) are resampled over runs only, so they need two runs a side.
+Requests are resampled in blocks of consecutive ones, since requests close in time share the
+engine's state; a side that has several runs draws them too (a hierarchical bootstrap). With one
+run a side the interval cannot see how much a second run would differ as a whole: with two runs a
+side or more, the runs are the observations instead (`metrics.repeats`).
 
-scipy.stats.bootstrap resamples independent observations, not runs and then blocks of their
-requests; this is written with numpy for that reason.
+scipy.stats.bootstrap resamples independent observations, not blocks of requests or runs and then
+their blocks; this is written with numpy for that reason.
 """
 
 from __future__ import annotations
@@ -73,12 +71,6 @@ def group_resamples(runs: list[np.ndarray], stat: str, rng: np.random.Generator,
     drawn = rng.integers(len(runs), size=(resamples, len(runs)))
     which = rng.integers(resamples, size=(resamples, len(runs)))  # an independent resample per draw
     return per_run[drawn, which].mean(axis=1)
-
-
-def run_resamples(values: list[float], rng: np.random.Generator, resamples: int = RESAMPLES) -> np.ndarray:
-    """The mean of run-level figures, the runs drawn with replacement."""
-    array = np.asarray(values, dtype=float)
-    return array[rng.integers(len(array), size=(resamples, len(array)))].mean(axis=1)
 
 
 @dataclass(frozen=True)
