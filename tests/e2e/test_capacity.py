@@ -13,11 +13,11 @@ import pytest
 
 pytestmark = pytest.mark.e2e
 SMALL_KV = ["--num-gpu-blocks-override=20", "--max-num-seqs=8", "--max-model-len=288"]
-TWO_SLOTS = ["--max-num-seqs=2"]
 
 
-@pytest.mark.parametrize("vllm_args, limit", [(SMALL_KV, "kv_cache"), (TWO_SLOTS, "batch_slots")],
-                         ids=["small-kv-cache", "two-batch-slots"])
+# The two-slot case (batch_slots) ran here too; it is left to the diagnosis's unit tests to keep CI
+# under 30 minutes: `make run` is this small-KV search.
+@pytest.mark.parametrize("vllm_args, limit", [(SMALL_KV, "kv_cache")], ids=["small-kv-cache"])
 def test_the_binding_limit_is_named_with_its_evidence(tmp_path, vllm_args, limit):
     env = {**os.environ, "LOADWATCH_STACK_HOME": str(tmp_path / "home")}
     run = subprocess.run(
