@@ -38,14 +38,14 @@ def sse(obj: object) -> bytes:
     return b"data: " + (obj if isinstance(obj, bytes) else json.dumps(obj).encode()) + b"\n\n"
 
 
-def content_chunk(model: str, text: str, completions: bool, tool: bool = False) -> dict:
+def content_chunk(model: str, text: str, completions: bool, tool: bool = False, reasoning: bool = False) -> dict:
     if completions:
         choice = {"index": 0, "text": text, "finish_reason": None}
     elif tool:  # an agent's model: the output is a tool call's arguments, streamed
         choice = {"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": text}}]},
                   "finish_reason": None}
-    else:
-        choice = {"index": 0, "delta": {"content": text}, "finish_reason": None}
+    else:  # a reasoning model thinks first (vLLM's reasoning parser names it reasoning_content)
+        choice = {"index": 0, "delta": {"reasoning_content" if reasoning else "content": text}, "finish_reason": None}
     return {"id": "x", "object": "chat.completion.chunk", "model": model, "choices": [choice]}
 
 
@@ -59,6 +59,8 @@ class Stats:
         self.arrival_times: list[float] = []
         self.request_ids: list[str | None] = []  # the X-Request-Id of each completion request
         self.last_request: dict = {}  # the headers and body of the last completion request
+        self.models: Counter[str] = Counter()  # completion requests by the model they asked for
+        self.true_ttfa: list[float] = []  # to the first answer token, after the reasoning ones
 
     def as_json(self) -> dict:
         def median_ms(values: list[float]) -> float | None:
@@ -69,7 +71,8 @@ class Stats:
 
         return {"arrivals": self.arrivals, "outcomes": dict(self.outcomes),
                 "median_ttft_ms": median_ms(self.true_ttft), "median_tpot_ms": median_ms(self.true_tpot),
-                "p99_ttft_ms": p99_ms(self.true_ttft)}
+                "p99_ttft_ms": p99_ms(self.true_ttft), "median_ttfa_ms": median_ms(self.true_ttfa),
+                "models": dict(self.models)}
 
 
 class Config:
@@ -78,6 +81,7 @@ class Config:
         self.retry_after = args.retry_after
         self.authorization = args.authorization
         self.tool_calls = args.tool_calls
+        self.reasoning, self.cached_tokens = args.reasoning, args.cached_tokens
         # A server of known capacity: at most this many streams at once, the others wait their turn.
         self.slots = asyncio.Semaphore(args.max_concurrency) if args.max_concurrency else None
         self.faults: dict[str, int] = {}
@@ -208,6 +212,7 @@ class Connection(asyncio.Protocol):
             self.transport.close()
             return False
         model = request.get("model", "fake-model")
+        stats.models[model] += 1
         self.transport.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
                              b"Transfer-Encoding: chunked\r\n\r\n")
         role = {"id": "x", "object": "chat.completion.chunk", "model": model,
@@ -253,13 +258,17 @@ class Connection(asyncio.Protocol):
                     await asyncio.sleep(0.001 if self.transport.get_write_buffer_size() > 2**20 else 0)
                 self.transport.close()
                 return False
-            chunk = content_chunk(model, f"tok{i} ", completions, config.tool_calls)
+            chunk = content_chunk(model, f"tok{i} ", completions, config.tool_calls, i < config.reasoning)
             if fault == "error_null":
                 chunk["error"] = None
             self._chunk(sse(chunk))
             sent.append(self.loop.time())
         prompt_tokens = len(json.dumps(request.get("messages") or request.get("prompt"))) // 4
         usage = {"prompt_tokens": prompt_tokens, "completion_tokens": n, "total_tokens": prompt_tokens + n}
+        if config.cached_tokens is not None:
+            usage["prompt_tokens_details"] = {"cached_tokens": min(config.cached_tokens, prompt_tokens)}
+        if config.reasoning:
+            usage["completion_tokens_details"] = {"reasoning_tokens": min(config.reasoning, n)}
         if fault == "tokens_string":
             usage["completion_tokens"] = str(n)
         if fault != "no_usage":
@@ -272,6 +281,8 @@ class Connection(asyncio.Protocol):
             stats.true_ttft.append(sent[0] - came)
             if "user" in request:
                 stats.ttft_by_user[request["user"]] = sent[0] - came
+            if len(sent) > config.reasoning:
+                stats.true_ttfa.append(sent[config.reasoning] - came)
             if n > 1:
                 stats.true_tpot.append((sent[-1] - sent[0]) / (n - 1))
         return True
@@ -287,6 +298,8 @@ def main() -> None:
     parser.add_argument("--retry-after", type=float, default=1.0, help="Retry-After of 429 and 503 answers")
     parser.add_argument("--fault", action="append", default=[], help="NAME=EVERY: every EVERY-th arrival fails so")
     parser.add_argument("--tool-calls", action="store_true", help="answer with a tool call's streamed arguments only")
+    parser.add_argument("--reasoning", type=int, default=0, help="the first N tokens are reasoning_content")
+    parser.add_argument("--cached-tokens", type=int, help="usage says this many prompt tokens were cached")
     parser.add_argument("--authorization", help="the Authorization header /v1/ requests must carry, else 401")
     parser.add_argument("--max-concurrency", type=int, help="streams served at once; the others wait")
     args = parser.parse_args()

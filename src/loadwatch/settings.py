@@ -28,8 +28,25 @@ OWN_BODY_FIELDS = frozenset({"model", "messages", "prompt", "max_tokens", "strea
                              "ignore_eos"})
 CREDENTIAL_HEADERS = frozenset({"authorization", "proxy-authorization"})
 Shape = Literal["step", "ramp", "spike", "sweep"]
-Dataset = Literal["builtin", "sharegpt", "random", "prefix-repetition", "agent", "jsonl"]
+Dataset = Literal["builtin", "sharegpt", "random", "prefix-repetition", "agent", "jsonl", "sessions"]
 AgentPrefix = Literal["static", "dynamic"]
+
+
+def split_models(value: str) -> list[tuple[str, float]]:
+    """`a=0.7,b=0.3` as [(a, 0.7), (b, 0.3)]; ValueError naming a broken part."""
+    split = []
+    for part in value.split(","):
+        name, _, weight = part.partition("=")
+        try:
+            share = float(weight)
+        except ValueError:
+            share = -1.0
+        if not name.strip() or not share > 0:
+            raise ValueError(f"{part.strip()!r} is not NAME=SHARE with a share above 0 (a=0.7,b=0.3)")
+        split.append((name.strip(), share))
+    if len({name for name, _ in split}) < len(split):
+        raise ValueError("a model is named twice")
+    return split
 
 
 def cli(env: str | None = None, web_ui: bool = True) -> dict[str, Any]:
@@ -42,7 +59,9 @@ class LoadSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="LOADWATCH_", extra="ignore", protected_namespaces=())
 
     # The request
-    model: str = Field("", description="Model to request; default: the first one the server lists at /v1/models")
+    model: str = Field("", description="Model to request; default: the first one the server lists at /v1/models. "
+                                       "NAME=SHARE,NAME=SHARE splits the traffic across models or LoRA adapters "
+                                       "(shares are weights), the model label following each request")
     endpoint: Endpoint = Field("chat", description="OpenAI API to stream from: /v1/chat/completions or "
                                                    "/v1/completions")
     max_tokens: int = Field(128, gt=0, description="max_tokens of each request")
@@ -126,10 +145,12 @@ class LoadSettings(BaseSettings):
     # The workload
     dataset: Dataset = Field("builtin", description="Workload: builtin prompts, sharegpt, random, "
                                                     "prefix-repetition, agent (the seeds' long conversation "
-                                                    "with a date-time prefix) or jsonl")
+                                                    "with a date-time prefix), jsonl, or sessions (each user "
+                                                    "a conversation that grows with the model's answers)")
     dataset_path: Path | None = Field(None, json_schema_extra=cli(web_ui=False),
                                       description="Dataset file; default: loadwatch's own sample for "
-                                                  "sharegpt, agent and jsonl")
+                                                  "sharegpt, agent and jsonl; sessions: generated unless given "
+                                                  "(ShareGPT JSON, or JSON Lines of {\"turns\": [...]})")
     seed: int = Field(0, description="Seed of the dataset's sampling and order")
     dataset_size: int = Field(1000, gt=0, description="Prompts drawn from the dataset (then served in a cycle)")
     sharegpt_output_len: int | None = Field(None, gt=0, description="sharegpt: fixed max_tokens instead of the "
@@ -143,8 +164,19 @@ class LoadSettings(BaseSettings):
                                                  "each prefix (default 256)")
     num_prefixes: int = Field(10, gt=0, description="prefix-repetition: distinct shared prefixes")
     suffix_len: int = Field(256, gt=0, description="prefix-repetition: unique tokens after the prefix")
-    agent_prefix: AgentPrefix = Field("static", description="agent: the same date-time for every request "
-                                                            "(cacheable) or a new one per request")
+    agent_prefix: AgentPrefix = Field("static", description="agent, sessions: the same date-time at the start "
+                                                            "for every request (cacheable) or a new one per "
+                                                            "request")
+    turns: int | None = Field(None, gt=0, description="sessions: turns (requests) per conversation; default 5 "
+                                                      "generated, a file's own user turns")
+    think_time: float = Field(0.0, ge=0, description="sessions: seconds a user waits between a turn's answer "
+                                                     "and its next turn")
+    turn_len: int = Field(64, gt=0, description="sessions, generated: tokens of each user turn and tool result")
+    system_len: int = Field(512, ge=0, description="sessions, generated: tokens of the system prompt every "
+                                                   "conversation shares")
+    tools: str = Field("", json_schema_extra=cli(web_ui=False),
+                       description="JSON file of OpenAI tool definitions sent with every chat request; "
+                                   "sessions: loadwatch's sample tools unless given; none: no tools")
 
     @field_validator("slo", mode="before")
     @classmethod
@@ -168,6 +200,17 @@ class LoadSettings(BaseSettings):
                 raise ValueError(f"{', '.join(taken)}: set by loadwatch (its own options, or what streaming "
                                  "measurement needs)")
         return value
+
+    @field_validator("model")
+    @classmethod
+    def _check_split(cls, value: str) -> str:
+        if "=" in value:
+            split_models(value)
+        return value
+
+    def models(self) -> list[tuple[str, float]]:
+        """The traffic split of --model, [(name, weight)]; one model (or none: the server's first) is []."""
+        return split_models(self.model) if "=" in self.model else []
 
     @field_validator("header", mode="before")
     @classmethod

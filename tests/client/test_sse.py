@@ -25,7 +25,7 @@ def test_real_vllm_stream_decodes_the_same_in_any_split(split):
     # The role-only first chunk (content "") is not generated text.
     assert chunks[0].has_text is False
     assert sum(c.has_text for c in chunks) == 16
-    assert chunks[-1].completion_tokens == 16 and chunks[-1].prompt_tokens == 19
+    assert chunks[-1].usage.completion_tokens == 16 and chunks[-1].usage.prompt_tokens == 19
 
 
 def test_crlf_comments_and_multiline_data():
@@ -72,7 +72,45 @@ def test_completions_endpoint_reads_text():
 
 def test_usage_chunk():
     chunk = parse_chunk('{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":5}}', "chat")
-    assert (chunk.prompt_tokens, chunk.completion_tokens) == (3, 5)
+    assert (chunk.usage.prompt_tokens, chunk.usage.completion_tokens, chunk.usage.cached_tokens) == (3, 5, None)
+
+
+def test_usage_details_say_what_was_cached_and_reasoned():
+    # vLLM with --enable-prompt-tokens-details; reasoning tokens where a server counts them.
+    chunk = parse_chunk('{"choices":[],"usage":{"prompt_tokens":281,"completion_tokens":24,'
+                        '"prompt_tokens_details":{"cached_tokens":256,"created_cache_tokens":0},'
+                        '"completion_tokens_details":{"reasoning_tokens":20}}}', "chat")
+    assert (chunk.usage.cached_tokens, chunk.usage.reasoning_tokens) == (256, 20)
+    empty = parse_chunk('{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":5,'
+                        '"prompt_tokens_details":null,"completion_tokens_details":null}}', "chat")
+    assert (empty.usage.cached_tokens, empty.usage.reasoning_tokens) == (None, None)
+    with pytest.raises(RequestFailed):
+        parse_chunk('{"choices":[],"usage":{"prompt_tokens_details":{"cached_tokens":-1}}}', "chat")
+
+
+def test_thoughts_are_output_but_not_the_answer():
+    thought = parse_chunk('{"choices":[{"delta":{"reasoning_content":"hmm"}}]}', "chat")
+    assert thought.has_text and not thought.has_answer
+    answer = parse_chunk('{"choices":[{"delta":{"content":"Paris"}}]}', "chat")
+    assert answer.has_text and answer.has_answer
+
+
+def test_a_stream_of_tool_calls_is_put_back_together():
+    from loadwatch.client.answer import Answer
+
+    answer = Answer()
+    for data in ('{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"c1","type":"function",'
+                 '"function":{"name":"get_weather","arguments":""}}]}}]}',
+                 '{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\\"city\\""}}]}}]}',
+                 '{"choices":[{"delta":{"tool_calls":[{"index":1,"id":"c2",'
+                 '"function":{"name":"get_time","arguments":"{}"}}]}}]}',
+                 '{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":": \\"Paris\\"}"}}]}}]}'):
+        answer.add(parse_chunk(data, "chat"))
+    assert answer.tool_calls == 2
+    message = answer.message()
+    assert message["content"] is None
+    assert [(c["id"], c["function"]["name"], c["function"]["arguments"]) for c in message["tool_calls"]] == [
+        ("c1", "get_weather", '{"city": "Paris"}'), ("c2", "get_time", "{}")]
 
 
 @pytest.mark.parametrize(

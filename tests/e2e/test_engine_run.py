@@ -110,7 +110,7 @@ def test_random_prompts_have_the_asked_token_length_by_the_engines_tokenizer(eng
 @pytest.mark.parametrize("dataset", [
     ["--dataset", "builtin"], ["--dataset", "sharegpt"], ["--dataset", "random"], ["--dataset", "prefix-repetition"],
     ["--dataset", "agent", "--agent-prefix", "static"], ["--dataset", "agent", "--agent-prefix", "dynamic"],
-    ["--dataset", "jsonl"],
+    ["--dataset", "jsonl"], ["--dataset", "sessions"],
 ], ids=lambda args: "-".join(args[1::2]))
 def test_every_shipped_dataset_fits_the_embedded_engine(engine, tmp_path, dataset):
     # Before, the agent session's 2,049 prompt tokens met --max-model-len 2048: every request a 400.
@@ -119,6 +119,34 @@ def test_every_shipped_dataset_fits_the_embedded_engine(engine, tmp_path, datase
                    "--output-len", "16", *dataset)
     data = json.loads(results.read_text())
     assert run.returncode == 0 and (data["completed"], data["failed"]) == (3, 0), run.stderr[-2000:]
+
+
+NAMED_TOOL = {"tool_choice": {"type": "function", "function": {"name": "query_metrics"}}}
+
+
+def test_sessions_hit_the_prefix_cache_turn_after_turn_as_the_engine_counts(engine, tmp_path):
+    before = scrape(engine.url + "/metrics")
+    results = tmp_path / "results.json"
+    # A named tool_choice: vLLM's structured output makes the random weights call the tool, every turn.
+    run = headless(engine.url, results, "-u", "3", "-r", "3", "--num-requests", "24", "--dataset", "sessions",
+                   "--turns", "4", "--max-tokens", "16", "--system-len", "128", "--turn-len", "32",
+                   "--extra-body", json.dumps(NAMED_TOOL))
+    data = json.loads(results.read_text())
+    assert run.returncode == 0 and (data["completed"], data["failed"]) == (24, 0), run.stderr[-2000:]
+    assert data["total_tool_calls"] == 24  # tool-only streams, each a success
+    after = scrape(engine.url + "/metrics")
+    hits = total(after, "vllm:prefix_cache_hits_total") - total(before, "vllm:prefix_cache_hits_total")
+    assert data["total_cached_tokens"] == hits > 0  # what each usage said is what the engine counted
+    report = subprocess.run([sys.executable, "-m", "loadwatch.cli", "report", str(results)],
+                            capture_output=True, text=True, timeout=60)
+    assert report.returncode == 0, report.stderr
+    turns = {row["turn"]: row for row in json.loads((tmp_path / "report.json").read_text())["turns"]}
+    assert list(turns) == ["1", "2", "3-4"] and sum(t["completed"] for t in turns.values()) == 24
+    # The history grows turn after turn, and the cache keeps it: later turns find most of their prompt there.
+    assert turns["1"]["mean_prompt_tokens"] < turns["2"]["mean_prompt_tokens"] < turns["3-4"]["mean_prompt_tokens"]
+    assert turns["3-4"]["cached_prompt_tokens_ratio"] > 0.7
+    assert all(t["median_ttft_ms"] > 0 and t["tool_calls"] == t["completed"] for t in turns.values())
+    assert "## Sessions, turn by turn" in (tmp_path / "report.md").read_text()
 
 
 def test_a_workload_over_the_context_stops_before_sending_with_a_clear_message(engine, tmp_path):

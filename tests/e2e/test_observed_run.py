@@ -93,6 +93,7 @@ def test_the_report_puts_engine_figures_beside_the_client_summary(run_dir):
     report = json.loads((run_dir / "report.json").read_text())
     client, engine = report["client"], report["engine"]
     assert client["completed"] > 20 and client["failures"].get("http_400", 0) > 0
+    assert client["total_tool_calls"] > 0 and client["cached_prompt_tokens_ratio"] > 0
     assert engine["kv_cache_usage_peak"] > 0.9 and engine["requests_waiting_peak"] >= 1
     assert isinstance(engine["preemptions"], float) and engine["prefix_cache_hit_ratio"] is not None
     assert engine["spec_decode_acceptance_ratio"] > 0 and engine["spec_decode_mean_acceptance_length"] > 1

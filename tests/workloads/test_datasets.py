@@ -4,8 +4,9 @@ import subprocess
 import pytest
 
 from loadwatch.settings import LoadSettings
-from loadwatch.workloads.datasets import STATIC_STAMP, build, validate
+from loadwatch.workloads.datasets import build, validate
 from loadwatch.workloads.errors import DatasetError
+from loadwatch.workloads.sessions import STATIC_STAMP
 from loadwatch.workloads.tokens import ApproximateTokenizer
 from tests.conftest import locust_command
 
@@ -94,3 +95,38 @@ def test_a_bad_dataset_stops_the_run_before_it_starts(tmp_path):
                          capture_output=True, text=True, timeout=60)
     assert run.returncode == 2
     assert "bad.jsonl line 2" in run.stderr and "Traceback" not in run.stderr
+
+
+def test_a_jsonl_line_carries_its_own_request_fields(tmp_path):
+    path = tmp_path / "p.jsonl"
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+    path.write_text(json.dumps({"prompt": "hi", "tools": tools, "response_format": {"type": "json_object"},
+                                "top_k": 5}) + "\n" + '{"prompt": "plain"}\n')
+    prompts = {p.text: p for p in take(build(LoadSettings(dataset="jsonl", dataset_path=path), None), 2)}
+    assert prompts["hi"].body == {"tools": tools, "response_format": {"type": "json_object"}, "top_k": 5}
+    assert prompts["plain"].body is None
+
+
+@pytest.mark.parametrize(("line", "why"), [
+    ('{"prompt": "x", "stream": false}', "stream is set by loadwatch"),
+    ('{"prompt": "x", "tools": [{"type": "function"}]}', "tools must be a list of OpenAI tool definitions"),
+])
+def test_a_jsonl_line_may_not_take_what_loadwatch_sets(tmp_path, line, why):
+    path = tmp_path / "bad.jsonl"
+    path.write_text(line + "\n")
+    with pytest.raises(DatasetError, match=f"bad.jsonl line 1: {why}"):
+        validate(LoadSettings(dataset="jsonl", dataset_path=path))
+
+
+def test_tools_from_a_file_go_with_every_prompt_and_a_line_keeps_its_own(tmp_path):
+    tools = tmp_path / "tools.json"
+    tools.write_text('[{"type": "function", "function": {"name": "g"}}]')
+    path = tmp_path / "p.jsonl"
+    path.write_text('{"prompt": "a"}\n{"prompt": "b", "tools": [{"type": "function", "function": {"name": "h"}}]}\n')
+    prompts = {p.text: p for p in take(build(LoadSettings(dataset="jsonl", dataset_path=path, tools=str(tools)),
+                                             None), 2)}
+    assert prompts["a"].body["tools"][0]["function"]["name"] == "g"
+    assert prompts["b"].body["tools"][0]["function"]["name"] == "h"
+    tools.write_text("{broken")
+    with pytest.raises(DatasetError, match="tools.json line 1: not JSON"):
+        validate(LoadSettings(tools=str(tools)))

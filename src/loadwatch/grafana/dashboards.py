@@ -125,6 +125,29 @@ def overview() -> dict:
                         "malformed_chunk, stream_error, empty_completion."),
         ]),
         Row("Engine state", [*_engine_state(), *_batch_and_admission()]),
+        Row("Agents: sessions, tools, reasoning, cache", [
+            Panel("Time to first token by session turn (p90)", [
+                (quantile(0.9, Client.TTFT, C, "turn"), "turn {{turn}}"),
+            ], "s", "Sessions (--dataset sessions) label each request with its turn: 1, 2, 3-4, 5-8, 9+. A long "
+                    "history that the prefix cache keeps costs little; one it lost is prefilled again. Requests "
+                    "outside a session have no turn."),
+            Panel("Prompt found in the prefix cache", [
+                (mean(Client.CACHED_RATIO, C), "client: cached share of each prompt (usage)"),
+                (f"{rate(total(Engine.PREFIX_CACHE_HITS), E)} / {rate(total(Engine.PREFIX_CACHE_QUERIES), E)}",
+                 "engine: hits / queries"),
+            ], "percentunit", "What each request's usage says was cached (vLLM with --enable-prompt-tokens-details) "
+                              "beside the engine's own prefix-cache hit ratio.", max=1),
+            Panel("Time to first answer token", [
+                (quantile(0.5, Client.TTFA, C), "answer p50"),
+                (quantile(0.99, Client.TTFA, C), "answer p99"),
+                (quantile(0.99, Client.TTFT, C), "first token p99"),
+            ], "s", "To the first answer output (text or tool-call arguments), after a reasoning model's "
+                    "thoughts: what a user waits for. The same as TTFT for a model that does not reason first."),
+            Panel("Tool calls", [
+                (rate(total(Client.TOOL_CALLS), C), "tool calls/s"),
+                (f"{rate(total(Client.TOOL_CALLS), C)} / {rate(total(Client.REQUESTS), C)}", "per request"),
+            ], "short", "Tool calls the model made in successful requests (their streamed arguments are output)."),
+        ]),
         Row("Load generator", [
             Panel("Event-loop lag of each Locust process (p99)", [
                 (quantile(0.99, Client.EVENT_LOOP_LAG, 'worker=~".*"', "worker"), "{{worker}}"),

@@ -39,6 +39,7 @@ class LLMRequest:
     tokens_from: str = "usage"  # how its output tokens were counted: usage, tokenize or approximation
     request_id: str = ""  # sent as X-Request-Id
     stage: str = "load"  # the load-shape stage it was sent in
+    turn: int | None = None  # a session's turn, from 1; None outside sessions
 
     @property
     def labels(self) -> tuple[str, str]:
@@ -48,7 +49,7 @@ class LLMRequest:
         m = self.metrics
         return as_record(self.request_id, self.started_at, worker, self.model, self.scenario,
                          "warmup" if self.warmup else self.stage, self.elapsed, self.failure_reason, m,
-                         self.tokens_from, with_itl)
+                         self.tokens_from, with_itl, self.turn)
 
 
 class Recorder:
@@ -93,12 +94,19 @@ class Recorder:
             self.counts.inc(Client.FAILURES, (*labels, reason))
             series.add_failure(req.started_at, req.elapsed, reason)
             return
-        self.counts.observe(d.TTFT.name, labels, m.ttft)
-        self.counts.observe(d.E2E.name, labels, m.e2e)
+        by_turn = (*labels, d.turn_bucket(req.turn))
+        self.counts.observe(d.TTFT.name, by_turn, m.ttft)
+        self.counts.observe(d.E2E.name, by_turn, m.e2e)
         for gap in m.itl:
-            self.counts.observe(d.ITL.name, labels, gap)
+            self.counts.observe(d.ITL.name, by_turn, gap)
         if m.tpot is not None:
-            self.counts.observe(d.TPOT.name, labels, m.tpot)
+            self.counts.observe(d.TPOT.name, by_turn, m.tpot)
+        if m.ttfa is not None:
+            self.counts.observe(d.TTFA.name, by_turn, m.ttfa)
+        if m.cached_ratio is not None:
+            self.counts.observe(d.CACHED_RATIO.name, by_turn, m.cached_ratio)
+        if m.tool_calls:
+            self.counts.inc(Client.TOOL_CALLS, labels, m.tool_calls)
         if m.prompt_tokens is not None:
             self.counts.inc(Client.PROMPT_TOKENS, labels, m.prompt_tokens)
         if m.completion_tokens is not None:

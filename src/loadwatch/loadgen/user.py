@@ -27,7 +27,8 @@ from loadwatch.metrics.timing import request_metrics
 from loadwatch.settings import LoadSettings
 from loadwatch.workloads.arrivals import gap, spend
 from loadwatch.workloads.errors import DatasetError
-from loadwatch.workloads.prompt import Prompt
+from loadwatch.workloads.prompt import Conversation, Prompt
+from loadwatch.workloads.sessions import Sessions
 
 log = logging.getLogger(__name__)
 RATE_CHECK_SECONDS = 0.5
@@ -52,6 +53,7 @@ def build_payload(settings: LoadSettings, model: str | None, prompt: Prompt) -> 
     if settings.ignore_eos:
         payload["ignore_eos"] = True
     payload.update(settings.extra_body)
+    payload.update(prompt.body or {})  # a dataset line's own fields win over the run's
     return payload
 
 
@@ -64,19 +66,34 @@ class LLMUser(User):
     workload: Callable[[], Prompt] | None = None  # a locustfile's own; None: the run's --dataset
     wait_time = constant(0)
     backoff = 0.0  # the closed loop's current pause after instant failures
+    sessions: Sessions | None = None  # --dataset sessions: this user is one conversation after another
+    conversation: Conversation | None = None
 
     def on_start(self) -> None:
         self.process = self.environment.loadwatch
         settings = self.process.settings
         self.streamer = self._new_streamer()
-        self.model = settings.model or resolve_model(self.streamer)
+        split = settings.models()
+        # A split's first model stands for all of them where one is needed (its tokenizer, open-loop labels).
+        self.model = split[0][0] if split else settings.model or resolve_model(self.streamer)
+        self.pick_model = self._splitter(split) if split else (lambda: self.model)
         try:
-            self.next_prompt = self.workload or self.process.dataset_workload(self.streamer, self.model)
+            workload = self.workload or self.process.dataset_workload(self.streamer, self.model)
         except (DatasetError, RequestFailed) as exc:
             log.error("loadwatch: cannot build the %s dataset: %s", settings.dataset, exc)
             self.environment.process_exit_code = 2  # a workload this server cannot take: README's bad options
             self.environment.runner.quit()
             raise StopUser() from None
+        if isinstance(workload, Sessions):
+            self.sessions = workload
+        else:
+            self.next_prompt = workload
+
+    def _splitter(self, split: list[tuple[str, float]]) -> Callable[[], str]:
+        worker = getattr(self.environment.runner, "worker_index", 0)
+        rng = random.Random(f"{self.process.settings.seed}-split-{worker}-{next(self.process.user_numbers)}")
+        names, weights = [name for name, _ in split], [weight for _, weight in split]
+        return lambda: rng.choices(names, weights)[0]
 
     def _new_streamer(self) -> Streamer:
         settings = self.process.settings
@@ -95,6 +112,19 @@ class LLMUser(User):
         if kind is None:  # this run's --num-requests are all sent
             raise StopUser()
         self._pause_after(self._send(kind, self.streamer))
+        if self.conversation is not None and self.process.settings.think_time:
+            gevent.sleep(self.process.settings.think_time)
+
+    def _next_prompt(self) -> Prompt:
+        if self.sessions is None:
+            return self.next_prompt()
+        while True:
+            if self.conversation is None:
+                self.conversation = self.sessions.start()
+            prompt = self.conversation.next()
+            if prompt is not None:
+                return prompt
+            self.conversation = None  # over: the next one starts
 
     def _pause_after(self, result: StreamResult) -> None:
         """A closed loop must not spin on a server that refuses at once (400, 429, 503, refused):
@@ -160,8 +190,10 @@ class LLMUser(User):
     def _send(self, kind: str, streamer: Streamer) -> StreamResult:
         warmup = kind == WARMUP
         settings = self.process.settings
-        payload = build_payload(settings, self.model, self.next_prompt())
-        labels = (self.model or UNKNOWN, self.scenario)
+        prompt = self._next_prompt()
+        model = self.pick_model()
+        payload = build_payload(settings, model, prompt)
+        labels = (model or UNKNOWN, self.scenario)
         in_flight = self.process.recorder.in_flight
         in_flight[labels] += 1
         request_id = uuid.uuid4().hex
@@ -172,7 +204,7 @@ class LLMUser(User):
         failure = result.failure
         timing, tokens_from = result.timing, "usage"
         if timing is not None and result.text_without_usage is not None:
-            n, tokens_from = self.process.count_output_tokens(streamer, self.model, result.text_without_usage)
+            n, tokens_from = self.process.count_output_tokens(streamer, model, result.text_without_usage)
             timing = replace(timing, completion_tokens=n)
         metrics = request_metrics(timing) if timing else None
         record = LLMRequest(
@@ -186,7 +218,10 @@ class LLMUser(User):
             tokens_from=tokens_from,
             request_id=request_id,
             stage=self.process.state.stage_of(result.started_at),
+            turn=prompt.turn,
         )
+        if self.conversation is not None:
+            self.conversation.answered(result.answer.message() if metrics and result.answer else None)
         self.environment.events.request.fire(
             request_type="POST",
             # Locust's own table keeps warm-up apart too.

@@ -23,10 +23,22 @@ E2E_BUCKETS = (
 )
 
 LAG_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+RATIO_BUCKETS = (0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 1.0)
 
 LABELS = ("model", "scenario")
+# A session's request carries its turn, in a few buckets so that the series stay bounded; other
+# requests carry "" (which Prometheus stores as no label at all).
+LATENCY_LABELS = (*LABELS, "turn")
+TURN_BUCKETS = ((1, "1"), (2, "2"), (4, "3-4"), (8, "5-8"))
+LAST_TURN_BUCKET = "9+"
 FAILURE_LABELS = (*LABELS, "reason")
 PROCESS_LABELS = ("worker",)
+
+
+def turn_bucket(turn: int | None) -> str:
+    if turn is None:
+        return ""
+    return next((name for last, name in TURN_BUCKETS if turn <= last), LAST_TURN_BUCKET)
 
 
 @dataclass(frozen=True)
@@ -34,7 +46,7 @@ class HistogramDef:
     name: str
     help: str
     buckets: tuple[float, ...]
-    labels: tuple[str, ...] = LABELS
+    labels: tuple[str, ...] = LATENCY_LABELS
 
 
 TTFT = HistogramDef(
@@ -61,6 +73,19 @@ ARRIVAL_LAG = HistogramDef(
     Client.ARRIVAL_LAG,
     "Open loop: actual minus scheduled send time.",
     TTFT_BUCKETS,
+    LABELS,
+)
+TTFA = HistogramDef(
+    Client.TTFA,
+    "Time from sending the request to its first answer output (text or tool-call arguments), after any "
+    "reasoning; TTFT where the model does not reason first.",
+    TTFT_BUCKETS,
+)
+CACHED_RATIO = HistogramDef(
+    Client.CACHED_RATIO,
+    "Share of each request's prompt the server found in its prefix cache "
+    "(usage.prompt_tokens_details.cached_tokens / prompt_tokens), where it says.",
+    RATIO_BUCKETS,
 )
 EVENT_LOOP_LAG = HistogramDef(
     Client.EVENT_LOOP_LAG,
@@ -68,7 +93,7 @@ EVENT_LOOP_LAG = HistogramDef(
     LAG_BUCKETS,
     PROCESS_LABELS,
 )
-HISTOGRAMS = {h.name: h for h in (TTFT, ITL, TPOT, E2E, ARRIVAL_LAG, EVENT_LOOP_LAG)}
+HISTOGRAMS = {h.name: h for h in (TTFT, ITL, TPOT, E2E, TTFA, CACHED_RATIO, ARRIVAL_LAG, EVENT_LOOP_LAG)}
 
 COUNTER_HELP = {
     Client.REQUESTS: "Finished requests, successful or not; each counted once.",
@@ -76,6 +101,7 @@ COUNTER_HELP = {
     Client.PROMPT_TOKENS: "Prompt tokens of successful requests (usage.prompt_tokens).",
     Client.GENERATION_TOKENS: "Generated tokens of successful requests (usage.completion_tokens).",
     Client.ARRIVALS_DROPPED: "Open loop: arrivals not sent because the concurrency cap was reached.",
+    Client.TOOL_CALLS: "Tool calls the model made in successful requests.",
     Client.CPU: "CPU time (user and system) of a Locust process; rate() is the cores it uses.",
 }
 COUNTER_LABELS = {Client.FAILURES: FAILURE_LABELS, Client.CPU: PROCESS_LABELS}

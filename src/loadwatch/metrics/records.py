@@ -24,7 +24,7 @@ from loadwatch.metrics.timing import RequestMetrics
 
 def as_record(request_id: str, started_at: float, worker: str, model: str, scenario: str, stage: str,
               elapsed: float, failure: str | None, m: RequestMetrics | None, tokens_from: str,
-              with_itl: bool) -> dict:
+              with_itl: bool, turn: int | None = None) -> dict:
     record = {"id": request_id, "start": round(started_at, 6), "worker": worker, "model": model,
               "scenario": scenario, "stage": stage, "failure": failure,
               "elapsed_s": round(m.e2e if m else elapsed, 6),
@@ -33,7 +33,12 @@ def as_record(request_id: str, started_at: float, worker: str, model: str, scena
               "tpot_s": round(m.tpot, 6) if m and m.tpot is not None else None,
               "prompt_tokens": m.prompt_tokens if m else None,
               "output_tokens": m.completion_tokens if m else None,
-              "tokens_from": tokens_from if m else None}
+              "tokens_from": tokens_from if m else None,
+              "turn": turn,
+              "ttfa_s": round(m.ttfa, 6) if m and m.ttfa is not None else None,
+              "cached_tokens": m.cached_tokens if m else None,
+              "reasoning_tokens": m.reasoning_tokens if m else None,
+              "tool_calls": m.tool_calls if m else None}
     if with_itl:
         record["itl_s"] = [round(gap, 6) for gap in m.itl] if m else []
     return record
@@ -72,7 +77,8 @@ def exact_samples(path: Path, slos: list[SLO]) -> tuple[Samples, bool]:
         has_itl = has_itl or "itl_s" in r
         m = RequestMetrics(ttft=r["ttft_s"], e2e=r["elapsed_s"], itl=tuple(r.get("itl_s", ())), tpot=r["tpot_s"],
                            prompt_tokens=r["prompt_tokens"], completion_tokens=r["output_tokens"],
-                           headers=r.get("headers_s"))
+                           headers=r.get("headers_s"), ttfa=r.get("ttfa_s"), cached_tokens=r.get("cached_tokens"),
+                           reasoning_tokens=r.get("reasoning_tokens"), tool_calls=r.get("tool_calls") or 0)
         series.add_success(r["start"], m, within(limits, {"ttft": m.ttft, "tpot": m.tpot, "e2el": m.e2e}))
     return samples, has_itl
 

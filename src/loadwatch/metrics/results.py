@@ -42,6 +42,12 @@ class Figures(BaseModel):
     total_token_throughput: float = 0.0
     failure_ratio: float = 0.0
     failures: dict[str, int] = {}
+    # What agents and reasoning models add: tool calls, thoughts, and the prompt the server had cached
+    # (its share only over requests whose server said; None where none did).
+    total_tool_calls: int = 0
+    total_reasoning_tokens: int = 0
+    total_cached_tokens: int = 0
+    cached_prompt_tokens_ratio: float | None = None
 
     @model_validator(mode="after")
     def _latencies_are_numbers(self) -> Figures:

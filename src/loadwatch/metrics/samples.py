@@ -17,7 +17,10 @@ from loadwatch.metrics.timing import RequestMetrics
 SeriesKey = tuple[str, str, str]  # model, scenario, stage
 # TTFT split at the response headers: before them (request handling, template, tokenization) and after.
 HEADERS, AFTER_HEADERS = "headers", "ttft_after_headers"
-DISTRIBUTIONS = (*LATENCY_METRICS, HEADERS, AFTER_HEADERS)
+TTFA = "ttfa"  # time to the first answer token, after a reasoning model's thoughts
+DISTRIBUTIONS = (*LATENCY_METRICS, HEADERS, AFTER_HEADERS, TTFA)
+# Sums over successful requests, beside the token counts: what the server reused, reasoned and called.
+TALLIES = ("cached_tokens", "cache_reported_prompt_tokens", "reasoning_tokens", "tool_calls")
 
 
 class Series:
@@ -30,6 +33,7 @@ class Series:
         self.failures: Counter[str] = Counter()
         self.prompt_tokens = 0.0
         self.completion_tokens = 0.0
+        self.tallies = dict.fromkeys(TALLIES, 0)
         self.first_start = math.inf
         self.last_end = -math.inf
 
@@ -53,8 +57,15 @@ class Series:
         if m.headers is not None:
             self.latency[HEADERS].add(m.headers)
             self.latency[AFTER_HEADERS].add(m.ttft - m.headers)
+        if m.ttfa is not None:
+            self.latency[TTFA].add(m.ttfa)
         self.prompt_tokens += m.prompt_tokens or 0
         self.completion_tokens += m.completion_tokens or 0
+        if m.cached_tokens is not None:
+            self.tallies["cached_tokens"] += m.cached_tokens
+            self.tallies["cache_reported_prompt_tokens"] += m.prompt_tokens or 0
+        self.tallies["reasoning_tokens"] += m.reasoning_tokens or 0
+        self.tallies["tool_calls"] += m.tool_calls
 
     def add_failure(self, started_at: float, elapsed: float, reason: str) -> None:
         self._span(started_at, elapsed)
@@ -74,13 +85,16 @@ class Series:
         self.failures.update(other.failures)
         self.prompt_tokens += other.prompt_tokens
         self.completion_tokens += other.completion_tokens
+        for name, value in other.tallies.items():
+            self.tallies[name] += value
         self.first_start = min(self.first_start, other.first_start)
         self.last_end = max(self.last_end, other.last_end)
 
     def to_wire(self) -> dict:
         return {"latency": {name: s.to_wire() for name, s in self.latency.items()}, "completed": self.completed,
                 "good": self.good, "failures": dict(self.failures), "prompt_tokens": self.prompt_tokens,
-                "completion_tokens": self.completion_tokens, "span": [self.first_start, self.last_end]}
+                "completion_tokens": self.completion_tokens, "tallies": self.tallies,
+                "span": [self.first_start, self.last_end]}
 
     @classmethod
     def from_wire(cls, wire: dict) -> Series:
@@ -89,6 +103,7 @@ class Series:
         series.completed, series.good = wire["completed"], wire["good"]
         series.failures = Counter(wire["failures"])
         series.prompt_tokens, series.completion_tokens = wire["prompt_tokens"], wire["completion_tokens"]
+        series.tallies.update(wire["tallies"])
         series.first_start, series.last_end = wire["span"]
         return series
 

@@ -51,6 +51,12 @@ def figures(series: Series, duration: float | None = None) -> dict:
         "total_token_throughput": per_second(prompt + output),
         "failure_ratio": series.failed / finished if finished else 0.0,
         "failures": dict(sorted(series.failures.items())),
+        "total_tool_calls": series.tallies["tool_calls"],
+        "total_reasoning_tokens": series.tallies["reasoning_tokens"],
+        "total_cached_tokens": series.tallies["cached_tokens"],
+        # Only over the requests whose server said how much it had cached (None: none said).
+        "cached_prompt_tokens_ratio": (series.tallies["cached_tokens"] / series.tallies["cache_reported_prompt_tokens"]
+                                       if series.tallies["cache_reported_prompt_tokens"] else None),
     }
     for metric in DISTRIBUTIONS:
         for stat in STATS:
@@ -120,11 +126,20 @@ def format_block(result: Results, verdict_list: list[Verdict]) -> str:
         ("itl", "Inter-token Latency", "ITL"),
         ("e2el", "End-to-end Latency", "E2EL"),
     )
+    if result.total_reasoning_tokens:  # the answer comes after the thoughts: its own wait
+        sections = (*sections[:1], ("ttfa", "Time to First Answer Token", "TTFA"), *sections[1:])
     for key, title, short in sections:
         lines.append("{s:{c}^{n}}".format(s=title, n=50, c="-"))
         lines.append(_row(f"Mean {short} (ms):", result.latency(key, "mean")))
         lines.append(_row(f"Median {short} (ms):", result.latency(key, "median")))
         lines.append(_row(f"P99 {short} (ms):", result.latency(key, "p99")))
+    extras = [_row("Tool calls:", result.total_tool_calls) if result.total_tool_calls else None,
+              _row("Reasoning tokens:", result.total_reasoning_tokens) if result.total_reasoning_tokens else None,
+              _row("Cached prompt tokens (ratio):", result.cached_prompt_tokens_ratio)
+              if result.cached_prompt_tokens_ratio is not None else None]
+    if any(extras):
+        lines.append("{s:{c}^{n}}".format(s="Tools, reasoning, cache", n=50, c="-"))
+        lines += [line for line in extras if line]
     counted_otherwise = {k: n for k, n in result.output_tokens_counted_by.items() if k != "usage"}
     if counted_otherwise:
         lines.append("{s:{c}^{n}}".format(s="Output tokens without usage", n=50, c="-"))

@@ -19,6 +19,10 @@ class RawTiming:
     prompt_tokens: int | None
     completion_tokens: int | None
     headers_at: float | None = None  # when the response headers had arrived
+    answer_at: float | None = None  # the first chunk of answer (text or tool-call arguments) after any reasoning
+    cached_tokens: int | None = None  # prompt tokens the server found in its prefix cache
+    reasoning_tokens: int | None = None
+    tool_calls: int = 0
 
 
 @dataclass(frozen=True)
@@ -32,6 +36,17 @@ class RequestMetrics:
     # Time to the response headers: vLLM sends them once it has parsed, templated and tokenized the
     # request, before any generation; the rest of the TTFT is queueing, prefill and streaming.
     headers: float | None = None
+    ttfa: float | None = None  # time to the first answer token: TTFT for a model that does not reason first
+    cached_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    tool_calls: int = 0
+
+    @property
+    def cached_ratio(self) -> float | None:
+        """Share of the prompt the server had cached, where it said both."""
+        if self.cached_tokens is None or not self.prompt_tokens:
+            return None
+        return min(1.0, self.cached_tokens / self.prompt_tokens)
 
 
 def request_metrics(raw: RawTiming) -> RequestMetrics:
@@ -55,4 +70,8 @@ def request_metrics(raw: RawTiming) -> RequestMetrics:
         prompt_tokens=raw.prompt_tokens,
         completion_tokens=n,
         headers=None if raw.headers_at is None else min(raw.headers_at - raw.t0, ttft),
+        ttfa=None if raw.answer_at is None else raw.answer_at - raw.t0,
+        cached_tokens=raw.cached_tokens,
+        reasoning_tokens=raw.reasoning_tokens,
+        tool_calls=raw.tool_calls,
     )

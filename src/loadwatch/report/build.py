@@ -10,8 +10,10 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from loadwatch.atomic import write_atomically
+from loadwatch.metrics.records import read_records
 from loadwatch.metrics.results import Results, latency_key
 from loadwatch.metrics.samples import DISTRIBUTIONS
+from loadwatch.metrics.turns import by_turn
 from loadwatch.prometheus import PrometheusAPI, PrometheusError
 from loadwatch.report.engine import SETTLE_SECONDS, engine_figures
 from loadwatch.report.exact import records_of, with_exact_figures
@@ -22,7 +24,8 @@ log = logging.getLogger(__name__)
 PLOT = "ttft-kv-waiting.png"
 CLIENT_KEYS = (
     "completed", "failed", "duration", "request_throughput", "request_goodput", "output_throughput",
-    "total_token_throughput", "failure_ratio", "failures",
+    "total_token_throughput", "failure_ratio", "failures", "total_tool_calls", "total_reasoning_tokens",
+    "cached_prompt_tokens_ratio",
     *(latency_key(metric, stat) for metric in DISTRIBUTIONS for stat in ("mean", "median", "p99")),
 )
 STAGE_KEYS = ("name", "level", "unit", "completed", "failed", "request_throughput", "output_throughput",
@@ -80,6 +83,8 @@ def build_report(results_path: Path, api: PrometheusAPI | None, out_dir: Path, r
         except PrometheusError as exc:
             notes.append(f"Engine-side figures and the plot are missing: {exc}")
     client = {key: results.field(key) for key in CLIENT_KEYS}
+    records_path = records_of(results_path, results)
+    turns = by_turn(read_records(records_path)) if records is not None else []
     mean_ttft = results.latency("ttft", "mean")
     if engine.get("engine_mean_ttft_ms") is not None and mean_ttft is not None:
         engine["ttft_outside_engine_ms"] = mean_ttft - engine["engine_mean_ttft_ms"]
@@ -93,6 +98,7 @@ def build_report(results_path: Path, api: PrometheusAPI | None, out_dir: Path, r
         "client_source": source,
         "engine": engine,
         "stages": [{k: s.field(k) for k in STAGE_KEYS} for s in results.stages],
+        "turns": turns,
         "slo": results.slo,
         "plot": plot,
         "notes": notes,

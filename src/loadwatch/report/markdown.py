@@ -93,6 +93,7 @@ def render(report: dict) -> str:
                 ["requests running, peak", number(e["requests_running_peak"], 0)],
                 ["preemptions", number(e["preemptions"], 0)],
                 ["prefix-cache hit ratio", share(e["prefix_cache_hit_ratio"])],
+                ["client: cached share of prompts (usage)", share(c.get("cached_prompt_tokens_ratio"))],
                 ["spec-decode acceptance ratio", share(e["spec_decode_acceptance_ratio"])],
                 ["spec-decode mean acceptance length", number(e["spec_decode_mean_acceptance_length"])],
             ]),
@@ -104,6 +105,16 @@ def render(report: dict) -> str:
               number(s["request_throughput"]), number(s["output_throughput"]),
               ms(s[latency_key("ttft", "median")]), ms(s[latency_key("ttft", "p99")]),
               ms(s[latency_key("tpot", "median")])] for s in report["stages"]])]
+    if report.get("turns"):
+        lines += ["", "## Sessions, turn by turn", "", *table(
+            ["turn", "requests", "failed", "TTFT mean", "TTFT median", "TTFT p99", "prompt tokens", "cached share",
+             "tool calls"],
+            [[t["turn"], str(t["completed"]), str(t["failed"]), ms(t["mean_ttft_ms"]), ms(t["median_ttft_ms"]),
+              ms(t["p99_ttft_ms"]), number(t["mean_prompt_tokens"], 0), share(t["cached_prompt_tokens_ratio"]),
+              str(t["tool_calls"])] for t in report["turns"]]),
+            "", "The cached share is what the server said it found in its prefix cache for each request "
+                "(usage.prompt_tokens_details.cached_tokens, vLLM's --enable-prompt-tokens-details); the engine's "
+                f"prefix-cache hit ratio over the run was {share(e.get('prefix_cache_hit_ratio'))}."]
     if report["slo"]:
         lines += ["", "## SLOs", "", *table(["objective", "limit", "measured", "verdict"], [
             [v["name"], f"{v['limit']:g}", number(v["measured"], 3), "met" if v["passed"] else "BROKEN"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
 from itertools import count
 from pathlib import Path
@@ -15,17 +16,18 @@ from pathlib import Path
 from loadwatch.settings import LoadSettings
 from loadwatch.workloads.builtin import builtin_prompts
 from loadwatch.workloads.errors import DatasetError
-from loadwatch.workloads.files import read_jsonl, read_sharegpt
+from loadwatch.workloads.files import read_jsonl, read_session_lines, read_sharegpt, read_tools
 from loadwatch.workloads.prompt import Cycle, Prompt, Workload
+from loadwatch.workloads.sessions import GENERATED_TURNS, STATIC_STAMP, Script, Sessions, generated, longest
 from loadwatch.workloads.tokens import Tokenizer
 
 SAMPLES = Path(__file__).with_name("samples")
 DEFAULT_PATHS = {"sharegpt": SAMPLES / "sharegpt-50.json", "agent": SAMPLES / "agent-conversation.json",
                  "jsonl": SAMPLES / "prompts.jsonl"}
+SAMPLE_TOOLS = SAMPLES / "tools.json"
+TOKENIZED = ("sharegpt", "random", "prefix-repetition", "sessions")  # their lengths are the server's tokens
 # vllm bench serve's ShareGPT filter: too short to say anything, or too long for a 2k context.
 MIN_LEN, MAX_PROMPT_LEN, MAX_TOTAL_LEN = 4, 1024, 2048
-STATIC_STAMP = "2025-01-01 00:00:00"
-
 
 
 def output_len(settings: LoadSettings) -> int:
@@ -37,12 +39,32 @@ def dataset_path(settings: LoadSettings) -> Path:
     return settings.dataset_path or DEFAULT_PATHS[settings.dataset]
 
 
+def tools(settings: LoadSettings) -> list[dict] | None:
+    """The tools every chat request offers: --tools, or for sessions loadwatch's sample."""
+    if settings.tools == "none":
+        return None
+    if settings.tools:
+        return read_tools(Path(settings.tools))
+    return read_tools(SAMPLE_TOOLS) if settings.dataset == "sessions" else None
+
+
 def validate(settings: LoadSettings) -> None:
-    """Raise DatasetError for an unreadable or malformed dataset file, before any request."""
+    """Raise DatasetError for an unreadable or malformed dataset or tools file, or a workload these
+    options cannot run, before any request."""
     if settings.dataset == "jsonl":
         read_jsonl(dataset_path(settings))
     elif settings.dataset in ("sharegpt", "agent"):
         read_sharegpt(dataset_path(settings))
+    elif settings.dataset == "sessions":
+        if settings.endpoint != "chat":
+            raise DatasetError("sessions are conversations: they need --endpoint chat")
+        if settings.request_rate is not None:
+            raise DatasetError("sessions are closed loops (each user a conversation, answer then next turn): "
+                               "use -u users and --think-time, not --request-rate")
+        if settings.dataset_path is not None:
+            _session_scripts(settings.dataset_path, None, None)
+    if tools(settings) and settings.endpoint != "chat":
+        raise DatasetError("--tools needs --endpoint chat")
 
 
 def _sharegpt(settings: LoadSettings, tokenizer: Tokenizer, rng: random.Random) -> list[Prompt]:
@@ -88,7 +110,7 @@ def _prefix_repetition(settings: LoadSettings, tokenizer: Tokenizer, rng: random
     return prompts
 
 
-def agent(settings: LoadSettings) -> Workload:
+def agent(settings: LoadSettings, offered: list[dict] | None = None) -> Workload:
     """The seeds' agent session: the whole conversation up to its last user turn, replayed, with a
     date-time at the very start of the first turn; the same one every time (`static`, all of it is
     a cacheable prefix) or a new one per request (`dynamic`, nothing after it can be cached)."""
@@ -96,21 +118,23 @@ def agent(settings: LoadSettings) -> Workload:
     while messages[-1]["role"] != "user":
         messages = messages[:-1]
     first = next(i for i, m in enumerate(messages) if m["role"] == "user")
-    return AgentSession(messages, first, settings.agent_prefix == "static", output_len(settings))
+    return AgentSession(messages, first, settings.agent_prefix == "static", output_len(settings),
+                        {"tools": offered} if offered else None)
 
 
 class AgentSession:
     """The agent conversation with its date-time: the same every time (static) or a new one each."""
 
-    def __init__(self, messages: list[dict], first: int, static: bool, max_tokens: int | None) -> None:
-        self.messages, self.first, self.static, self.max_tokens = messages, first, static, max_tokens
+    def __init__(self, messages: list[dict], first: int, static: bool, max_tokens: int | None,
+                 body: dict | None = None) -> None:
+        self.messages, self.first, self.static, self.max_tokens, self.body = messages, first, static, max_tokens, body
         self.requests = count()
         self.prompts: Sequence[Prompt] = [self.stamped(STATIC_STAMP)]  # a dynamic stamp has the same length
 
     def stamped(self, stamp: str) -> Prompt:
         messages = [dict(m) for m in self.messages]
         messages[self.first]["content"] = f"{stamp} {messages[self.first]['content']}"
-        return Prompt(tuple(messages), self.max_tokens)
+        return Prompt(tuple(messages), self.max_tokens, self.body)
 
     def __call__(self) -> Prompt:
         if self.static:
@@ -119,20 +143,57 @@ class AgentSession:
         return self.stamped(day.strftime("%Y-%m-%d %H:%M:%S"))
 
 
-def build(settings: LoadSettings, tokenizer: Tokenizer | None) -> Workload:
+def _session_scripts(path: Path, max_tokens: int | None, body: dict | None) -> list[Script]:
+    """A file's sessions: JSON Lines of {"turns": [...]}, or ShareGPT conversations (their human turns;
+    the recorded answers give way to the model's own)."""
+    if path.suffix == ".jsonl":
+        return [Script(s["system"], s["turns"], s["max_tokens"] or max_tokens, {**(body or {}), **(s["body"] or {})})
+                for s in read_session_lines(path)]
+    scripts = []
+    for messages in read_sharegpt(path):
+        system = "\n".join(m["content"] for m in messages if m["role"] == "system") or None
+        scripts.append(Script(system, [m["content"] for m in messages if m["role"] == "user"], max_tokens, body))
+    return scripts
+
+
+def sessions(settings: LoadSettings, tokenizer: Tokenizer, rng: random.Random) -> Sessions:
+    offered = tools(settings)
+    body = {"tools": offered} if offered else None
+    static = settings.agent_prefix == "static"
+    if settings.dataset_path is None:
+        turns = settings.turns or GENERATED_TURNS
+        scripts, tool_result, longest_prompt = generated(tokenizer, rng, turns, settings.turn_len, settings.system_len,
+                                                         output_len(settings), body)
+        return Sessions(scripts, turns, static, tool_result, [longest_prompt], label=True)
+    scripts = _session_scripts(settings.dataset_path, output_len(settings), body)
+    rng.shuffle(scripts)
+    answer = tokenizer.text_of_length(rng, output_len(settings))
+    return Sessions(scripts, settings.turns, static, tokenizer.text_of_length(rng, settings.turn_len),
+                    [longest(s, answer) for s in scripts], label=False)
+
+
+def _with_tools(prompts: list[Prompt], offered: list[dict] | None) -> list[Prompt]:
+    if not offered:
+        return prompts
+    return [replace(p, body={"tools": offered, **(p.body or {})}) for p in prompts]
+
+
+def build(settings: LoadSettings, tokenizer: Tokenizer | None) -> Workload | Sessions:
     """The prompts of the chosen dataset, served in a cycle; the same order for the same seed."""
     rng = random.Random(settings.seed)
+    if settings.dataset in TOKENIZED and tokenizer is None:  # loadgen/process.py gives them one
+        raise TypeError(f"the {settings.dataset} dataset measures lengths with a tokenizer")
+    if settings.dataset == "sessions":
+        return sessions(settings, tokenizer, rng)
     if settings.dataset == "builtin":
-        return builtin_prompts()
+        return Cycle(_with_tools(list(builtin_prompts().prompts), tools(settings)))
     if settings.dataset == "agent":
-        return agent(settings)
+        return agent(settings, tools(settings))
     if settings.dataset == "jsonl":
         prompts = read_jsonl(dataset_path(settings))
         rng.shuffle(prompts)
     else:
         make = {"sharegpt": _sharegpt, "random": _random, "prefix-repetition": _prefix_repetition}[settings.dataset]
-        if tokenizer is None:  # loadgen/process.py gives one to the datasets in its TOKENIZED
-            raise TypeError(f"the {settings.dataset} dataset measures lengths with a tokenizer")
         prompts = make(settings, tokenizer, rng)
-    return Cycle(prompts)
+    return Cycle(_with_tools(prompts, tools(settings)))
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from loadwatch.settings import OWN_BODY_FIELDS
 from loadwatch.workloads.errors import DatasetError
 from loadwatch.workloads.prompt import Prompt
 
@@ -29,9 +30,9 @@ def _messages(value: object, where: str) -> tuple[dict, ...]:
     return tuple(value)
 
 
-def read_jsonl(path: Path) -> list[Prompt]:
-    """One `{"prompt": ..., "max_tokens": ...}` or `{"messages": [...], "max_tokens": ...}` per line."""
-    prompts = []
+def _objects(path: Path, what: str) -> list[tuple[str, dict]]:
+    """Each non-blank line of a JSON Lines file as an object, with where it is."""
+    out = []
     for number, line in enumerate(_read(path).splitlines(), start=1):
         if not line.strip():
             continue
@@ -41,19 +42,77 @@ def read_jsonl(path: Path) -> list[Prompt]:
         except json.JSONDecodeError as exc:
             raise DatasetError(f"{where}: not JSON ({exc.msg})") from None
         if not isinstance(item, dict):
-            raise DatasetError(f"{where}: expected an object with `prompt` or `messages`")
-        max_tokens = item.get("max_tokens")
-        if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
-            raise DatasetError(f"{where}: max_tokens must be a positive integer")
+            raise DatasetError(f"{where}: expected an object with {what}")
+        out.append((where, item))
+    if not out:
+        raise DatasetError(f"{path} holds no line")
+    return out
+
+
+def _max_tokens(item: dict, where: str) -> int | None:
+    max_tokens = item.get("max_tokens")
+    if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
+        raise DatasetError(f"{where}: max_tokens must be a positive integer")
+    return max_tokens
+
+
+def _body(item: dict, where: str, own: frozenset[str]) -> dict | None:
+    """A line's other fields, sent with its request as they are (tools, response_format, top_k, ...)."""
+    body = {k: v for k, v in item.items() if k not in own}
+    taken = sorted(set(body) & OWN_BODY_FIELDS)
+    if taken:
+        raise DatasetError(f"{where}: {', '.join(taken)} is set by loadwatch, not by a dataset line")
+    if "tools" in body:
+        check_tools(body["tools"], where)
+    return body or None
+
+
+def read_jsonl(path: Path) -> list[Prompt]:
+    """One `{"prompt": ...}` or `{"messages": [...]}` per line, with `max_tokens` and any field of the
+    request's body (`tools`, `response_format`, sampling) for that request alone."""
+    prompts = []
+    for where, item in _objects(path, "`prompt` or `messages`"):
+        max_tokens = _max_tokens(item, where)
+        body = _body(item, where, frozenset({"prompt", "messages", "max_tokens"}))
         if "messages" in item:
-            prompts.append(Prompt(_messages(item["messages"], where), max_tokens))
+            prompts.append(Prompt(_messages(item["messages"], where), max_tokens, body))
         elif isinstance(item.get("prompt"), str) and item["prompt"]:
-            prompts.append(Prompt.user_text(item["prompt"], max_tokens))
+            prompts.append(Prompt.user_text(item["prompt"], max_tokens, body))
         else:
             raise DatasetError(f"{where}: expected a non-empty `prompt` string or a `messages` list")
-    if not prompts:
-        raise DatasetError(f"{path} holds no prompt")
     return prompts
+
+
+def read_session_lines(path: Path) -> list[dict]:
+    """Sessions as JSON Lines: `{"turns": ["...", ...], "system": "...", "tools": [...], "max_tokens": N}`
+    per line, and any other field of the request's body; returned as {system, turns, max_tokens, body}."""
+    sessions = []
+    for where, item in _objects(path, "`turns`"):
+        turns = item.get("turns")
+        if not isinstance(turns, list) or not turns or not all(isinstance(t, str) and t for t in turns):
+            raise DatasetError(f"{where}: `turns` must be a non-empty list of the user's messages")
+        system = item.get("system")
+        if system is not None and not isinstance(system, str):
+            raise DatasetError(f"{where}: `system` must be a string")
+        sessions.append({"system": system, "turns": turns, "max_tokens": _max_tokens(item, where),
+                         "body": _body(item, where, frozenset({"turns", "system", "max_tokens"}))})
+    return sessions
+
+
+def check_tools(tools: object, where: str) -> list[dict]:
+    if not isinstance(tools, list) or not all(
+            isinstance(t, dict) and isinstance(t.get("function"), dict) and t["function"].get("name") for t in tools):
+        raise DatasetError(f"{where}: tools must be a list of OpenAI tool definitions "
+                           '({"type": "function", "function": {"name": ..., "parameters": ...}})')
+    return tools
+
+
+def read_tools(path: Path) -> list[dict]:
+    try:
+        tools = json.loads(_read(path))
+    except json.JSONDecodeError as exc:
+        raise DatasetError(f"{path} line {exc.lineno}: not JSON ({exc.msg})") from None
+    return check_tools(tools, str(path))
 
 
 def read_sharegpt(path: Path) -> list[list[dict]]:

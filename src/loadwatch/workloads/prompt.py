@@ -12,15 +12,17 @@ from typing import Protocol
 class Prompt:
     messages: tuple[dict, ...]
     max_tokens: int | None = None  # None: the run's --max-tokens
+    body: dict | None = None  # the request's own fields (tools, response_format, ...), over --extra-body
+    turn: int | None = None  # a session's turn, from 1
 
     @classmethod
-    def user_text(cls, text: str, max_tokens: int | None = None) -> Prompt:
-        return cls(({"role": "user", "content": text},), max_tokens)
+    def user_text(cls, text: str, max_tokens: int | None = None, body: dict | None = None) -> Prompt:
+        return cls(({"role": "user", "content": text},), max_tokens, body)
 
     @property
     def text(self) -> str:
         """The messages as one prompt, for the completions endpoint."""
-        return "\n".join(str(m["content"]) for m in self.messages)
+        return "\n".join(str(m.get("content") or "") for m in self.messages)
 
 
 class Workload(Protocol):
@@ -29,6 +31,14 @@ class Workload(Protocol):
     prompts: Sequence[Prompt]
 
     def __call__(self) -> Prompt: ...
+
+
+class Conversation(Protocol):
+    """One user's session: its next turn (None once it is over), and what the model answered."""
+
+    def next(self) -> Prompt | None: ...
+
+    def answered(self, message: dict | None) -> None: ...
 
 
 class Cycle:

@@ -1,4 +1,5 @@
-"""Chat users, plus one user whose requests the engine refuses: failures show on every panel."""
+"""Chat users, an agent whose model must call a tool, and one user whose requests the engine refuses:
+failures and tool calls show on every panel."""
 
 from locust import constant
 
@@ -9,6 +10,22 @@ from loadwatch.workloads.prompt import Prompt
 class Chat(LLMUser):
     scenario = "chat"
     weight = 10
+
+
+TOOL = {"type": "function", "function": {"name": "query_metrics", "parameters": {
+    "type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}}}
+
+
+class Agent(LLMUser):
+    """A named tool_choice: vLLM's structured output makes even random weights call the tool."""
+
+    scenario = "agent"
+    fixed_count = 1
+
+    @staticmethod
+    def workload() -> Prompt:
+        return Prompt.user_text("How long is the queue?", max_tokens=32, body={
+            "tools": [TOOL], "tool_choice": {"type": "function", "function": {"name": "query_metrics"}}})
 
 
 class Oversized(LLMUser):
