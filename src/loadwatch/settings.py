@@ -28,7 +28,7 @@ OWN_BODY_FIELDS = frozenset({"model", "messages", "prompt", "max_tokens", "strea
                              "ignore_eos"})
 CREDENTIAL_HEADERS = frozenset({"authorization", "proxy-authorization"})
 Shape = Literal["step", "ramp", "spike", "sweep"]
-Dataset = Literal["builtin", "sharegpt", "random", "prefix-repetition", "agent", "jsonl", "sessions"]
+Dataset = Literal["builtin", "sharegpt", "random", "prefix-repetition", "agent", "jsonl", "sessions", "trace"]
 AgentPrefix = Literal["static", "dynamic"]
 
 
@@ -146,10 +146,11 @@ class LoadSettings(BaseSettings):
     dataset: Dataset = Field("builtin", description="Workload: builtin prompts, sharegpt, random, "
                                                     "prefix-repetition, agent (the seeds' long conversation "
                                                     "with a date-time prefix), jsonl, or sessions (each user "
-                                                    "a conversation that grows with the model's answers)")
+                                                    "a conversation that grows with the model's answers), or trace "
+                                                    "(a timestamped Mooncake trace replayed at its own times)")
     dataset_path: Path | None = Field(None, json_schema_extra=cli(web_ui=False),
                                       description="Dataset file; default: loadwatch's own sample for "
-                                                  "sharegpt, agent and jsonl; sessions: generated unless given "
+                                                  "sharegpt, agent, jsonl and trace; sessions: generated unless given "
                                                   "(ShareGPT JSON, or JSON Lines of {\"turns\": [...]})")
     seed: int = Field(0, description="Seed of the dataset's sampling and order")
     dataset_size: int = Field(1000, gt=0, description="Prompts drawn from the dataset (then served in a cycle)")
@@ -174,6 +175,9 @@ class LoadSettings(BaseSettings):
     turn_len: int = Field(64, gt=0, description="sessions, generated: tokens of each user turn and tool result")
     system_len: int = Field(512, ge=0, description="sessions, generated: tokens of the system prompt every "
                                                    "conversation shares")
+    speedup: float = Field(1.0, gt=0, description="trace: replay K times faster than the trace's own times")
+    trace_block_tokens: int = Field(512, gt=0, description="trace: tokens of the prompt block each hash id stands "
+                                                           "for (512 in Mooncake's traces)")
     tools: str = Field("", json_schema_extra=cli(web_ui=False),
                        description="JSON file of OpenAI tool definitions sent with every chat request; "
                                    "sessions: loadwatch's sample tools unless given; none: no tools")

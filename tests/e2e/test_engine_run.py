@@ -110,7 +110,7 @@ def test_random_prompts_have_the_asked_token_length_by_the_engines_tokenizer(eng
 @pytest.mark.parametrize("dataset", [
     ["--dataset", "builtin"], ["--dataset", "sharegpt"], ["--dataset", "random"], ["--dataset", "prefix-repetition"],
     ["--dataset", "agent", "--agent-prefix", "static"], ["--dataset", "agent", "--agent-prefix", "dynamic"],
-    ["--dataset", "jsonl"], ["--dataset", "sessions"],
+    ["--dataset", "jsonl"], ["--dataset", "sessions"], ["--dataset", "trace", "--speedup", "8"],
 ], ids=lambda args: "-".join(args[1::2]))
 def test_every_shipped_dataset_fits_the_embedded_engine(engine, tmp_path, dataset):
     # Before, the agent session's 2,049 prompt tokens met --max-model-len 2048: every request a 400.
@@ -147,6 +147,16 @@ def test_sessions_hit_the_prefix_cache_turn_after_turn_as_the_engine_counts(engi
     assert turns["3-4"]["cached_prompt_tokens_ratio"] > 0.7
     assert all(t["median_ttft_ms"] > 0 and t["tool_calls"] == t["completed"] for t in turns.values())
     assert "## Sessions, turn by turn" in (tmp_path / "report.md").read_text()
+
+
+def test_the_sample_trace_replays_once_with_its_shared_blocks_cached(engine, tmp_path):
+    results = tmp_path / "results.json"
+    run = headless(engine.url, results, "-u", "1", "-r", "1", "--dataset", "trace", "--speedup", "4")
+    data = json.loads(results.read_text())
+    assert run.returncode == 0 and (data["completed"], data["failed"]) == (40, 0), run.stderr[-2000:]
+    # Entries that share hash ids share prompt blocks: three in four prompt tokens come from the cache.
+    assert data["cached_prompt_tokens_ratio"] > 0.5
+    assert data["duration"] == pytest.approx(19.818 / 4, abs=1.0)  # the trace's last entry at 19.8 s
 
 
 def test_a_workload_over_the_context_stops_before_sending_with_a_clear_message(engine, tmp_path):

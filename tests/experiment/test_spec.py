@@ -50,7 +50,7 @@ load: {users: [0], duration: 4x}
         "server itself (restart)",
         f"{path}:4: arms.local: restart is for an arm with a target: the embedded engine restarts by itself",
         f"{path}:7: workloads.bad.dataset: Input should be 'builtin', 'sharegpt', 'random', 'prefix-repetition', "
-        "'agent', 'jsonl' or 'sessions'",
+        "'agent', 'jsonl', 'sessions' or 'trace'",
         f"{path}:8: workloads.bad.max_tokens: Input should be greater than 0",
         f"{path}:9: workloads.reserved.colour: not a load-generator option (see `locust --help`, with - as _)",
         f"{path}:9: workloads.reserved.results_json: set by the experiment itself (its load, slo and files)",

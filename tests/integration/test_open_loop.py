@@ -10,6 +10,7 @@ from itertools import pairwise
 
 import pytest
 
+from loadwatch.metrics.records import read_records
 from tests.conftest import get, locust_command
 
 pytestmark = pytest.mark.integration
@@ -65,3 +66,24 @@ def test_the_run_time_ends_an_open_loop_without_waiting_out_the_stop_timeout(fak
     assert took < 15, f"{took:.0f} s: the stop waited out the timeout"
     results = json.loads((tmp_path / "r.json").read_text())
     assert results["failed"] == 0 and results["completed"] == server.stats()["arrivals"]
+
+
+def test_a_trace_is_replayed_at_its_own_times_each_entry_once_across_workers(fake_server, tmp_path):
+    server = fake_server("--ttft", "0.01", "--itl", "0.001", "--tokens", "2")
+    trace = tmp_path / "trace.jsonl"
+    # Twelve entries 250 ms apart, each of its own length (so the server can tell them apart).
+    trace.write_text("".join(json.dumps({"timestamp": 250 * i, "input_length": 16 + 8 * i, "output_length": 2,
+                                         "hash_ids": [0, 1 + i]}) + "\n" for i in range(12)))
+    run = subprocess.run(
+        locust_command("-H", server.url, "--headless", "-u", "2", "-r", "2", "--processes", "2", "--metrics-port",
+                       "0", "--dataset", "trace", "--dataset-path", str(trace), "--speedup", "2",
+                       "--trace-block-tokens", "8", "--results-json", str(tmp_path / "r.json")),
+        capture_output=True, text=True, timeout=60,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    records = list(read_records(tmp_path / "r.requests.jsonl"))
+    assert len(records) == 12 and len({r["worker"] for r in records}) == 2
+    assert len({r["prompt_tokens"] for r in records}) == 12  # every entry once, none twice
+    arrivals = sorted(json.loads(get(server.url + "/stats/arrivals")))
+    offsets = [a - arrivals[0] for a in arrivals]
+    assert max(abs(offset - 0.125 * i) for i, offset in enumerate(offsets)) < 0.05, offsets

@@ -42,3 +42,14 @@ def test_stages_are_marked_where_they_change_and_the_history_is_bounded(monkeypa
     whole = history.as_dict()
     assert len(whole["points"]) == 5 and whole["points"][-1]["t"] == 8.0
     assert [s["name"] for s in whole["stages"]] == ["load"]
+
+
+def test_a_point_says_how_late_sends_went_out_over_the_window():
+    state = RunState(["chat"], "http://x")
+    history = h.History(state, lambda: 1)
+    assert history.sample(now=1000.0)["lag_ms"] is None  # a closed loop schedules nothing
+    for lag in (0.001, 0.003):
+        state.recorder.record_lag(("m", "trace"), lag, warmup=False)
+    assert history.sample(now=1001.0)["lag_ms"] == pytest.approx(2.0)
+    state.recorder.record_lag(("m", "trace"), 0.010, warmup=False)
+    assert history.sample(now=1000.0 + h.WINDOW + 1)["lag_ms"] == pytest.approx(10.0)  # the window moved on

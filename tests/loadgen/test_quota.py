@@ -5,13 +5,13 @@ from loadwatch.loadgen.quota import MEASURED, WARMUP, Quota, Tickets
 
 def test_tickets_give_warmup_first_then_exactly_the_measured_ones():
     pool = Tickets(requests=3, warmup_requests=2)
-    assert pool.take(4) == [WARMUP, WARMUP, MEASURED, MEASURED]
-    assert pool.take(4) == [MEASURED]
+    assert pool.take(4) == [(WARMUP, None), (WARMUP, None), (MEASURED, 0), (MEASURED, 1)]
+    assert pool.take(4) == [(MEASURED, 2)]
     assert pool.take(4) == []
 
 
 def test_no_limit_never_runs_out():
-    assert Tickets(requests=None, warmup_requests=0).take(3) == [MEASURED] * 3
+    assert Tickets(requests=None, warmup_requests=0).take(3) == [(MEASURED, 0), (MEASURED, 1), (MEASURED, 2)]
 
 
 def test_warmup_seconds_take_no_ticket(monkeypatch):

@@ -14,6 +14,8 @@ from collections.abc import Callable
 
 from loadwatch.loadgen.state import RunState
 from loadwatch.loadgen.ticker import every
+from loadwatch.metrics.counts import MetricCounts
+from loadwatch.metrics.definitions import ARRIVAL_LAG
 from loadwatch.metrics.samples import Series
 
 INTERVAL = 1.0  # seconds between points
@@ -38,6 +40,17 @@ def _window(now: Series, then: Series | None, seconds: float) -> dict:
     return out
 
 
+def _lag_so_far(counts: MetricCounts) -> tuple[float, int]:
+    """(sum, count) of the schedule lags so far: an open loop's or a trace replay's sends."""
+    hists = [h for _, h in counts.histograms_named(ARRIVAL_LAG.name)]
+    return sum(h.total for h in hists), sum(sum(h.counts) for h in hists)
+
+
+def _mean_lag_ms(now: tuple[float, int], then: tuple[float, int]) -> float | None:
+    sent = now[1] - then[1]
+    return round((now[0] - then[0]) / sent * 1000, 2) if sent > 0 else None
+
+
 class History:
     def __init__(self, state: RunState, user_count: Callable[[], int], engine=None) -> None:
         self.state = state
@@ -45,7 +58,7 @@ class History:
         self.engine = engine  # an EngineWatch, or None without --engine-metrics
         self.points: deque[dict] = deque(maxlen=POINTS)
         self.stages: deque[dict] = deque(maxlen=POINTS)  # {t, name} where the stage changed
-        self._copies: deque[tuple[float, Series]] = deque()
+        self._copies: deque[tuple[float, Series, tuple[float, int]]] = deque()
         self._stage = ""
 
     def sample(self, now: float | None = None) -> dict:
@@ -53,10 +66,11 @@ class History:
         total = self.state.recorder.samples.total()
         copy = Series()
         copy.merge(total)  # the samples keep changing: the window needs them as they are now
-        self._copies.append((now, copy))
+        lag = _lag_so_far(self.state.recorder.counts)
+        self._copies.append((now, copy, lag))
         while len(self._copies) > 2 and self._copies[1][0] <= now - WINDOW:
             self._copies.popleft()
-        then_at, then = self._copies[0]
+        then_at, then, lag_then = self._copies[0]
         stage = self.state.stage
         if stage != self._stage and stage != "idle":  # idle, before a first run, marks nothing
             self.stages.append({"t": now, "name": stage})
@@ -64,6 +78,7 @@ class History:
         point = {"t": round(now, 3), "stage": stage, "users": self.user_count(),
                  "in_flight": sum(self.state.in_flight().values()),
                  **_window(total, then if then is not copy else None, now - then_at if then is not copy else 0.0),
+                 "lag_ms": _mean_lag_ms(lag, lag_then),
                  "engine": self.engine.latest if self.engine else None}
         self.points.append(point)
         return point

@@ -20,11 +20,12 @@ from loadwatch.loadgen.schedule import level_now, plan_run
 from loadwatch.loadgen.state import RunState
 from loadwatch.settings import LoadSettings
 from loadwatch.workloads.context import check_context
-from loadwatch.workloads.datasets import TOKENIZED, build, validate
+from loadwatch.workloads.datasets import TOKENIZED, build, validate, with_trace_length
 from loadwatch.workloads.errors import DatasetError
 from loadwatch.workloads.prompt import Workload
 from loadwatch.workloads.sessions import Sessions
 from loadwatch.workloads.tokens import ApproximateTokenizer, ServerTokenizer, tokenizer_for
+from loadwatch.workloads.trace import Trace
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +44,7 @@ def settings_from(options) -> LoadSettings:
         raise ValueError(f"loadwatch: invalid options: {problems}") from None
     try:
         validate(settings)
+        settings = with_trace_length(settings)
     except DatasetError as exc:
         raise ValueError(f"loadwatch: {exc}") from None
     try:
@@ -74,7 +76,7 @@ class Process:
     state: RunState  # the run's own on the master or a local runner, a replica on a worker
     authorization: str | None = None  # this process's own; never in options, messages or results
     summary: str = ""
-    workload: Workload | Sessions | None = None  # built on first use, from this run's settings
+    workload: Workload | Sessions | Trace | None = None  # built on first use, from this run's settings
     quota: Quota | None = None  # what the users of this process may still send
     tickets: Tickets | WorkerTickets | None = None  # the pool (master, local) or a worker's supply
     user_numbers: Iterator[int] = field(default_factory=count)  # for the users' arrival seeds
@@ -132,7 +134,7 @@ class Process:
                     "with its /tokenize" if works else "approximately (4 characters a token)")
         return works
 
-    def dataset_workload(self, streamer: Streamer, model: str | None) -> Workload | Sessions:
+    def dataset_workload(self, streamer: Streamer, model: str | None) -> Workload | Sessions | Trace:
         """The --dataset of this run, built once per process by the first user that asks."""
         with self._building:
             if self.workload is None:

@@ -3,6 +3,8 @@
 `--num-requests N` and `--warmup-requests K` are exact across any number of workers: the master
 holds the tickets and hands them out in small batches to the workers that ask, so a worker with
 no users holds none back. Tickets are taken before a request's t0, outside every measurement.
+Measured tickets are numbered from 0 in the order the pool gives them out: a trace replay sends
+its entry of that number, so every entry goes out once, whichever worker holds it.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from gevent.event import AsyncResult
 from gevent.lock import Semaphore
 
 WARMUP, MEASURED = "warmup", "measured"
+Ticket = tuple[str, int | None]  # kind, and a measured ticket's number
 ASK, GRANT = "loadwatch_tickets", "loadwatch_grant"
 FLUSH, FINAL = "loadwatch_flush", "loadwatch_final"
 
@@ -24,21 +27,22 @@ class Tickets:
     def __init__(self, requests: int | None, warmup_requests: int) -> None:
         self.warmup_left = warmup_requests
         self.measured_left = requests
+        self.numbered = 0  # measured tickets given out
 
-    def take(self, n: int = 1) -> list[str]:
-        kinds: list[str] = []
-        while len(kinds) < n:
+    def take(self, n: int = 1) -> list[Ticket]:
+        tickets: list[Ticket] = []
+        while len(tickets) < n:
             if self.warmup_left > 0:
                 self.warmup_left -= 1
-                kinds.append(WARMUP)
-            elif self.measured_left is None:
-                kinds.append(MEASURED)
-            elif self.measured_left > 0:
+                tickets.append((WARMUP, None))
+                continue
+            if self.measured_left is not None:
+                if self.measured_left == 0:
+                    break
                 self.measured_left -= 1
-                kinds.append(MEASURED)
-            else:
-                break
-        return kinds
+            tickets.append((MEASURED, self.numbered))
+            self.numbered += 1
+        return tickets
 
 
 class WorkerTickets:
@@ -46,7 +50,7 @@ class WorkerTickets:
 
     def __init__(self, runner, batch: int) -> None:
         self.runner, self.batch = runner, batch
-        self.kinds: deque[str] = deque()
+        self.kinds: deque[Ticket] = deque()
         self.exhausted = False
         self._asking = Semaphore()
         self._reply: AsyncResult | None = None
@@ -58,9 +62,9 @@ class WorkerTickets:
 
     def _granted(self, msg, **_kwargs) -> None:
         if self._reply is not None:
-            self._reply.set(msg.data["kinds"])
+            self._reply.set([tuple(ticket) for ticket in msg.data["kinds"]])
 
-    def take(self, n: int = 1) -> list[str]:
+    def take(self, n: int = 1) -> list[Ticket]:
         with self._asking:
             if not self.kinds and not self.exhausted:
                 self._reply = AsyncResult()
@@ -80,12 +84,16 @@ class Quota:
         self.closed = False  # the run is stopping: no new request
 
     def take(self) -> str | None:
+        ticket = self.take_numbered()
+        return None if ticket is None else ticket[0]
+
+    def take_numbered(self) -> Ticket | None:
         if self.closed:
             return None
         # The warm-up seconds take no ticket, so --num-requests still counts measured requests only.
         if monotonic() < self.warmup_until:
-            return WARMUP
+            return WARMUP, None
         if self.tickets is None:
-            return MEASURED
-        kinds = self.tickets.take()
-        return kinds[0] if kinds else None
+            return MEASURED, None
+        tickets = self.tickets.take()
+        return tickets[0] if tickets else None

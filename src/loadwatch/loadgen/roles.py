@@ -153,7 +153,10 @@ class Master(Summing):
     def grant_tickets(self, msg, **_kwargs) -> None:
         tickets = self.process.tickets
         kinds = tickets.take(msg.data["n"]) if isinstance(tickets, Tickets) else []
-        self.environment.runner.send_message(GRANT, {"kinds": kinds}, msg.node_id)  # type: ignore[union-attr]
+        runner = self.environment.runner
+        if self.process.settings.dataset == "trace":  # the replay's clock, before the entries it times
+            runner.send_message(LOAD_START, {"at": self.process.state.load_started()}, msg.node_id)  # type: ignore[union-attr]
+        runner.send_message(GRANT, {"kinds": kinds}, msg.node_id)  # type: ignore[union-attr]
 
     def take_final_report(self, msg, **_kwargs) -> None:
         self.process.state.on_final_report(msg.node_id, msg.data)

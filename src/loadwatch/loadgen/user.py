@@ -29,11 +29,14 @@ from loadwatch.workloads.arrivals import gap, spend
 from loadwatch.workloads.errors import DatasetError
 from loadwatch.workloads.prompt import Conversation, Prompt
 from loadwatch.workloads.sessions import Sessions
+from loadwatch.workloads.trace import Trace
 
 log = logging.getLogger(__name__)
 RATE_CHECK_SECONDS = 0.5
 MIN_BACKOFF, MAX_BACKOFF = 0.05, 1.0  # seconds a closed-loop user waits after an instant failure
 MAX_RETRY_AFTER = 30.0  # the most of a server's Retry-After a user honours
+# A trace's time 0 is this long after the run's start: its users are up and its first prompts made by then.
+REPLAY_LEAD = 1.0
 
 
 def build_payload(settings: LoadSettings, model: str | None, prompt: Prompt) -> dict:
@@ -67,6 +70,7 @@ class LLMUser(User):
     wait_time = constant(0)
     backoff = 0.0  # the closed loop's current pause after instant failures
     sessions: Sessions | None = None  # --dataset sessions: this user is one conversation after another
+    trace: Trace | None = None  # --dataset trace: this user sends entries at their times
     conversation: Conversation | None = None
 
     def on_start(self) -> None:
@@ -86,6 +90,8 @@ class LLMUser(User):
             raise StopUser() from None
         if isinstance(workload, Sessions):
             self.sessions = workload
+        elif isinstance(workload, Trace):
+            self.trace = workload
         else:
             self.next_prompt = workload
 
@@ -107,6 +113,9 @@ class LLMUser(User):
     def generate(self) -> None:
         if self.process.settings.request_rate:
             self._open_loop()
+            return
+        if self.trace is not None:
+            self._replay(self.trace)
             return
         kind = self.process.quota.take()
         if kind is None:  # this run's --num-requests are all sent
@@ -181,16 +190,46 @@ class LLMUser(User):
             for streamer in idle:
                 streamer.close()
 
-    def _send_and_return(self, kind: str, streamer: Streamer, idle: list[Streamer]) -> None:
+    def _replay(self, trace: Trace) -> None:
+        """Each entry at its own time (divided by --speedup) from the replay's start, whatever the
+        answers; the numbered tickets make every entry go out once across all workers."""
+        settings, state = self.process.settings, self.process.state
+        labels = (self.model or UNKNOWN, self.scenario)
+        idle: list[Streamer] = []
+        busy = Group()
         try:
-            self._send(kind, streamer)
+            while (ticket := self.process.quota.take_numbered()) is not None and ticket[1] is not None:
+                kind, index = ticket
+                prompt = trace.prompt(index)  # made before its time: the first use of a block asks the server
+                while (start := state.load_started()) is None:  # a worker: the master's clock comes with tickets
+                    gevent.sleep(0.05)
+                due = start + REPLAY_LEAD + trace.due(index, settings.speedup)
+                while (wait := due - time.time()) > 0:
+                    gevent.sleep(min(wait, RATE_CHECK_SECONDS))
+                    if self._state == LOCUST_STATE_STOPPING:
+                        busy.join()
+                        raise StopUser()
+                self.process.recorder.record_lag(labels, time.time() - due, warmup=False)
+                streamer = idle.pop() if idle else self._new_streamer()
+                busy.spawn(self._send_and_return, kind, streamer, idle, prompt)
+            busy.join()
+            raise StopUser()
+        finally:
+            busy.kill()
+            for streamer in idle:
+                streamer.close()
+
+    def _send_and_return(self, kind: str, streamer: Streamer, idle: list[Streamer],
+                         prompt: Prompt | None = None) -> None:
+        try:
+            self._send(kind, streamer, prompt)
         finally:
             idle.append(streamer)
 
-    def _send(self, kind: str, streamer: Streamer) -> StreamResult:
+    def _send(self, kind: str, streamer: Streamer, prompt: Prompt | None = None) -> StreamResult:
         warmup = kind == WARMUP
         settings = self.process.settings
-        prompt = self._next_prompt()
+        prompt = prompt or self._next_prompt()
         model = self.pick_model()
         payload = build_payload(settings, model, prompt)
         labels = (model or UNKNOWN, self.scenario)

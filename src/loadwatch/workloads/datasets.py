@@ -20,12 +20,13 @@ from loadwatch.workloads.files import read_jsonl, read_session_lines, read_share
 from loadwatch.workloads.prompt import Cycle, Prompt, Workload
 from loadwatch.workloads.sessions import GENERATED_TURNS, STATIC_STAMP, Script, Sessions, generated, longest
 from loadwatch.workloads.tokens import Tokenizer
+from loadwatch.workloads.trace import Trace, read_trace
 
 SAMPLES = Path(__file__).with_name("samples")
 DEFAULT_PATHS = {"sharegpt": SAMPLES / "sharegpt-50.json", "agent": SAMPLES / "agent-conversation.json",
-                 "jsonl": SAMPLES / "prompts.jsonl"}
+                 "jsonl": SAMPLES / "prompts.jsonl", "trace": SAMPLES / "mooncake-sample.jsonl"}
 SAMPLE_TOOLS = SAMPLES / "tools.json"
-TOKENIZED = ("sharegpt", "random", "prefix-repetition", "sessions")  # their lengths are the server's tokens
+TOKENIZED = ("sharegpt", "random", "prefix-repetition", "sessions", "trace")  # their lengths are the server's tokens
 # vllm bench serve's ShareGPT filter: too short to say anything, or too long for a 2k context.
 MIN_LEN, MAX_PROMPT_LEN, MAX_TOTAL_LEN = 4, 1024, 2048
 
@@ -35,7 +36,7 @@ def output_len(settings: LoadSettings) -> int:
 
 
 def dataset_path(settings: LoadSettings) -> Path:
-    """The file of a file-backed dataset (sharegpt, agent, jsonl): the user's, or loadwatch's sample."""
+    """The file of a file-backed dataset (sharegpt, agent, jsonl, trace): the user's, or loadwatch's sample."""
     return settings.dataset_path or DEFAULT_PATHS[settings.dataset]
 
 
@@ -63,6 +64,14 @@ def validate(settings: LoadSettings) -> None:
                                "use -u users and --think-time, not --request-rate")
         if settings.dataset_path is not None:
             _session_scripts(settings.dataset_path, None, None)
+    elif settings.dataset == "trace":
+        read_trace(dataset_path(settings))
+        given = [name for name, on in (("--request-rate", settings.request_rate), ("--shape", settings.shape),
+                                       ("--warmup-requests", settings.warmup_requests),
+                                       ("--warmup-seconds", settings.warmup_seconds)) if on]
+        if given:
+            raise DatasetError(f"a trace sets its own times and sends each entry once: {', '.join(given)} "
+                               "cannot go with it (--speedup changes its pace)")
     if tools(settings) and settings.endpoint != "chat":
         raise DatasetError("--tools needs --endpoint chat")
 
@@ -178,13 +187,23 @@ def _with_tools(prompts: list[Prompt], offered: list[dict] | None) -> list[Promp
     return [replace(p, body={"tools": offered, **(p.body or {})}) for p in prompts]
 
 
-def build(settings: LoadSettings, tokenizer: Tokenizer | None) -> Workload | Sessions:
+def with_trace_length(settings: LoadSettings) -> LoadSettings:
+    """A trace's run sends each entry once: its --num-requests is the trace's length (or fewer)."""
+    if settings.dataset != "trace":
+        return settings
+    entries = len(read_trace(dataset_path(settings)))
+    return settings.model_copy(update={"num_requests": min(settings.num_requests or entries, entries)})
+
+
+def build(settings: LoadSettings, tokenizer: Tokenizer | None) -> Workload | Sessions | Trace:
     """The prompts of the chosen dataset, served in a cycle; the same order for the same seed."""
     rng = random.Random(settings.seed)
     if settings.dataset in TOKENIZED and tokenizer is None:  # loadgen/process.py gives them one
         raise TypeError(f"the {settings.dataset} dataset measures lengths with a tokenizer")
     if settings.dataset == "sessions":
         return sessions(settings, tokenizer, rng)
+    if settings.dataset == "trace":
+        return Trace(read_trace(dataset_path(settings)), tokenizer, settings.trace_block_tokens, settings.seed)
     if settings.dataset == "builtin":
         return Cycle(_with_tools(list(builtin_prompts().prompts), tools(settings)))
     if settings.dataset == "agent":

@@ -30,7 +30,7 @@ def _messages(value: object, where: str) -> tuple[dict, ...]:
     return tuple(value)
 
 
-def _objects(path: Path, what: str) -> list[tuple[str, dict]]:
+def json_lines(path: Path, what: str) -> list[tuple[str, dict]]:
     """Each non-blank line of a JSON Lines file as an object, with where it is."""
     out = []
     for number, line in enumerate(_read(path).splitlines(), start=1):
@@ -71,7 +71,7 @@ def read_jsonl(path: Path) -> list[Prompt]:
     """One `{"prompt": ...}` or `{"messages": [...]}` per line, with `max_tokens` and any field of the
     request's body (`tools`, `response_format`, sampling) for that request alone."""
     prompts = []
-    for where, item in _objects(path, "`prompt` or `messages`"):
+    for where, item in json_lines(path, "`prompt` or `messages`"):
         max_tokens = _max_tokens(item, where)
         body = _body(item, where, frozenset({"prompt", "messages", "max_tokens"}))
         if "messages" in item:
@@ -87,7 +87,7 @@ def read_session_lines(path: Path) -> list[dict]:
     """Sessions as JSON Lines: `{"turns": ["...", ...], "system": "...", "tools": [...], "max_tokens": N}`
     per line, and any other field of the request's body; returned as {system, turns, max_tokens, body}."""
     sessions = []
-    for where, item in _objects(path, "`turns`"):
+    for where, item in json_lines(path, "`turns`"):
         turns = item.get("turns")
         if not isinstance(turns, list) or not turns or not all(isinstance(t, str) and t for t in turns):
             raise DatasetError(f"{where}: `turns` must be a non-empty list of the user's messages")

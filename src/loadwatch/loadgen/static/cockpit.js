@@ -21,6 +21,8 @@
     { id: "load", title: "Users and requests in flight", series: [
       ["users", (p) => p.users], ["in flight", (p) => p.in_flight]] },
     { id: "failures", title: "Failures/s by reason", series: "failures" },
+    { id: "lag", title: "Open loop and trace replay: schedule lag, mean (ms)", series: [
+      ["sent after its time by", (p) => p.lag_ms]] },
     { id: "kv", title: "Engine: KV cache usage (%)", engine: true, series: [
       ["usage", eng("kv", 100)], ["peak", null]] },
     { id: "queue", title: "Engine: requests running and waiting", engine: true, series: [
