@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from collections import Counter
 
 import pytest
 
 from loadwatch.metrics.records import read_records
-from tests.conftest import get, locust_command
+from tests.conftest import REPO, get, locust_command
 
 pytestmark = pytest.mark.integration
 
@@ -52,3 +53,25 @@ def test_a_session_answers_each_tool_call_with_a_result_and_counts_turns(fake_se
     assert body["messages"][3]["tool_call_id"] == "call_0"
     turns = Counter(r["turn"] for r in read_records(tmp_path / "r.requests.jsonl"))
     assert turns == {1: 4, 2: 4, 3: 4}  # two users, two three-turn sessions each
+
+
+def test_the_agent_locustfile_runs_sessions_unless_told_otherwise(fake_server, tmp_path):
+    server = fake_server("--ttft", "0.01", "--itl", "0.001", "--tokens", "4")
+    def agent(*args: str) -> list[str]:
+        return [sys.executable, "-m", "locust", "-f", str(REPO / "locustfiles" / "agent.py"), *args]
+
+    for extra, turns in (((), {1, 2, 3}), (("--dataset", "random", "--input-len", "8"), {None})):
+        run = subprocess.run(
+            agent("-H", server.url, "--headless", "-u", "1", "-r", "1", "--num-requests", "3",
+                           "--metrics-port", "0", "--results-json", str(tmp_path / "r.json"), *extra),
+            capture_output=True, text=True, timeout=60,
+        )
+        assert run.returncode == 0, run.stdout + run.stderr
+        records = list(read_records(tmp_path / "r.requests.jsonl"))
+        assert {r["scenario"] for r in records} == {"agent"} and {r["turn"] for r in records} == turns
+    refused = subprocess.run(
+        agent("-H", server.url, "--headless", "-u", "1", "-r", "1", "-t", "5s",
+                       "--metrics-port", "0", "--request-rate", "2"),
+        capture_output=True, text=True, timeout=60,
+    )
+    assert refused.returncode == 2 and "sessions are closed loops" in refused.stderr, refused.stderr[-2000:]

@@ -18,7 +18,7 @@ from loadwatch.loadgen.quota import Quota, Tickets, WorkerTickets
 from loadwatch.loadgen.recorder import Recorder
 from loadwatch.loadgen.schedule import level_now, plan_run
 from loadwatch.loadgen.state import RunState
-from loadwatch.settings import LoadSettings
+from loadwatch.settings import Dataset, LoadSettings
 from loadwatch.workloads.context import check_context
 from loadwatch.workloads.datasets import TOKENIZED, build, validate, with_trace_length
 from loadwatch.workloads.errors import DatasetError
@@ -76,7 +76,8 @@ class Process:
     state: RunState  # the run's own on the master or a local runner, a replica on a worker
     authorization: str | None = None  # this process's own; never in options, messages or results
     summary: str = ""
-    workload: Workload | Sessions | Trace | None = None  # built on first use, from this run's settings
+    # Built on first use, from this run's settings: --dataset's, and a locustfile's own.
+    workloads: dict[str, Workload | Sessions | Trace] = field(default_factory=dict)
     quota: Quota | None = None  # what the users of this process may still send
     tickets: Tickets | WorkerTickets | None = None  # the pool (master, local) or a worker's supply
     user_numbers: Iterator[int] = field(default_factory=count)  # for the users' arrival seeds
@@ -98,7 +99,7 @@ class Process:
     def new_run(self, options) -> None:
         """What every process does as a run starts: this run's options, a fresh workload and seeds."""
         self.refresh(options)
-        self.workload = None
+        self.workloads = {}
         self.user_numbers = count()
         settings = self.settings
         self.recorder.configure(settings.slo, settings.requests_path is not None, settings.record_itl)
@@ -134,13 +135,19 @@ class Process:
                     "with its /tokenize" if works else "approximately (4 characters a token)")
         return works
 
-    def dataset_workload(self, streamer: Streamer, model: str | None) -> Workload | Sessions | Trace:
-        """The --dataset of this run, built once per process by the first user that asks."""
+    def dataset_workload(self, streamer: Streamer, model: str | None,
+                         default: Dataset | None = None) -> Workload | Sessions | Trace:
+        """The --dataset of this run (a locustfile's own `dataset` where the option names none but
+        the default), built once per process and dataset by the first user that asks."""
+        settings = self.settings
+        if default is not None and settings.dataset == "builtin":
+            settings = settings.model_copy(update={"dataset": default})
+            validate(settings)
         with self._building:
-            if self.workload is None:
-                tokenizer = tokenizer_for(streamer, model) if self.settings.dataset in TOKENIZED else None
-                workload = build(self.settings, tokenizer)
-                check_context(streamer, model, list(workload.prompts), self.settings.max_tokens,
-                              self.settings.endpoint == "chat", self.settings.dataset)
-                self.workload = workload
-            return self.workload
+            if settings.dataset not in self.workloads:
+                tokenizer = tokenizer_for(streamer, model) if settings.dataset in TOKENIZED else None
+                workload = build(settings, tokenizer)
+                check_context(streamer, model, list(workload.prompts), settings.max_tokens,
+                              settings.endpoint == "chat", settings.dataset)
+                self.workloads[settings.dataset] = workload
+            return self.workloads[settings.dataset]
