@@ -97,9 +97,13 @@ class LLMUser(User):
         else:
             self.next_prompt = workload
 
+    @property
+    def worker(self) -> int:
+        """This process's index among the run's Locust processes (0 for a local runner)."""
+        return getattr(self.environment.runner, "worker_index", 0)
+
     def _splitter(self, split: list[tuple[str, float]]) -> Callable[[], str]:
-        worker = getattr(self.environment.runner, "worker_index", 0)
-        rng = random.Random(f"{self.process.settings.seed}-split-{worker}-{next(self.process.user_numbers)}")
+        rng = random.Random(f"{self.process.settings.seed}-split-{self.worker}-{next(self.process.user_numbers)}")
         names, weights = [name for name, _ in split], [weight for _, weight in split]
         return lambda: rng.choices(names, weights)[0]
 
@@ -131,7 +135,7 @@ class LLMUser(User):
             return self.next_prompt()
         while True:
             if self.conversation is None:
-                self.conversation = self.sessions.start()
+                self.conversation = self.sessions.start(self.worker)
             prompt = self.conversation.next()
             if prompt is not None:
                 return prompt
@@ -156,8 +160,7 @@ class LLMUser(User):
         users = run_users(self.environment.parsed_options)
         cap = math.ceil(settings.max_concurrency / users) if settings.max_concurrency else None
         # Reproducible for a seed: the same worker and user draw the same arrival times every run.
-        worker = getattr(self.environment.runner, "worker_index", 0)
-        rng = random.Random(f"{settings.seed}-{worker}-{next(self.process.user_numbers)}")
+        rng = random.Random(f"{settings.seed}-{self.worker}-{next(self.process.user_numbers)}")
         labels = (self.model or UNKNOWN, self.scenario)
         idle: list[Streamer] = []
         busy = Group()

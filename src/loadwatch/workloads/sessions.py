@@ -94,11 +94,12 @@ class Sessions:
         self.prompts = prompts  # each script's longest conversation, for the context check
         self._numbers = count()
 
-    def start(self) -> Session:
+    def start(self, worker: int = 0) -> Session:
+        """The next conversation of this process (`worker`: its index among the run's processes)."""
         number = next(self._numbers)
         script = self.scripts[number % len(self.scripts)]
         # A generated session says who it is first, so that conversations share the system prompt only.
-        return Session(script, f"[session {number}]" if self.label else "", self.max_turns, self.stamp,
+        return Session(script, f"[session {worker}.{number}]" if self.label else "", self.max_turns, self.stamp,
                        self.tool_result)
 
     def __call__(self) -> Prompt:
