@@ -12,7 +12,9 @@ from loadwatch.catalogue import Client, Engine, total
 WINDOWS = ("1m", "5m")
 QUANTILES = (("p50", "0.5"), ("p90", "0.9"), ("p99", "0.99"))
 CLIENT_LEVEL, ENGINE_LEVEL = "model_scenario", "target_model"
-CLIENT_DROP, ENGINE_DROP = "instance, job", "instance, job, engine"
+# A session's turn is summed away at the model_scenario level and kept at its own.
+TURN_LEVEL, TURN_DROP = "model_scenario_turn", "instance, job"
+CLIENT_DROP, ENGINE_DROP = "instance, job, turn", "instance, job, engine"
 HEADER = """\
 # Recording rules: level:metric:operations. Aggregations use `without`, so the series of several
 # Locust masters, sidecars and engines add up; ratios divide summed rates (sum first, divide after).
@@ -38,7 +40,8 @@ def _ratio(drop: str, numerator: str, denominator: str, window: str, plus_one: b
 
 
 def client_rules() -> list[dict]:
-    rules = _quantiles(CLIENT_LEVEL, CLIENT_DROP, (Client.TTFT, Client.TPOT, Client.ITL, Client.E2E))
+    rules = _quantiles(CLIENT_LEVEL, CLIENT_DROP, (Client.TTFT, Client.TPOT, Client.ITL, Client.E2E, Client.TTFA))
+    rules += _quantiles(TURN_LEVEL, TURN_DROP, (Client.TTFT,))
     for window in WINDOWS:
         rules += [_rule(f"{CLIENT_LEVEL}:{name}:rate{window}",
                         f"sum without ({CLIENT_DROP}) (rate({total(name)}[{window}]))")
