@@ -53,3 +53,13 @@ def test_a_point_says_how_late_sends_went_out_over_the_window():
     assert history.sample(now=1001.0)["lag_ms"] == pytest.approx(2.0)
     state.recorder.record_lag(("m", "trace"), 0.010, warmup=False)
     assert history.sample(now=1000.0 + h.WINDOW + 1)["lag_ms"] == pytest.approx(10.0)  # the window moved on
+
+
+def test_a_poll_gets_the_points_after_its_last_one_only():
+    state = RunState(["chat"], "http://x")
+    history = h.History(state, lambda: 1)
+    for t in range(10):
+        history.sample(now=1000.0 + t)
+    assert [p["t"] for p in history.as_dict(since=1006.0)["points"]] == [1007.0, 1008.0, 1009.0]
+    assert history.as_dict(since=1009.0)["points"] == []
+    assert len(history.as_dict()["points"]) == 10

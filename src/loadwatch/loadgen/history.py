@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from collections import Counter, deque
 from collections.abc import Callable
+from itertools import takewhile
 
 from loadwatch.loadgen.state import RunState
 from loadwatch.loadgen.ticker import every
@@ -83,9 +84,16 @@ class History:
         self.points.append(point)
         return point
 
-    def as_dict(self) -> dict:
+    def as_dict(self, since: float | None = None) -> dict:
+        """The history, or only its points after `since` (a page's poll: a few from the end, not
+        a copy of the hour)."""
+        if since is None:
+            points = list(self.points)
+        else:
+            newer = list(takewhile(lambda p: p["t"] > since, reversed(self.points)))
+            points = newer[::-1]
         return {"interval": INTERVAL, "window": WINDOW, "engine_url": self.engine.url if self.engine else None,
-                "points": list(self.points), "stages": list(self.stages)}
+                "points": points, "stages": list(self.stages)}
 
     def start(self) -> None:
         every(INTERVAL, self.sample)

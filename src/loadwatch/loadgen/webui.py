@@ -96,11 +96,7 @@ def install_cockpit(web_ui, state: RunState, settings: Callable[[], LoadSettings
     @web_ui.app.route("/loadwatch/history")
     @web_ui.auth_required_if_enabled
     def llm_history():
-        since = request.args.get("since", type=float)
-        whole = history.as_dict()
-        if since is not None:
-            whole["points"] = [p for p in whole["points"] if p["t"] > since]
-        return jsonify(whole)
+        return jsonify(history.as_dict(request.args.get("since", type=float)))
 
     @web_ui.app.route("/loadwatch/static/<path:name>")
     def llm_static(name: str):

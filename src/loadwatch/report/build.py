@@ -36,6 +36,11 @@ class ReportError(Exception):
     """The results file is missing or unreadable; the message says which."""
 
 
+def results_path(path: Path) -> Path:
+    """A run folder's results file, or the file named."""
+    return path / "results.json" if path.is_dir() else path
+
+
 def read_results(path: Path) -> Results:
     try:
         text = path.read_text()

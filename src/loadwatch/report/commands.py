@@ -11,14 +11,10 @@ from loadwatch.credentials import CredentialError, read_secret, refused_on_comma
 from loadwatch.defaults import PORTS
 from loadwatch.grafana.annotate import AnnotateError, post_annotations
 from loadwatch.prometheus import PrometheusAPI, PrometheusError
-from loadwatch.report.build import ReportError, build_report, read_results
+from loadwatch.report.build import ReportError, build_report, read_results, results_path
 from loadwatch.report.compare import compare, load_side
 from loadwatch.report.engine import SETTLE_SECONDS
 from loadwatch.stack.readback import prometheus_on
-
-
-def _results_path(path: Path) -> Path:
-    return path / "results.json" if path.is_dir() else path
 
 
 def write_report(results: Path, api: PrometheusAPI | None, rate_window: str, say,
@@ -32,7 +28,7 @@ def write_report(results: Path, api: PrometheusAPI | None, rate_window: str, say
 
 
 def report_command(args: argparse.Namespace, say) -> int:
-    results = _results_path(args.run)
+    results = results_path(args.run)
     try:
         read_results(results)
         if args.prometheus:
@@ -80,7 +76,7 @@ def annotate(run: Path, grafana_url: str, token_file: Path | None, say) -> int:
     """Post a run's annotations with the token of --token-file, $GRAFANA_TOKEN_FILE or $GRAFANA_TOKEN."""
     try:
         token = read_secret("GRAFANA_TOKEN", token_file)
-        results = read_results(_results_path(run))
+        results = read_results(results_path(run))
         posted = post_annotations(grafana_url, token, results)
     except (ReportError, AnnotateError, CredentialError) as exc:
         say(f"error: {exc}")

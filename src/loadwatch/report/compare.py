@@ -17,7 +17,7 @@ from loadwatch.metrics import bootstrap
 from loadwatch.metrics.records import request_latencies
 from loadwatch.metrics.repeats import change_over_runs
 from loadwatch.metrics.results import Results, latency_key
-from loadwatch.report.build import ReportError, read_exact
+from loadwatch.report.build import ReportError, read_exact, results_path
 from loadwatch.report.exact import records_of
 from loadwatch.report.markdown import table
 
@@ -61,10 +61,6 @@ class Row:
     method: str | None
 
 
-def _results_path(path: Path) -> Path:
-    return path / "results.json" if path.is_dir() else path
-
-
 def side_spec(spec: str) -> tuple[str, list[Path]]:
     """`NAME=PATH[,PATH...]`, or paths named after the first one's run folder or file name."""
     name, sep, rest = spec.partition("=")
@@ -74,13 +70,13 @@ def side_spec(spec: str) -> tuple[str, list[Path]]:
     if not paths:
         raise ReportError(f"{spec!r} names no run")
     if not name:
-        first = _results_path(paths[0])
+        first = results_path(paths[0])
         name = first.parent.name if first.stem == "results" and first.parent.name else first.stem
     return name, paths
 
 
 def load_run(path: Path) -> Run:
-    path = _results_path(path)
+    path = results_path(path)
     results, count = read_exact(path)
     if count is None:
         return Run(results, None)
