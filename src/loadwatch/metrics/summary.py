@@ -120,7 +120,7 @@ def format_block(result: Results, verdict_list: list[Verdict]) -> str:
         _row("Output token throughput (tok/s):", result.output_throughput),
         _row("Total Token throughput (tok/s):", result.total_token_throughput),
     ]
-    sections = (
+    sections: tuple[tuple[str, str, str], ...] = (
         ("ttft", "Time to First Token", "TTFT"),
         ("tpot", "Time per Output Token (excl. 1st token)", "TPOT"),
         ("itl", "Inter-token Latency", "ITL"),

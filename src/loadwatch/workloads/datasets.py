@@ -198,21 +198,20 @@ def with_trace_length(settings: LoadSettings) -> LoadSettings:
 def build(settings: LoadSettings, tokenizer: Tokenizer | None) -> Workload | Sessions | Trace:
     """The prompts of the chosen dataset, served in a cycle; the same order for the same seed."""
     rng = random.Random(settings.seed)
-    if settings.dataset in TOKENIZED and tokenizer is None:  # loadgen/process.py gives them one
+    offered = tools(settings)
+    if settings.dataset == "builtin":
+        return Cycle(_with_tools(list(builtin_prompts().prompts), offered))
+    if settings.dataset == "agent":
+        return agent(settings, offered)
+    if settings.dataset == "jsonl":
+        prompts = read_jsonl(dataset_path(settings))
+        rng.shuffle(prompts)
+        return Cycle(_with_tools(prompts, offered))
+    if tokenizer is None:  # loadgen/process.py gives one to the datasets in its TOKENIZED
         raise TypeError(f"the {settings.dataset} dataset measures lengths with a tokenizer")
     if settings.dataset == "sessions":
         return sessions(settings, tokenizer, rng)
     if settings.dataset == "trace":
         return Trace(read_trace(dataset_path(settings)), tokenizer, settings.trace_block_tokens, settings.seed)
-    if settings.dataset == "builtin":
-        return Cycle(_with_tools(list(builtin_prompts().prompts), tools(settings)))
-    if settings.dataset == "agent":
-        return agent(settings, tools(settings))
-    if settings.dataset == "jsonl":
-        prompts = read_jsonl(dataset_path(settings))
-        rng.shuffle(prompts)
-    else:
-        make = {"sharegpt": _sharegpt, "random": _random, "prefix-repetition": _prefix_repetition}[settings.dataset]
-        prompts = make(settings, tokenizer, rng)
-    return Cycle(_with_tools(prompts, tools(settings)))
-
+    make = {"sharegpt": _sharegpt, "random": _random, "prefix-repetition": _prefix_repetition}[settings.dataset]
+    return Cycle(_with_tools(make(settings, tokenizer, rng), offered))
