@@ -4,7 +4,7 @@ at their own times."""
 import pytest
 
 from loadwatch.settings import LoadSettings
-from loadwatch.workloads.datasets import build, validate, with_trace_length
+from loadwatch.workloads.datasets import build, validate
 from loadwatch.workloads.errors import DatasetError
 from loadwatch.workloads.tokens import ApproximateTokenizer
 from loadwatch.workloads.trace import read_trace
@@ -30,8 +30,8 @@ def test_equal_hash_ids_are_equal_blocks_and_entries_are_due_at_their_times(tmp_
     assert ApproximateTokenizer().count(first.text) == pytest.approx(16, abs=2)
     assert ApproximateTokenizer().count(third.text) == pytest.approx(5, abs=1)
     assert [trace.due(i, 2.0) for i in range(3)] == [0.0, 0.5, 1.5]
-    assert with_trace_length(settings).num_requests == 3
-    assert with_trace_length(settings.model_copy(update={"num_requests": 2})).num_requests == 2
+    assert validate(settings).num_requests == 3
+    assert validate(settings.model_copy(update={"num_requests": 2})).num_requests == 2
 
 
 @pytest.mark.parametrize(("line", "why"), [

@@ -48,10 +48,6 @@ class Chunk:
         """Generated output of any kind: TTFT ends at the first such chunk."""
         return self.has_answer or bool(self.reasoning)
 
-    @property
-    def text(self) -> str:
-        return (self.reasoning or "") + (self.content or "") + self.arguments
-
 
 def _delta(choice: dict, endpoint: str) -> Chunk:
     if endpoint == "completions":

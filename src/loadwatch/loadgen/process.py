@@ -20,7 +20,7 @@ from loadwatch.loadgen.schedule import level_now, plan_run
 from loadwatch.loadgen.state import RunState
 from loadwatch.settings import Dataset, LoadSettings
 from loadwatch.workloads.context import check_context
-from loadwatch.workloads.datasets import TOKENIZED, build, validate, with_trace_length
+from loadwatch.workloads.datasets import TOKENIZED, build, validate
 from loadwatch.workloads.errors import DatasetError
 from loadwatch.workloads.prompt import Workload
 from loadwatch.workloads.sessions import Sessions
@@ -43,8 +43,7 @@ def settings_from(options) -> LoadSettings:
         problems = "; ".join(f"--{str(e['loc'][0]).replace('_', '-')}: {e['msg']}" for e in exc.errors())
         raise ValueError(f"loadwatch: invalid options: {problems}") from None
     try:
-        validate(settings)
-        settings = with_trace_length(settings)
+        settings = validate(settings)
     except DatasetError as exc:
         raise ValueError(f"loadwatch: {exc}") from None
     try:
@@ -142,9 +141,10 @@ class Process:
         settings = self.settings
         if default is not None and settings.dataset == "builtin":
             settings = settings.model_copy(update={"dataset": default})
-            validate(settings)
         with self._building:
             if settings.dataset not in self.workloads:
+                if settings.dataset != self.settings.dataset:  # the options' own was checked with them
+                    settings = validate(settings)
                 tokenizer = tokenizer_for(streamer, model) if settings.dataset in TOKENIZED else None
                 workload = build(settings, tokenizer)
                 check_context(streamer, model, list(workload.prompts), settings.max_tokens,

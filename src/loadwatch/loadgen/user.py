@@ -9,6 +9,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import replace
+from typing import NoReturn
 
 import gevent
 from gevent.pool import Group
@@ -60,6 +61,38 @@ def build_payload(settings: LoadSettings, model: str | None, prompt: Prompt) -> 
     return payload
 
 
+class InFlight:
+    """An open loop's requests in flight, each on a keep-alive connection of its own, kept for the
+    next send once its request is over."""
+
+    def __init__(self, user: LLMUser) -> None:
+        self.user = user
+        self.idle: list[Streamer] = []
+        self.busy = Group()
+
+    def __len__(self) -> int:
+        return len(self.busy)
+
+    def send(self, kind: str, prompt: Prompt | None = None) -> None:
+        self.busy.spawn(self._send, kind, self.idle.pop() if self.idle else self.user.new_streamer(), prompt)
+
+    def _send(self, kind: str, streamer: Streamer, prompt: Prompt | None) -> None:
+        try:
+            self.user.send(kind, streamer, prompt)
+        finally:
+            self.idle.append(streamer)
+
+    def finish(self) -> NoReturn:
+        """Send no more: let those in flight finish, and the user stop."""
+        self.busy.join()
+        raise StopUser()
+
+    def close(self) -> None:
+        self.busy.kill()
+        for streamer in self.idle:
+            streamer.close()
+
+
 class LLMUser(User):
     """A closed-loop client (send, wait for the end, send the next) or, with --request-rate, an
     open-loop arrival process."""
@@ -77,7 +110,7 @@ class LLMUser(User):
     def on_start(self) -> None:
         self.process = self.environment.loadwatch
         settings = self.process.settings
-        self.streamer = self._new_streamer()
+        self.streamer = self.new_streamer()
         split = settings.models()
         # A split's first model stands for all of them where one is needed (its tokenizer, open-loop labels).
         self.model = split[0][0] if split else settings.model or resolve_model(self.streamer)
@@ -107,7 +140,7 @@ class LLMUser(User):
         names, weights = [name for name, _ in split], [weight for _, weight in split]
         return lambda: rng.choices(names, weights)[0]
 
-    def _new_streamer(self) -> Streamer:
+    def new_streamer(self) -> Streamer:
         settings = self.process.settings
         return Streamer(self.host or "", self.process.authorization, settings.request_timeout,
                         settings.max_line_bytes, settings.headers())
@@ -126,7 +159,7 @@ class LLMUser(User):
         kind = self.process.quota.take()
         if kind is None:  # this run's --num-requests are all sent
             raise StopUser()
-        self._pause_after(self._send(kind, self.streamer))
+        self._pause_after(self.send(kind, self.streamer))
         if self.conversation is not None and self.process.settings.think_time:
             gevent.sleep(self.process.settings.think_time)
 
@@ -162,8 +195,7 @@ class LLMUser(User):
         # Reproducible for a seed: the same worker and user draw the same arrival times every run.
         rng = random.Random(f"{settings.seed}-{self.worker}-{next(self.process.user_numbers)}")
         labels = (self.model or UNKNOWN, self.scenario)
-        idle: list[Streamer] = []
-        busy = Group()
+        in_flight = InFlight(self)
         scheduled = time.monotonic()
         try:
             while True:
@@ -177,31 +209,25 @@ class LLMUser(User):
                     if self._state == LOCUST_STATE_STOPPING:
                         # Locust's graceful stop (-t, --stop-timeout): send no more, let those in
                         # flight finish, rather than wait out the stop timeout between arrivals.
-                        busy.join()
-                        raise StopUser()
+                        in_flight.finish()
                 # Checked before a ticket is taken: a dropped arrival must not use up --num-requests.
-                if cap is not None and len(busy) >= cap:
+                if cap is not None and len(in_flight) >= cap:
                     self.process.recorder.record_drop(labels)
                     continue
                 kind = self.process.quota.take()
                 if kind is None:
-                    busy.join()
-                    raise StopUser()
+                    in_flight.finish()
                 self.process.recorder.record_lag(labels, time.monotonic() - scheduled, warmup=kind == WARMUP)
-                streamer = idle.pop() if idle else self._new_streamer()
-                busy.spawn(self._send_and_return, kind, streamer, idle)
+                in_flight.send(kind)
         finally:
-            busy.kill()
-            for streamer in idle:
-                streamer.close()
+            in_flight.close()
 
     def _replay(self, trace: Trace) -> None:
         """Each entry at its own time (divided by --speedup) from the replay's start, whatever the
         answers; the numbered tickets make every entry go out once across all workers."""
         settings, state = self.process.settings, self.process.state
         labels = (self.model or UNKNOWN, self.scenario)
-        idle: list[Streamer] = []
-        busy = Group()
+        in_flight = InFlight(self)
         try:
             while (ticket := self.process.quota.take_numbered()) is not None and ticket[1] is not None:
                 kind, index = ticket
@@ -212,26 +238,14 @@ class LLMUser(User):
                 while (wait := due - time.time()) > 0:
                     gevent.sleep(min(wait, RATE_CHECK_SECONDS))
                     if self._state == LOCUST_STATE_STOPPING:
-                        busy.join()
-                        raise StopUser()
+                        in_flight.finish()
                 self.process.recorder.record_lag(labels, time.time() - due, warmup=False)
-                streamer = idle.pop() if idle else self._new_streamer()
-                busy.spawn(self._send_and_return, kind, streamer, idle, prompt)
-            busy.join()
-            raise StopUser()
+                in_flight.send(kind, prompt)
+            in_flight.finish()
         finally:
-            busy.kill()
-            for streamer in idle:
-                streamer.close()
+            in_flight.close()
 
-    def _send_and_return(self, kind: str, streamer: Streamer, idle: list[Streamer],
-                         prompt: Prompt | None = None) -> None:
-        try:
-            self._send(kind, streamer, prompt)
-        finally:
-            idle.append(streamer)
-
-    def _send(self, kind: str, streamer: Streamer, prompt: Prompt | None = None) -> StreamResult:
+    def send(self, kind: str, streamer: Streamer, prompt: Prompt | None = None) -> StreamResult:
         warmup = kind == WARMUP
         settings = self.process.settings
         prompt = prompt or self._next_prompt()

@@ -7,10 +7,8 @@ prompts once the server is known, for token lengths measured by its own tokenize
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
-from datetime import datetime, timedelta
-from itertools import count
 from pathlib import Path
 
 from loadwatch.settings import LoadSettings
@@ -18,7 +16,7 @@ from loadwatch.workloads.builtin import builtin_prompts
 from loadwatch.workloads.errors import DatasetError
 from loadwatch.workloads.files import read_jsonl, read_session_lines, read_sharegpt, read_tools
 from loadwatch.workloads.prompt import Cycle, Prompt, Workload
-from loadwatch.workloads.sessions import GENERATED_TURNS, STATIC_STAMP, Script, Sessions, generated, longest
+from loadwatch.workloads.sessions import GENERATED_TURNS, STATIC_STAMP, Script, Sessions, generated, longest, stamps
 from loadwatch.workloads.tokens import Tokenizer
 from loadwatch.workloads.trace import Trace, read_trace
 
@@ -49,9 +47,10 @@ def tools(settings: LoadSettings) -> list[dict] | None:
     return read_tools(SAMPLE_TOOLS) if settings.dataset == "sessions" else None
 
 
-def validate(settings: LoadSettings) -> None:
-    """Raise DatasetError for an unreadable or malformed dataset or tools file, or a workload these
-    options cannot run, before any request."""
+def validate(settings: LoadSettings) -> LoadSettings:
+    """The settings as the run uses them (a trace sends each entry once: its --num-requests is the
+    trace's length, or fewer); DatasetError for an unreadable or malformed dataset or tools file, or
+    a workload these options cannot run, before any request."""
     if settings.dataset == "jsonl":
         read_jsonl(dataset_path(settings))
     elif settings.dataset in ("sharegpt", "agent"):
@@ -65,7 +64,8 @@ def validate(settings: LoadSettings) -> None:
         if settings.dataset_path is not None:
             _session_scripts(settings.dataset_path, None, None)
     elif settings.dataset == "trace":
-        read_trace(dataset_path(settings))
+        entries = len(read_trace(dataset_path(settings)))
+        settings = settings.model_copy(update={"num_requests": min(settings.num_requests or entries, entries)})
         given = [name for name, on in (("--request-rate", settings.request_rate), ("--shape", settings.shape),
                                        ("--warmup-requests", settings.warmup_requests),
                                        ("--warmup-seconds", settings.warmup_seconds)) if on]
@@ -74,6 +74,7 @@ def validate(settings: LoadSettings) -> None:
                                "cannot go with it (--speedup changes its pace)")
     if tools(settings) and settings.endpoint != "chat":
         raise DatasetError("--tools needs --endpoint chat")
+    return settings
 
 
 def _sharegpt(settings: LoadSettings, tokenizer: Tokenizer, rng: random.Random) -> list[Prompt]:
@@ -127,17 +128,16 @@ def agent(settings: LoadSettings, offered: list[dict] | None = None) -> Workload
     while messages[-1]["role"] != "user":
         messages = messages[:-1]
     first = next(i for i, m in enumerate(messages) if m["role"] == "user")
-    return AgentSession(messages, first, settings.agent_prefix == "static", output_len(settings),
+    return AgentSession(messages, first, stamps(settings.agent_prefix == "static"), output_len(settings),
                         {"tools": offered} if offered else None)
 
 
 class AgentSession:
     """The agent conversation with its date-time: the same every time (static) or a new one each."""
 
-    def __init__(self, messages: list[dict], first: int, static: bool, max_tokens: int | None,
+    def __init__(self, messages: list[dict], first: int, stamp: Callable[[], str], max_tokens: int | None,
                  body: dict | None = None) -> None:
-        self.messages, self.first, self.static, self.max_tokens, self.body = messages, first, static, max_tokens, body
-        self.requests = count()
+        self.messages, self.first, self.stamp, self.max_tokens, self.body = messages, first, stamp, max_tokens, body
         self.prompts: Sequence[Prompt] = [self.stamped(STATIC_STAMP)]  # a dynamic stamp has the same length
 
     def stamped(self, stamp: str) -> Prompt:
@@ -146,10 +146,7 @@ class AgentSession:
         return Prompt(tuple(messages), self.max_tokens, self.body)
 
     def __call__(self) -> Prompt:
-        if self.static:
-            return self.stamped(STATIC_STAMP)
-        day = datetime(2025, 1, 1) - timedelta(days=next(self.requests) + 1)
-        return self.stamped(day.strftime("%Y-%m-%d %H:%M:%S"))
+        return self.stamped(self.stamp())
 
 
 def _session_scripts(path: Path, max_tokens: int | None, body: dict | None) -> list[Script]:
@@ -185,14 +182,6 @@ def _with_tools(prompts: list[Prompt], offered: list[dict] | None) -> list[Promp
     if not offered:
         return prompts
     return [replace(p, body={"tools": offered, **(p.body or {})}) for p in prompts]
-
-
-def with_trace_length(settings: LoadSettings) -> LoadSettings:
-    """A trace's run sends each entry once: its --num-requests is the trace's length (or fewer)."""
-    if settings.dataset != "trace":
-        return settings
-    entries = len(read_trace(dataset_path(settings)))
-    return settings.model_copy(update={"num_requests": min(settings.num_requests or entries, entries)})
 
 
 def build(settings: LoadSettings, tokenizer: Tokenizer | None) -> Workload | Sessions | Trace:

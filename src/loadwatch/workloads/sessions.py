@@ -102,9 +102,6 @@ class Sessions:
         return Session(script, f"[session {worker}.{number}]" if self.label else "", self.max_turns, self.stamp,
                        self.tool_result)
 
-    def __call__(self) -> Prompt:
-        raise TypeError("a session's turns come from Sessions.start()")
-
 
 def longest(script: Script, answer: str) -> Prompt:
     """The script's whole conversation with every answer as long as max_tokens allows."""

@@ -82,6 +82,3 @@ class Trace:
     def due(self, index: int, speedup: float) -> float:
         """Seconds after the replay's start that entry `index` is sent."""
         return (self.entries[index].timestamp - self.start) / 1000.0 / speedup
-
-    def __call__(self) -> Prompt:
-        raise TypeError("a trace's entries are sent by their ticket numbers: Trace.prompt(i)")
