@@ -92,7 +92,7 @@ def test_repeats_put_the_noise_between_runs_into_the_interval(tmp_path):
                           load_side(f"b={tmp_path / 'b1'},{tmp_path / 'b2'},{tmp_path / 'b3'}")])
     median = next(r for r in rows if r["metric"] == "median_ttft_ms")
     assert median["verdict"] == "same" and median["method"] == "runs"
-    assert "a (3 runs)" in text and "Welch's t over the runs' figures" in text
+    assert "a (3 runs)" in text and "Welch's t over the logs of the runs' figures" in text
     assert next(r for r in rows if r["metric"] == "request_throughput")["method"] == "runs"
 
 

@@ -14,6 +14,7 @@ from matplotlib.figure import Figure
 from loadwatch.atomic import write_atomically
 from loadwatch.experiment.outcome import Outcome
 from loadwatch.experiment.spec import Experiment
+from loadwatch.metrics.repeats import MIN_RUNS
 from loadwatch.metrics.results import latency_key
 from loadwatch.report import compare
 from loadwatch.report.build import ReportError
@@ -161,9 +162,11 @@ def render(experiment: Experiment, groups: list[dict], rows: list[dict], notes: 
     shown = [r for r in rows if r["metric"] in VERDICT_KEYS]
     if shown:
         lines += ["", f"## Against {experiment.baseline}", "",
-                  "Each change with its 95 % interval (Welch's t over the runs with two or more a side; with "
-                  "one, a bootstrap over blocks of its requests, blind to run-to-run noise) and a verdict: "
-                  "`same` when the interval spans 0. Throughput: higher is better; latency: lower is better.",
+                  f"Each change with its 95 % interval and a verdict: `same` when the interval spans 0. With "
+                  f"{MIN_RUNS} runs a side or more, Welch's t on the logs of the runs' figures (the change is the "
+                  "ratio of the arms' geometric means, bounded below by -100 %); with one, a bootstrap over "
+                  "blocks of its requests, blind to run-to-run noise, and no verdict on throughput. Throughput: "
+                  "higher is better; latency: lower is better.",
                   ""]
         lines += table(["arm", "workload", *(["load"] if many_levels else []), "metric", experiment.baseline or "",
                         "arm's", "change", "95 % interval", "verdict"],

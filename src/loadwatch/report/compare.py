@@ -15,7 +15,7 @@ import numpy as np
 
 from loadwatch.metrics import bootstrap
 from loadwatch.metrics.records import request_latencies
-from loadwatch.metrics.repeats import change_over_runs
+from loadwatch.metrics.repeats import MIN_RUNS, change_over_runs
 from loadwatch.metrics.results import Results, latency_key
 from loadwatch.report.build import ReportError, read_exact, results_path
 from loadwatch.report.exact import records_of
@@ -27,12 +27,14 @@ LATENCIES = [(f"{stat} {metric.upper()} (ms)", metric, stat)
 COLUMNS = [*THROUGHPUTS, *((label, latency_key(metric, stat)) for label, metric, stat in LATENCIES)]
 METHODS = {
     "requests": "bootstrap over blocks of consecutive requests: a side with one run holds no run-to-run noise",
-    "runs": "Welch's t over the runs' figures, each run one observation",
+    "runs": "Welch's t over the logs of the runs' figures, each run one observation; the change is the ratio of "
+            "the sides' geometric means, so it never passes -100 %",
 }
 EXPLANATION = ("The verdict is `same` when the interval spans 0. With one run a side the interval covers only "
                "the noise within the runs: runs of one configuration can differ by more than that, so repeat "
-               "each one (base=A1,A2,A3) before trusting a small change; with two runs a side or more, the runs "
-               "are the observations. Throughput has one value a run and needs two runs a side.")
+               f"each one (base=A1,A2,A3) before trusting a small change; with {MIN_RUNS} runs a side or more, the "
+               f"runs are the observations. Throughput has one value a run: with fewer than {MIN_RUNS} runs a side "
+               "it gets no interval and no verdict.")
 
 
 @dataclass
@@ -95,7 +97,7 @@ def _latency_row(label: str, metric: str, stat: str, base: Side, other: Side, rn
                  confidence: float) -> Row:
     key = latency_key(metric, stat)
     b, v = base.figure(key), other.figure(key)
-    if len(base.runs) >= 2 and len(other.runs) >= 2:
+    if len(base.runs) >= MIN_RUNS and len(other.runs) >= MIN_RUNS:
         return _run_level_row(label, key, base, other, False, confidence)
     runs = base.runs + other.runs
     if all(r.latencies is not None and len(r.latencies[metric]) > 0 for r in runs):
@@ -109,7 +111,7 @@ def _latency_row(label: str, metric: str, stat: str, base: Side, other: Side, rn
 def _run_level_row(label: str, key: str, base: Side, other: Side, higher_is_better: bool,
                    confidence: float) -> Row:
     b, v = base.figure(key), other.figure(key)
-    if b is None or v is None or len(base.runs) < 2 or len(other.runs) < 2:
+    if b is None or v is None or len(base.runs) < MIN_RUNS or len(other.runs) < MIN_RUNS:
         return Row(label, key, b, v, bootstrap.change(b, v, None, None, higher_is_better), None)
     change = change_over_runs([r.results.field(key) for r in base.runs], [r.results.field(key) for r in other.runs],
                               higher_is_better, confidence)
