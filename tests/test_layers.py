@@ -10,13 +10,15 @@ from tests.conftest import REPO
 
 LAYERS = [
     # facts declared once, small helpers
-    {"catalogue", "defaults", "yamlblock", "assets", "loopback", "atomic", "credentials"},
+    {"catalogue", "defaults", "yamlblock", "assets", "loopback", "atomic", "credentials", "durations",
+     "model_options"},
     {"metrics", "processes", "prometheus"},  # pure maths, child processes, the query client
     {"client"},  # the streaming HTTP client
     {"settings"},  # the load generator's options
     {"workloads", "exporter", "engine", "grafana", "rules", "deploy"},
     {"loadgen", "stack"},  # Locust integration; the native stack
     {"report"},
+    {"loadrun"},  # a Locust run against a stack: what run, capacity and experiment share
     {"run"},  # loadwatch run: stack, Locust, report
     {"capacity"},  # loadwatch capacity: levels of loadwatch-run-like runs
     {"experiment"},  # loadwatch experiment: cells of runs per arm, with verdicts

@@ -9,14 +9,18 @@ import sys
 from pathlib import Path
 
 from loadwatch import assets
+from loadwatch.capacity.options import CapacityOptions
 from loadwatch.credentials import CredentialError
 from loadwatch.defaults import LOOPBACK, PORTS
+from loadwatch.durations import parse_duration
 from loadwatch.engine import process
 from loadwatch.engine.settings import EngineSettings
 from loadwatch.engine.setup import SetupError, ensure_engine, ensure_model
+from loadwatch.loadrun.stack import describe, new_run_dir
+from loadwatch.model_options import add_model_options, model_from_args
 from loadwatch.processes import ComponentError, answers
 from loadwatch.report.commands import add_parsers
-from loadwatch.run import RunOptions, describe, headless_run, new_run_dir, parse_duration
+from loadwatch.run import RunOptions, headless_run
 from loadwatch.stack.settings import StackSettings
 from loadwatch.stack.stack import down, up
 
@@ -107,15 +111,17 @@ def run_command(args: argparse.Namespace) -> int:
 
 
 def capacity_command(args: argparse.Namespace) -> int:
-    from loadwatch.capacity.command import CapacityOptions, capacity
+    from loadwatch.capacity.command import capacity
+    from loadwatch.loadrun.locust import LocustRun
 
-    return capacity(CapacityOptions(
-        locustfile=args.locustfile, slo=args.slo, target=args.target, mode=args.mode, start=args.start,
-        level_duration=parse_duration(args.level_duration), warmup=parse_duration(args.warmup),
-        max_duration=parse_duration(args.max_duration), precision=args.precision, headroom=args.headroom,
-        cool_down=parse_duration(args.cool_down),
-        out=Path(args.out), vllm_args=args.vllm_args, locust_args=args.passthrough,
-    ), say)
+    try:
+        options = model_from_args(CapacityOptions, args)
+    except ValueError as exc:
+        say(f"error: {exc}")
+        return 2
+    assert isinstance(options, CapacityOptions)
+    return capacity(options, LocustRun(args.locustfile, slo=args.slo, options=args.passthrough), args.target,
+                    args.vllm_args, Path(args.out), say)
 
 
 def experiment_command(args: argparse.Namespace) -> int:
@@ -200,17 +206,7 @@ def parser() -> argparse.ArgumentParser:
                                                    "that binds (the stack up, levels of load, down)")
     search.add_argument("--target", help="base URL of an OpenAI-compatible server; default: the embedded engine")
     search.add_argument("--slo", action="append", required=True, help="as locust's --slo, repeatable; at least one")
-    search.add_argument("--mode", choices=["rate", "users"], default="rate",
-                        help="open-loop request rate (default) or closed-loop users")
-    search.add_argument("--start", type=float, help="first level; default 1 req/s or 2 users")
-    search.add_argument("--level-duration", default="30s", help="load per level, e.g. 30s, 2m (default 30s)")
-    search.add_argument("--warmup", default="5s", help="start of each level left out of its figures (5s)")
-    search.add_argument("--max-duration", default="20m", help="the search stops after this (20m)")
-    search.add_argument("--cool-down", default="10s", help="pause between levels: the engine drains (10s)")
-    search.add_argument("--precision", type=float, default=0.1,
-                        help="rate mode: the knee is found when the broken level is within this share of the held "
-                             "one (0.1); users mode: within one user")
-    search.add_argument("--headroom", type=float, default=0.8, help="operating point as a share of the knee (0.8)")
+    add_model_options(search, CapacityOptions)
     search.add_argument("--locustfile", type=Path, default=assets.locustfile())
     search.add_argument("--out", default="runs", help="folder for the run directories")
     search.add_argument("--vllm-arg", dest="vllm_args", action="append", default=[],

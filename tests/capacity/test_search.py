@@ -1,7 +1,9 @@
 import pytest
 
-from loadwatch.capacity.diagnose import diagnose
-from loadwatch.capacity.levels import lost
+from loadwatch.capacity.command import MIN_REQUESTS, needed_requests
+from loadwatch.capacity.diagnose import Diagnosis, diagnose
+from loadwatch.capacity.levels import Level, lost
+from loadwatch.capacity.output import conclusion, markdown
 from loadwatch.capacity.search import Search
 
 
@@ -59,3 +61,21 @@ def test_a_level_is_lost_when_an_slo_is_far_over_or_the_generator_saturates():
     assert lost({"completed": 5, "failed": 0, "slo": slo}) is None  # too few requests to say
     assert lost({"completed": 30, "slo": [{**slo[0], "measured": 900.0}]}) is None
     assert "saturated" in lost({"saturated": {"local": "its event loop ran late"}})
+
+
+@pytest.mark.parametrize(("slos", "needed"), [
+    ([], MIN_REQUESTS), (["ttft_median_ms=500"], MIN_REQUESTS), (["ttft_p90_ms=200"], 50),
+    (["ttft_p90_ms=200", "e2el_p99_ms=9000", "failure_ratio=0.01"], 500), (["tpot_mean_ms=50"], MIN_REQUESTS)])
+def test_a_level_needs_five_requests_beyond_its_tightest_percentile(slos, needed):
+    assert needed_requests(slos) == needed
+
+
+def test_a_search_that_could_not_judge_a_level_says_so_instead_of_a_knee():
+    held = Level(1, 2.0, "users", "level-01", results={"completed": 40, "slo": []})
+    unjudged = Level(2, 4.0, "users", "level-02", results={"completed": 3, "slo": []},
+                     problem="too few requests to judge: 3 of the 20 needed completed in 8 s")
+    result = conclusion("users", "users", [held, unjudged], 2.0, Diagnosis("slo_only", {}), 0.8,
+                        "the rule", undecided="level-02 (4 users) could not be judged: too few requests")
+    text = markdown(result)
+    assert result["undecided"] and "The knee was not located" in text and "2 users held" in text
+    assert "is the most this server sustained" not in text and "too few requests to judge: 3 of the 20" in text

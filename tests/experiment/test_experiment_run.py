@@ -94,7 +94,7 @@ workloads:
   builtin: {{max_tokens: 10}}
 slo: [ttft_p90_ms=150]
 load:
-  capacity: {{mode: users, start: 1, level_duration: 2s, warmup: 0.5s, cool_down: 0.5s, max_duration: 12s}}
+  capacity: {{mode: users, start: 2, level_duration: 2s, warmup: 0.5s, cool_down: 0.5s}}
 """)
     env = {**os.environ, "LOADWATCH_STACK_HOME": str(tmp_path / "home")}
     run = subprocess.run([sys.executable, "-m", "loadwatch.cli", "experiment", str(tmp_path / "search.yaml"),

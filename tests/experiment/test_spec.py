@@ -6,8 +6,10 @@ import pytest
 
 from loadwatch import assets
 from loadwatch.cli import main
-from loadwatch.experiment.cells import cells, command, workload_flags
+from loadwatch.experiment.cells import cell_run, cells, workload_flags
+from loadwatch.experiment.pace import Pace
 from loadwatch.experiment.spec import ExperimentError, load
+from loadwatch.loadrun.locust import LocustRun
 
 GOOD = """\
 name: trial
@@ -88,10 +90,15 @@ def test_cells_go_arm_by_arm_and_each_has_its_folder_and_run_name(tmp_path):
 def test_a_cell_runs_its_workload_load_and_name_on_locust(tmp_path):
     experiment = load(write(tmp_path, GOOD))
     cell = cells(experiment)[-1]
-    args = command(experiment, cell, tmp_path / "r.json", 9999, Path("chat.py"), tmp_path)
-    joined = " ".join(args)
+    template = LocustRun(Path("chat.py"), metrics_port=9999)
+    joined = " ".join(cell_run(experiment, cell, template, tmp_path / "r.json", tmp_path).command())
     assert "--dataset jsonl --dataset-path " + str(tmp_path / "prompts.jsonl") in joined
-    assert "-u 4 -r 4 -t 20s --warmup-requests 3" in joined
+    assert "-u 4 -r 4 -t 20s --warmup-requests 3" in joined and "--metrics-port 9999" in joined
+    # A server whose requests take 3 s: 4 users need 15 s to complete 20 of them, plus 3 s for the last.
+    slow = cell_run(experiment, cell, template, tmp_path / "r.json", tmp_path, Pace(3.0, 4))
+    assert slow.load is not None and slow.load.duration == 20 and slow.stop_timeout == 10
+    slower = cell_run(experiment, cell, template, tmp_path / "r.json", tmp_path, Pace(6.0, 2))
+    assert slower.load is not None and slower.load.duration == 36 and slower.stop_timeout == 12
     assert "--run-name trial.on.mixed.4-users.r2" in joined and "--slo=ttft_p90_ms=1000" in joined
     assert workload_flags({"ignore_eos": True, "temperature": 0.5, "sweep": [1, 2]}, tmp_path) == [
         "--ignore-eos", "--temperature", "0.5", "--sweep", "1,2"]

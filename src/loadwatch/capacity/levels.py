@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import json
 import logging
-import math
-import signal
-import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from loadwatch.catalogue import Engine
+from loadwatch.loadrun.locust import INTERRUPTED, LocustRun
+from loadwatch.metrics.results import latency_key
 from loadwatch.prometheus import PrometheusAPI, PrometheusError
 from loadwatch.report.build import CLIENT_KEYS
 
@@ -24,7 +22,6 @@ LOST_AFTER = 20  # ...over at least this many requests: the level is lost, whate
 QUEUE_WINDOW = 20.0  # seconds over which a waiting queue that only grows...
 QUEUE_GROWTH = 10  # ...by at least this much, to at least QUEUE_FLOOR, grows without bound
 QUEUE_FLOOR = 20
-OPEN_LOOP_USERS = 16  # arrival processes sharing an open-loop rate (each sends without waiting)
 
 
 @dataclass
@@ -51,17 +48,6 @@ class Level:
                 "stopped_early": self.stopped_early, "problem": self.problem, "start": self.start, "end": self.end,
                 "slo": self.results.get("slo", []), "saturated": self.results.get("saturated", {}),
                 "client": {k: self.results.get(k) for k in CLIENT_KEYS}, "engine": self.engine}
-
-
-def locust_arguments(level: Level, duration: float, warmup: float) -> list[str]:
-    if level.unit == "users":
-        users = int(level.value)
-        load = ["-u", str(users), "-r", str(users)]
-    else:
-        users = max(1, min(OPEN_LOOP_USERS, math.ceil(level.value)))
-        load = ["--request-rate", f"{level.value:g}", "-u", str(users), "-r", str(users)]
-    return [*load, "-t", f"{math.ceil(duration + warmup)}s", "--warmup-seconds", f"{warmup:g}",
-            "--stage-name", level.name, "--checkpoint-interval", f"{WATCH_SECONDS:g}", "--stop-timeout", "10"]
 
 
 def lost(partial: dict) -> str | None:
@@ -94,40 +80,42 @@ def queue_unbounded(api: PrometheusAPI | None, since: float) -> str | None:
     return None
 
 
-def run_level(level: Level, command: list[str], env: dict[str, str], results: Path, api: PrometheusAPI | None,
-              warmup: float, log_file: Path) -> Level:
-    """Run Locust for the level and fill it in; Ctrl-C stops the level and is raised again."""
-    partial = results.with_name(results.stem + ".partial.json")
+ENOUGH = "enough requests"  # the watch's reason to end a level that has what it needs
+
+
+def run_level(level: Level, locust: LocustRun, target: str, api: PrometheusAPI | None, warmup: float,
+              duration: float, needed: int, log_file: Path, say) -> Level:
+    """Run Locust for the level and fill it in. The level lasts `duration` after its warm-up, then
+    on (to the end of Locust's run time) until `needed` requests have completed; it is stopped
+    early once clearly lost. Too few completed requests to judge is the level's problem, in words.
+    Ctrl-C stops the level (its figures kept) and is raised again."""
     began = time.time()
-    with open(log_file, "w") as out:
-        locust = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT)
+
+    def watch() -> str | None:
         try:
-            while locust.poll() is None:
-                time.sleep(WATCH_SECONDS)
-                reason = None
-                if partial.exists():
-                    try:
-                        reason = lost(json.loads(partial.read_text()))
-                    except (OSError, ValueError):
-                        reason = None
-                reason = reason or queue_unbounded(api, began + warmup)
-                if reason and level.stopped_early is None:
-                    level.stopped_early = reason
-                    locust.send_signal(signal.SIGTERM)  # Locust's own quit: it writes what it measured
-            locust.wait()
-        except KeyboardInterrupt:
-            locust.send_signal(signal.SIGINT)
-            locust.wait(timeout=60)
-            raise
+            partial = json.loads(locust.partial_results.read_text())
+        except (OSError, ValueError):
+            partial = {}
+        # Lost first: a level that has its requests and is far over an SLO says by how much.
+        if reason := lost(partial) or queue_unbounded(api, began + warmup):
+            return reason
+        if time.time() - began >= warmup + duration and partial.get("completed", 0) >= needed:
+            return ENOUGH
+        return None
+
+    finished = locust.run(target, log_file, say, watch=watch, watch_every=WATCH_SECONDS)
+    level.stopped_early = None if finished.stopped_early == ENOUGH else finished.stopped_early
     level.start, level.end = began + warmup, time.time()
     try:
-        level.results = json.loads(results.read_text())
+        level.results = json.loads(locust.results.read_text())
     except (OSError, ValueError):
-        level.problem = f"Locust wrote no results (exit code {locust.returncode}; see {log_file})"
+        level.problem = f"Locust wrote no results (exit code {finished.code}; see {log_file})"
+    completed = level.results.get("completed", 0)
+    if level.results and not level.stopped_early and completed < needed:
+        e2e = level.results.get(latency_key("e2el", "median"))
+        level.problem = (f"too few requests to judge: {completed} of the {needed} needed completed in "
+                         f"{level.end - level.start:.0f} s" + (f" (median E2E {e2e / 1000:.1f} s)" if e2e else "")
+                         + "; a longer --level-duration would do")
+    if finished.code == INTERRUPTED:
+        raise KeyboardInterrupt
     return level
-
-
-def locust_base(locustfile: Path, results: Path, metrics_port: int, slos: list[str], extra: list[str]) -> list[str]:
-    return [sys.executable, "-m", "locust", "-f", str(locustfile), "--headless", "--only-summary",
-            "--metrics-port", str(metrics_port), "--results-json", str(results), *[f"--slo={s}" for s in slos],
-            *extra]

@@ -16,12 +16,14 @@ PLOT = "capacity.png"
 
 
 def conclusion(mode: str, unit: str, levels: list[Level], best: float | None, diagnosis: Diagnosis,
-               headroom: float, rule: str) -> dict:
+               headroom: float, rule: str, undecided: str | None = None) -> dict:
+    """`undecided`: why the search stopped before it located the knee, if it did."""
     at_best = next((lv for lv in levels if lv.value == best and lv.passed), None)
     return {
         "mode": mode,
         "unit": unit,
         "max_sustainable": best,
+        "undecided": undecided,
         "recommended": None if best is None else round(best * headroom, 3 if unit == "req/s" else 0),
         "headroom": headroom,
         "request_throughput_at_max": at_best.results.get("request_throughput") if at_best else None,
@@ -41,7 +43,11 @@ def _ms(value: float | None) -> str:
 def markdown(result: dict) -> str:
     unit, best = result["unit"], result["max_sustainable"]
     lines = ["## Capacity", ""]
-    if best is None:
+    if result.get("undecided"):
+        lines.append(f"**The knee was not located**: {result['undecided']}. "
+                  + (f"{best:g} {unit} held, so the server sustains at least that; " if best is not None else "")
+                  + "what lies above is not known.")
+    elif best is None:
         lines.append(f"No level held its SLOs: nothing is sustainable down to the lowest level tried "
                      f"({min((lv['level'] for lv in result['levels']), default=0):g} {unit}).")
     else:

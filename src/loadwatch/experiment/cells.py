@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from loadwatch.capacity.levels import OPEN_LOOP_USERS, locust_base
+from loadwatch.experiment.pace import Pace
 from loadwatch.experiment.spec import Experiment
+from loadwatch.loadrun.locust import Load, LocustRun
 
 
 @dataclass(frozen=True)
@@ -69,21 +69,20 @@ def workload_flags(options: dict, relative_to: Path) -> list[str]:
     return flags
 
 
-def command(experiment: Experiment, cell: Cell, results: Path, metrics_port: int, locustfile: Path,
-            source_dir: Path, warmup_run: bool = False) -> list[str]:
-    """The cell's run; `warmup_run`: the run thrown away before the workload's first cell on an arm."""
-    load = experiment.load
-    seconds = load.warmup_run if warmup_run else load.duration
-    name = cell.run_name(experiment.name).rsplit(".", 1)[0] + ".warmup" if warmup_run else cell.run_name(
-        experiment.name)
-    if cell.unit == "users":
-        users = int(cell.level)
-        rate: list[str] = []
-    else:
-        users = max(1, min(OPEN_LOOP_USERS, math.ceil(cell.level)))
-        rate = ["--request-rate", f"{cell.level:g}"]
-    return [*locust_base(locustfile, results, metrics_port, experiment.slo, []),
-            *workload_flags(experiment.workloads[cell.workload], source_dir),
-            *rate, "-u", str(users), "-r", str(users), "-t", f"{math.ceil(seconds)}s",
-            "--warmup-requests", str(load.warmup_requests), "--warmup-seconds", f"{load.warmup_seconds:g}",
-            "--run-name", name, "--stop-timeout", "10"]
+def cell_run(experiment: Experiment, cell: Cell, template: LocustRun, results: Path, source_dir: Path,
+             pace: Pace | None = None, warmup_run: bool = False) -> LocustRun:
+    """The cell's Locust run, as long as the server's pace needs (`pace`, from the warm-up run) and
+    at least the file's duration; `warmup_run`: the run thrown away before the workload's first
+    cell on an arm, which measures that pace."""
+    spec = experiment.load
+    warmup = {} if warmup_run else {"warmup_requests": spec.warmup_requests, "warmup_seconds": spec.warmup_seconds}
+    load = Load.at(cell.level, cell.unit, spec.warmup_run if warmup_run else spec.duration, **warmup)
+    if pace is not None and not warmup_run:
+        load = load.model_copy(update={"duration": max(load.duration, pace.seconds(load.users, load.rate,
+                                                                                   spec.warmup_seconds))})
+    name = cell.run_name(experiment.name)
+    return replace(template, results=results, load=load, slo=experiment.slo,
+                   run_name=name.rsplit(".", 1)[0] + ".warmup" if warmup_run else name,
+                   # A warm-up run's requests in flight finish, however slow: their E2E is the pace.
+                   stop_timeout=60.0 if warmup_run else pace.stop_timeout if pace else 10.0,
+                   options=workload_flags(experiment.workloads[cell.workload], source_dir))

@@ -3,28 +3,27 @@ with an empty prefix cache, each cell a run folder with its report, then the sum
 
 from __future__ import annotations
 
-import os
+import json
 import shutil
-import signal
-import subprocess
 import time
-from dataclasses import dataclass
+from contextlib import ExitStack
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from loadwatch.capacity.command import CapacityOptions, search
+from loadwatch.capacity.command import search
 from loadwatch.experiment import cells as cells_of
 from loadwatch.experiment import summary
 from loadwatch.experiment.cells import Cell
 from loadwatch.experiment.outcome import Outcome
+from loadwatch.experiment.pace import Pace, too_few
 from loadwatch.experiment.server import ServerError, reset_prefix_cache, restart
 from loadwatch.experiment.spec import Arm, Experiment, ExperimentError, load
-from loadwatch.processes import ComponentError, log_tail, port_or_free
+from loadwatch.loadrun.locust import INTERRUPTED, LocustRun
+from loadwatch.loadrun.stack import new_run_dir, running
+from loadwatch.processes import ComponentError
 from loadwatch.prometheus import PrometheusAPI
 from loadwatch.report.build import ReportError
 from loadwatch.report.commands import annotate, write_report
-from loadwatch.run import INTERRUPTED, new_run_dir
-from loadwatch.stack.settings import StackSettings
-from loadwatch.stack.stack import down, up
 
 ENGINE_START_GUESS = 60.0  # seconds an engine start adds to the first estimate of time left
 
@@ -109,8 +108,17 @@ def experiment_command(options: ExperimentOptions, say) -> int:
     written = summary.write(exp_dir, spec, outcomes, say)
     say(f"summary: {written}")
     failed = [o for o in outcomes if o.problem]
+    short = [o for o in outcomes if o.too_few]
     if failed and code == 0:
         say(f"{len(failed)} of {len(plan)} cells failed: see the summary")
+        code = 1
+    if short and code == 0:
+        say(f"experiment incomplete: {len(short)} of {len(plan)} cells completed too few requests to judge "
+            "(the summary says how many, and the duration that would do)")
+        code = 1
+    undecided = [o for o in outcomes if o.capacity and o.capacity.get("undecided")]
+    if undecided and code == 0:
+        say(f"experiment incomplete: {len(undecided)} capacity searches did not locate the knee (see the summary)")
         code = 1
     return code
 
@@ -120,69 +128,86 @@ def run_arm(spec: Experiment, name: str, arm: Arm, cells: list[Cell], exp_dir: P
     """Run the arm's cells, each outcome added to `outcomes` as it ends (an interruption keeps them)."""
     arm_dir = exp_dir / name
     (arm_dir / "logs").mkdir(parents=True, exist_ok=True)
-    settings = StackSettings()
-    try:
-        if arm.restart and arm.target:
-            say(f"arm {name}: restarting {arm.target}")
-            with open(arm_dir / "logs" / "restart.log", "w") as log:
-                restart(arm.restart, arm.target, arm.ready_timeout, log)
-        say(f"arm {name}: " + (f"target {arm.target}" if arm.target else
-                               f"embedded engine with {' '.join(arm.vllm_args) or 'its defaults'}"))
-        stack = up(settings, arm_dir, arm.target, arm.vllm_args, client_port=port_or_free(0), say=say,
-                   dev_endpoints=spec.reset_prefix_cache)
-    except (ComponentError, ServerError) as exc:
-        say(f"error: arm {name} did not start, its {len(cells)} cells are skipped: {exc}")
-        progress.skip(len(cells))
-        outcomes += [Outcome(c, exp_dir / c.folder, problem=f"the arm did not start: {exc}") for c in cells]
-        return
-    api = PrometheusAPI(stack.url("prometheus"))
-    target = arm.target or stack.target
-    env = {**os.environ, "LOCUST_HOST": target}
-    try:
+    with ExitStack() as arm_stack:
+        try:
+            if arm.restart and arm.target:
+                say(f"arm {name}: restarting {arm.target}")
+                with open(arm_dir / "logs" / "restart.log", "w") as log:
+                    restart(arm.restart, arm.target, arm.ready_timeout, log)
+            say(f"arm {name}: " + (f"target {arm.target}" if arm.target else
+                                   f"embedded engine with {' '.join(arm.vllm_args) or 'its defaults'}"))
+            stack = arm_stack.enter_context(running(arm_dir, arm.target, arm.vllm_args, say,
+                                                    dev_endpoints=spec.reset_prefix_cache))
+        except (ComponentError, ServerError) as exc:
+            say(f"error: arm {name} did not start, its {len(cells)} cells are skipped: {exc}")
+            progress.skip(len(cells))
+            outcomes += [Outcome(c, exp_dir / c.folder, problem=f"the arm did not start: {exc}") for c in cells]
+            return
+        api = PrometheusAPI(stack.url("prometheus"))
+        target = arm.target or stack.target
+        template = LocustRun(options.locustfile, metrics_port=stack.client_port)
         arms_left = len(spec.arms) - list(spec.arms).index(name) - 1
+        paces: dict[str, Pace] = {}
         for cell in cells:
             progress.start(cell, arms_left)
             outcome = Outcome(cell, exp_dir / cell.folder)
-            if not cell.search and cell.repeat == 1 and spec.load.warmup_run and \
-                    not any(o.cell.arm == name and o.cell.workload == cell.workload for o in outcomes):
-                warm_up(spec, cell, exp_dir, env, stack.client_port, options)
+            if not cell.search and cell.workload not in paces and spec.load.warmup_run:
+                paces[cell.workload] = warm_up(spec, cell, exp_dir, target, template, options, say)
             if spec.reset_prefix_cache and (why := reset_prefix_cache(target)):
                 outcome.notes.append(why)
                 if not any(why in o.notes for o in outcomes):
                     say(f"warning: {why}")
             if outcome.cell.search:
-                search_cell(spec, outcome, target, stack.client_port, api, options, say)
+                search_cell(spec, outcome, target, template, api, options, say)
             else:
-                run_cell(spec, outcome, env, stack.client_port, api, options)
+                run_cell(spec, outcome, target, template, paces.get(cell.workload), api, options, say)
             outcomes.append(outcome)
             progress.finish()
-    finally:
-        for component in stack.dead():
-            say(f"error: {component.name} died; end of {component.log}:\n{log_tail(component.log)}")
-        down(settings)
 
 
-def warm_up(spec: Experiment, cell: Cell, exp_dir: Path, env: dict[str, str], metrics_port: int,
-            options: ExperimentOptions) -> None:
-    """A run of the cell's workload whose figures nobody reads: kernels for its shapes get compiled."""
+def warm_up(spec: Experiment, cell: Cell, exp_dir: Path, target: str, template: LocustRun,
+            options: ExperimentOptions, say) -> Pace:
+    """A run of the cell's workload whose figures nobody compares: kernels for its shapes get
+    compiled, and its requests' E2E tells how long this arm's cells must be."""
     folder = exp_dir / cell.arm / cell.workload / "warmup"
     folder.mkdir(parents=True, exist_ok=True)
-    _locust(cells_of.command(spec, cell, folder / "results.json", metrics_port, options.locustfile,
-                             options.file.resolve().parent, warmup_run=True), env, folder / "locust.log")
+    locust = cells_of.cell_run(spec, cell, template, folder / "results.json", options.file.resolve().parent,
+                               warmup_run=True)
+    if locust.run(target, folder / "locust.log", say).code == INTERRUPTED:
+        raise KeyboardInterrupt
+    try:
+        results = json.loads(locust.results.read_text())
+    except (OSError, ValueError):
+        results = {}
+    pace = Pace.of(results, spec.load.warmup_run)
+    assert locust.load is not None
+    seconds = pace.seconds(locust.load.users, locust.load.rate, spec.load.warmup_seconds)
+    if seconds > spec.load.duration:
+        say(f"  {cell.arm} / {cell.workload}: requests take {pace.e2e:.1f} s here (warm-up p90 E2E, "
+            f"{pace.completed} completed), so its cells run {seconds:.0f} s instead of {spec.load.duration:g} s")
+    return pace
 
 
-def run_cell(spec: Experiment, outcome: Outcome, env: dict[str, str], metrics_port: int, api: PrometheusAPI,
-             options: ExperimentOptions) -> None:
+def run_cell(spec: Experiment, outcome: Outcome, target: str, template: LocustRun, pace: Pace | None,
+             api: PrometheusAPI, options: ExperimentOptions, say) -> None:
     outcome.folder.mkdir(parents=True, exist_ok=True)
-    results = outcome.folder / "results.json"
-    command = cells_of.command(spec, outcome.cell, results, metrics_port, options.locustfile,
-                               options.file.resolve().parent)
+    locust = cells_of.cell_run(spec, outcome.cell, template, outcome.folder / "results.json",
+                               options.file.resolve().parent, pace)
     log = outcome.folder / "locust.log"
-    code = _locust(command, env, log)
+    code = locust.run(target, log, say).code
+    if code == INTERRUPTED:
+        raise KeyboardInterrupt
+    results = locust.results
     if not results.exists():
         outcome.problem = f"Locust wrote no results (exit code {code}); see {log}"
         return
     outcome.results = results
+    assert locust.load is not None
+    try:
+        outcome.too_few = too_few(json.loads(results.read_text()), locust.load.duration, pace, locust.load.users,
+                                  locust.load.rate, spec.load.warmup_seconds)
+    except (OSError, ValueError):
+        outcome.too_few = None
     time.sleep(spec.cool_down)  # the engine's counters reach Prometheus before they are read
     try:
         write_report(results, api, "30s", lambda message: None, settle=spec.cool_down)
@@ -192,29 +217,11 @@ def run_cell(spec: Experiment, outcome: Outcome, env: dict[str, str], metrics_po
         annotate(results, options.grafana_url, None, lambda message: outcome.notes.append(message))
 
 
-def search_cell(spec: Experiment, outcome: Outcome, target: str, metrics_port: int, api: PrometheusAPI,
+def search_cell(spec: Experiment, outcome: Outcome, target: str, template: LocustRun, api: PrometheusAPI,
                 options: ExperimentOptions, say) -> None:
     """`loadwatch capacity`'s search on the arm's stack, with the cell's workload."""
     assert spec.load.capacity is not None
     outcome.folder.mkdir(parents=True, exist_ok=True)
-    search_options = CapacityOptions(
-        locustfile=options.locustfile, slo=spec.slo, target=target,
-        locust_args=cells_of.workload_flags(spec.workloads[outcome.cell.workload], options.file.resolve().parent),
-        **spec.load.capacity.model_dump())
-    outcome.capacity = search(search_options, metrics_port, api, target, outcome.folder,
-                              lambda message: say(f"  {message}"))
-
-
-def _locust(command: list[str], env: dict[str, str], log: Path) -> int:
-    """Locust's exit code; Ctrl-C lets it write what it measured, then is raised again."""
-    with open(log, "w") as out:
-        locust = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT)
-        try:
-            return locust.wait()
-        except KeyboardInterrupt:
-            locust.send_signal(signal.SIGINT)
-            try:
-                locust.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                locust.kill()
-            raise
+    workload = cells_of.workload_flags(spec.workloads[outcome.cell.workload], options.file.resolve().parent)
+    outcome.capacity = search(spec.load.capacity, replace(template, slo=spec.slo, options=workload), api, target,
+                              outcome.folder, lambda message: say(f"  {message}"))

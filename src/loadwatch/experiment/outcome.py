@@ -14,5 +14,6 @@ class Outcome:
     folder: Path
     results: Path | None = None  # None: the cell produced no results
     problem: str | None = None
+    too_few: str | None = None  # the cell ran, but completed too few requests to judge: why, in words
     notes: list[str] = field(default_factory=list)
     capacity: dict | None = None  # a capacity search's conclusion

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
+from loadwatch.capacity.options import CapacityOptions
+from loadwatch.durations import Seconds
 from loadwatch.metrics.slo import parse_slo
-from loadwatch.run import parse_duration
 from loadwatch.settings import LoadSettings
 
 NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"  # names become folders and run ids
@@ -50,49 +51,22 @@ class Arm(Strict):
         return self
 
 
-def _seconds(value: object) -> object:
-    if isinstance(value, str):
-        try:
-            return parse_duration(value)
-        except ValueError:
-            raise ValueError(f"not a duration: {value!r} (e.g. 40s, 2m)") from None
-    return value
-
-
-class Capacity(Strict):
-    """`loadwatch capacity`'s search as an arm's load: its options, as on its command line."""
-
-    mode: Literal["rate", "users"] = "users"
-    start: float | None = Field(None, gt=0)
-    level_duration: float = Field(30.0, gt=0)
-    warmup: float = Field(5.0, ge=0)
-    max_duration: float = Field(1200.0, gt=0)
-    precision: float = Field(0.1, gt=0, lt=1)
-    headroom: float = Field(0.8, gt=0, le=1)
-    cool_down: float = Field(10.0, ge=0)
-
-    _durations = field_validator("level_duration", "warmup", "max_duration", "cool_down", mode="before")(
-        lambda value: _seconds(value))
-
-
 class Load(Strict):
     users: list[int] = Field([4], description="closed loop: users, one level each")
     request_rate: list[float] = Field([], description="open loop instead: requests/s, one level each")
-    duration: float = Field(40.0, gt=0, description="seconds of each cell, warm-up included")
+    duration: Seconds = Field(40.0, gt=0, description="seconds of each cell, warm-up included")
     warmup_requests: int = Field(0, ge=0)
     warmup_seconds: float = Field(0.0, ge=0)
-    warmup_run: float = Field(10.0, ge=0, description="seconds of a run of each workload, thrown away, before "
+    warmup_run: Seconds = Field(10.0, ge=0, description="seconds of a run of each workload, thrown away, before "
                                                       "its first cell on each arm: the engine's first requests of "
                                                       "a new shape compile kernels, which would slow its r1")
-    capacity: Capacity | None = Field(None, description="a capacity search per arm and workload instead of "
+    capacity: CapacityOptions | None = Field(None, description="a capacity search per arm and workload instead of "
                                                         "fixed levels (needs slo)")
 
     @field_validator("users", "request_rate", mode="before")
     @classmethod
     def _one_or_many(cls, value: object) -> object:
         return [value] if isinstance(value, int | float) else value
-
-    _duration = field_validator("duration", "warmup_run", mode="before")(lambda value: _seconds(value))
 
     @field_validator("users")
     @classmethod
@@ -125,7 +99,7 @@ class Experiment(Strict):
     baseline: str | None = Field(None, description="the arm the others are compared with; default the first")
     load: Load = Load()
     slo: list[str] = []
-    cool_down: float = Field(6.0, ge=0, description="seconds after each cell: the engine's counters settle "
+    cool_down: Seconds = Field(6.0, ge=0, description="seconds after each cell: the engine's counters settle "
                                                     "before its figures are read")
     reset_prefix_cache: bool = Field(True, description="empty the prefix cache before each run")
 

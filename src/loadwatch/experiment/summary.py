@@ -48,9 +48,12 @@ def group(experiment: Experiment, outcomes: list[Outcome]) -> list[dict]:
             continue
         g = groups.setdefault(o.cell.group, {"arm": o.cell.arm, "workload": o.cell.workload, "level": o.cell.level,
                                              "unit": o.cell.unit, "folder": str(o.cell.group), "runs": [],
-                                             "engines": [], "failed_cells": 0})
+                                             "engines": [], "failed_cells": 0, "short_cells": 0})
         if o.results is None:
             g["failed_cells"] += 1
+            continue
+        if o.too_few:  # its figures would be noise, or n/a: the notes say why instead
+            g["short_cells"] += 1
             continue
         g["runs"].append(o.results)
         g["engines"].append(_engine(o))
@@ -117,7 +120,7 @@ def pareto(groups: list[dict], path: Path) -> Path | None:
 def capacities(outcomes: list[Outcome]) -> list[dict]:
     """Each arm and workload's capacity search: what it sustained and what limits it."""
     return [{"arm": o.cell.arm, "workload": o.cell.workload, "folder": str(o.cell.folder),
-             **{key: o.capacity.get(key) for key in ("unit", "max_sustainable", "recommended",
+             **{key: o.capacity.get(key) for key in ("unit", "max_sustainable", "recommended", "undecided",
                                                      "output_throughput_at_max", "limit", "limit_explained")}}
             for o in outcomes if o.cell.search and o.capacity is not None]
 
@@ -125,11 +128,20 @@ def capacities(outcomes: list[Outcome]) -> list[dict]:
 def _capacity_table(rows: list[dict]) -> list[str]:
     return ["## Capacity", "", "The most load each arm sustained within the SLOs (`loadwatch capacity`'s search, "
             "once per arm and workload), and the limit that binds.", "",
+            *(f"- {c['arm']} / {c['workload']}: the knee was not located: {c['undecided']}." for c in rows
+              if c["undecided"]), *([""] if any(c["undecided"] for c in rows) else []),
             *table(["arm", "workload", "sustained", "recommended", "output tok/s at it", "limit"],
                    [[c["arm"], c["workload"],
-                     "none" if c["max_sustainable"] is None else f"{c['max_sustainable']:g} {c['unit']}",
+                     ("none" if c["max_sustainable"] is None else f"{c['max_sustainable']:g} {c['unit']}")
+                     + (" or more (knee not located)" if c["undecided"] else ""),
                      "n/a" if c["recommended"] is None else f"{c['recommended']:g} {c['unit']}",
                      number(c["output_throughput_at_max"]), c["limit"] or "n/a"] for c in rows])]
+
+
+def _runs(g: dict) -> str:
+    left_out = [f"{g[key]} {word}" for key, word in (("failed_cells", "failed"), ("short_cells", "too short"))
+                if g[key]]
+    return f"{len(g['runs'])}" + (f" ({', '.join(left_out)})" if left_out else "")
 
 
 def _level(g: dict) -> str:
@@ -155,7 +167,7 @@ def render(experiment: Experiment, groups: list[dict], rows: list[dict], notes: 
     header = ["arm", "workload", *(["load"] if many_levels else []), "runs", *(label for label, _ in FIGURES),
               "prefix-cache hits", "KV cache peak", "preemptions"]
     lines += table(header, [[g["arm"], g["workload"], *([_level(g)] if many_levels else []),
-                             f"{len(g['runs'])}" + (f" ({g['failed_cells']} failed)" if g["failed_cells"] else ""),
+                             _runs(g),
                              *(number(g["figures"][key]) for _, key in FIGURES),
                              share(g["engine"]["prefix_cache_hit_ratio"]), share(g["engine"]["kv_cache_usage_peak"]),
                              number(g["engine"]["preemptions"], 0)] for g in groups])
@@ -187,6 +199,7 @@ def write(exp_dir: Path, experiment: Experiment, outcomes: list[Outcome], say) -
     rows = verdicts(experiment, groups)
     notes = sorted({n for o in outcomes for n in o.notes}
                    | {f"{o.cell.folder}: {o.problem}" for o in outcomes if o.problem}
+                   | {f"{o.cell.folder}: {o.too_few}; left out of the figures" for o in outcomes if o.too_few}
                    | {f"{g['folder']}: {g['problem']}" for g in groups if g.get("problem")})
     plot = pareto(groups, exp_dir / PARETO) if len(experiment.load.levels) > 1 else None
     capacity = capacities(outcomes)
@@ -197,7 +210,8 @@ def write(exp_dir: Path, experiment: Experiment, outcomes: list[Outcome], say) -
                 "pareto": plot.name if plot else None,
                 "cells": [{"folder": str(o.cell.folder), "arm": o.cell.arm, "workload": o.cell.workload,
                            "level": o.cell.level, "unit": o.cell.unit, "repeat": o.cell.repeat,
-                           "results": str(o.results) if o.results else None, "problem": o.problem}
+                           "results": str(o.results) if o.results else None, "problem": o.problem,
+                           "too_few": o.too_few}
                           for o in outcomes]}
     write_atomically(exp_dir / "summary.json", json.dumps(document, indent=2) + "\n")
     write_atomically(exp_dir / "summary.md", render(experiment, groups, rows, notes, plot, capacity))

@@ -1,0 +1,41 @@
+"""The stack's lifecycle around a load run: up, described, and down again whatever happens, with
+any part that died during the run named and the end of its log shown."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+
+from loadwatch.processes import log_tail, port_or_free
+from loadwatch.stack.settings import StackSettings
+from loadwatch.stack.stack import Stack, down, up
+
+
+def new_run_dir(out: Path) -> Path:
+    return out / datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+
+
+def describe(stack: Stack, say) -> None:
+    say(f"target (vLLM): {stack.target}")
+    for component in stack.components:
+        say(f"{component.name}: {component.url} (pid {component.pid}, log {component.log})")
+
+
+@contextmanager
+def running(run_dir: Path, target: str | None, vllm_args: list[str], say, settings: StackSettings | None = None,
+            client_port: int = 0, dev_endpoints: bool = False) -> Iterator[Stack]:
+    """The stack up for the body (the embedded engine unless `target`), then down. Starting raises
+    ComponentError with the reason; nothing is left running either way."""
+    settings = settings or StackSettings()
+    stack = up(settings, run_dir, target, vllm_args, client_port=port_or_free(client_port), say=say,
+               dev_endpoints=dev_endpoints)
+    describe(stack, say)
+    try:
+        yield stack
+    finally:
+        for component in stack.dead():
+            say(f"error: {component.name} died during the run; end of {component.log}:\n{log_tail(component.log)}")
+        down(settings)
+        say("stack stopped" + (" (embedded engine included)" if stack.engine_started else ""))

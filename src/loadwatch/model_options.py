@@ -1,0 +1,40 @@
+"""argparse options generated from a pydantic model's fields, as the Locust options are generated
+from LoadSettings (`loadgen/options.py`, on Locust's own parser): the flag is the field's name, the
+help its description with its default, choices its Literal. The model validates what was given."""
+
+from __future__ import annotations
+
+import argparse
+import types
+import typing
+from typing import Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ValidationError
+
+
+def add_model_options(parser: argparse.ArgumentParser, model: type[BaseModel]) -> None:
+    """Every field as `--name-with-dashes`, its value left as text for the model to check (a
+    duration is `30s`); unset options stay None and the model's default applies."""
+    for name, info in model.model_fields.items():
+        kind = info.annotation
+        if isinstance(kind, types.UnionType):  # `float | None`: the option is the float
+            kind = next(a for a in typing.get_args(kind) if a is not type(None))
+        kwargs: dict[str, Any] = {"default": None, "dest": name}
+        if typing.get_origin(kind) is Literal:
+            kwargs["choices"] = list(typing.get_args(kind))
+        # A duration's default in seconds, as `30s`: the form the option takes.
+        unit = "s" if any(isinstance(m, BeforeValidator) for m in info.metadata) else ""
+        default = "" if info.default is None else f" (default {info.default:g}{unit})" \
+            if isinstance(info.default, float) else f" (default {info.default})"
+        kwargs["help"] = f"{info.description or ''}{default}"
+        parser.add_argument("--" + name.replace("_", "-"), **kwargs)
+
+
+def model_from_args(model: type[BaseModel], args: argparse.Namespace) -> BaseModel:
+    """The model from the options given; ValueError naming each bad option as its flag."""
+    given = {name: getattr(args, name) for name in model.model_fields if getattr(args, name, None) is not None}
+    try:
+        return model.model_validate(given)
+    except ValidationError as exc:
+        raise ValueError("; ".join(f"--{str(e['loc'][0]).replace('_', '-')}: {e['msg'].removeprefix('Value error, ')}"
+                                   for e in exc.errors())) from None

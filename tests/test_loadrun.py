@@ -1,0 +1,68 @@
+"""One Locust run: its command line from its load, and the generated capacity options with one set
+of defaults whether they come from the command line or an experiment file."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from loadwatch.capacity.options import CapacityOptions
+from loadwatch.durations import parse_duration
+from loadwatch.experiment.pace import MIN_COMPLETED, Pace, too_few
+from loadwatch.loadrun.locust import OPEN_LOOP_USERS, Load, LocustRun
+from loadwatch.model_options import add_model_options, model_from_args
+
+
+def test_a_level_of_users_is_a_closed_loop_and_a_rate_an_open_one_shared_by_at_most_16_users():
+    assert Load.at(3, "users", 10).arguments() == ["-u", "3", "-r", "3", "-t", "10s"]
+    assert Load.at(2.5, "req/s", 9.2, warmup_seconds=2).arguments() == [
+        "--request-rate", "2.5", "-u", "3", "-r", "3", "-t", "10s", "--warmup-seconds", "2"]
+    assert Load.at(100, "req/s", 5).users == OPEN_LOOP_USERS
+
+
+def test_the_command_names_every_file_and_option_once_and_keeps_the_host_out_of_argv():
+    run = LocustRun(Path("chat.py"), Path("out/r.json"), 9646, Load(users=2, duration=5), slo=["ttft_p90_ms=100"],
+                    run_name="x.r1", stage_name="level-01", checkpoint_interval=2.0, options=["--max-tokens", "8"])
+    command = run.command()
+    joined = " ".join(command)
+    assert "--results-json out/r.json" in joined and "--metrics-port 9646" in joined
+    assert "--run-name x.r1 --stage-name level-01" in joined and "--checkpoint-interval 2" in joined
+    assert "--slo=ttft_p90_ms=100" in command and command[-2:] == ["--max-tokens", "8"]
+    assert "--engine-metrics" not in command and "-H" not in command and "--host" not in command
+    assert run.partial_results == Path("out/r.partial.json")
+    with pytest.raises(ValueError, match="needs its load"):
+        LocustRun(Path("chat.py")).command()
+
+
+def test_capacity_options_have_one_set_of_defaults_on_the_command_line_and_in_a_file():
+    parser = argparse.ArgumentParser()
+    add_model_options(parser, CapacityOptions)
+    from_cli = model_from_args(CapacityOptions, parser.parse_args([]))
+    assert from_cli == CapacityOptions() == CapacityOptions.model_validate({})
+    assert from_cli.mode == "rate" and from_cli.unit == "req/s"
+    given = model_from_args(CapacityOptions, parser.parse_args(["--mode", "users", "--level-duration", "2m",
+                                                                "--headroom", "0.5"]))
+    assert given == CapacityOptions.model_validate({"mode": "users", "level_duration": "2m", "headroom": 0.5})
+    assert given.level_duration == 120
+    with pytest.raises(ValueError, match="--headroom: .*less than or equal to 1"):
+        model_from_args(CapacityOptions, parser.parse_args(["--headroom", "5"]))
+    with pytest.raises(ValueError, match="--warmup: not a duration"):
+        model_from_args(CapacityOptions, parser.parse_args(["--warmup", "soon"]))
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--mode", "fast"])
+
+
+def test_durations_are_read_as_people_write_them():
+    assert [parse_duration(t) for t in ("500ms", "30s", "2m", "1h", "7")] == [0.5, 30, 120, 3600, 7]
+
+
+def test_a_cell_too_short_to_judge_says_how_many_completed_what_was_seen_and_what_would_do():
+    pace = Pace.of({"completed": 3, "p90_e2el_ms": 12_000}, seconds=10)
+    assert pace == Pace(12.0, 3) and pace.stop_timeout == 24
+    assert Pace.of({"completed": 0}, seconds=10).e2e == 10  # nothing finished: at least the run's length
+    assert too_few({"completed": MIN_COMPLETED}, 6, pace, 1, 4.0, 0) is None
+    words = too_few({"completed": 2, "median_e2el_ms": 11_500}, 6, pace, 1, 4.0, 0)
+    assert words == "too few requests to judge: 2 of 20 completed in 6 s (median E2E 11.5 s); --duration 17s would do"
+    assert "no request finished" in too_few({"completed": 0}, 6, None, 1, None, 0)
