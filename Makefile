@@ -11,7 +11,8 @@ SMALL_ENGINE := --vllm-arg=--num-gpu-blocks-override=20 --vllm-arg=--max-num-seq
 CAPACITY ?= --mode users --start 1 --slo ttft_p90_ms=1000 --level-duration 15s --cool-down 3s
 WORKLOAD ?= --max-tokens 200 --ignore-eos
 
-.PHONY: setup run test lint benchmark clean
+.PHONY: setup run check test lint generate benchmark clean
+PYTEST := $(VENV)/bin/python -m pytest -q -p no:cacheprovider
 
 $(STAMP): pyproject.toml
 	scripts/apt-install python3-venv
@@ -27,13 +28,27 @@ run: setup
 	$(VENV)/bin/loadwatch capacity $(if $(TARGET),--target $(TARGET),$(SMALL_ENGINE)) $(CAPACITY) $(RUN_ARGS) \
 		-- $(WORKLOAD)
 
-test: setup lint
+# `make check`: what a contributor runs before each commit (under 3 minutes): lint, types and the
+# unit tier, which starts no process and takes under a second a test (tests/conftest.py enforces it).
+check: lint
+	$(PYTEST) tests/unit
+
+# `make test`: every tier, the unit tier first (a failure stops there), then the integration and e2e
+# tiers, their slowest tests listed and every test's duration kept in test-durations.xml.
+test: check
 	scripts/apt-install chromium prometheus prometheus-alertmanager
-	$(VENV)/bin/python -m pytest -q --durations=15
+	$(VENV)/bin/loadwatch engine setup
+	$(PYTEST) tests/integration tests/e2e --durations=25 --junitxml=test-durations.xml
 
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
+
+# Every generated file, in order: the manifests carry the rules and dashboards.
+generate: setup
+	$(VENV)/bin/python -m loadwatch.rules
+	$(VENV)/bin/python -m loadwatch.grafana
+	$(VENV)/bin/python -m loadwatch.deploy
 
 # The embedded engine's venv carries the `vllm bench serve` that fidelity.py runs beside loadwatch.
 benchmark: setup

@@ -22,6 +22,51 @@ from prometheus_client.parser import text_string_to_metric_families
 REPO = Path(__file__).resolve().parents[1]
 
 
+TIERS = ("unit", "integration", "e2e")  # tests/<tier>/...: the directory sets the tier and its marker
+UNIT_SECONDS = 1.0
+
+
+def pytest_collection_modifyitems(items) -> None:
+    for item in items:
+        tier = _tier(item)
+        if tier is None:
+            item.add_marker(pytest.mark.misplaced)
+        elif tier != "unit":
+            item.add_marker(getattr(pytest.mark, tier))
+
+
+def _tier(item) -> str | None:
+    parts = Path(item.path).relative_to(REPO / "tests").parts
+    return parts[0] if len(parts) > 1 and parts[0] in TIERS else None
+
+
+@pytest.fixture(autouse=True)
+def _unit_tests_start_no_process(request, monkeypatch):
+    """A unit test that starts a process (Locust, Prometheus, promtool, a fake server) belongs in
+    tests/integration: the unit tier must answer in seconds on any machine."""
+    if request.node.get_closest_marker("misplaced"):
+        pytest.fail(f"{request.node.path} is in no tier: move it under tests/unit, tests/integration or tests/e2e")
+    if _tier(request.node) != "unit":
+        return
+
+    def refuse(*args, **kwargs):
+        pytest.fail("a unit test started a process: move it to tests/integration", pytrace=False)
+
+    for popen in {subprocess.Popen, *(sys.modules[m].Popen for m in ("gevent.subprocess",) if m in sys.modules)}:
+        monkeypatch.setattr(popen, "_execute_child", refuse)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A unit test over UNIT_SECONDS fails, saying where it belongs."""
+    outcome = yield
+    report = outcome.get_result()
+    if call.when == "call" and report.passed and _tier(item) == "unit" and call.duration > UNIT_SECONDS:
+        report.outcome = "failed"
+        report.longrepr = (f"{item.nodeid} took {call.duration:.1f} s: a unit test answers in under "
+                           f"{UNIT_SECONDS:g} s; make it faster or move it to tests/integration")
+
+
 def pytest_runtest_setup(item) -> None:
     """`@pytest.mark.needs("promtool")`: skipped where the program is missing, except under CI
     (CI=true, as .ci/run runs), which installs it: there a missing program fails the test."""

@@ -1,7 +1,7 @@
 """Every metric family loadwatch exports, named once: the project's stable names.
 
 The load generator, the sidecar, the dashboards, the recording rules, the report and its plot
-read the names from here; tests/test_catalogue.py fails when a dashboard, rule or module names a
+read the names from here; tests/unit/test_catalogue.py fails when a dashboard, rule or module names a
 loadwatch series that is not here. Counters are named as prometheus_client's families take them,
 without `_total`; a query adds it (`total(...)`).
 """

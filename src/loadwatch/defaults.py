@@ -1,7 +1,7 @@
 """Default ports and listen address of every part of the stack, declared once.
 
 Python code reads them from here; the YAML, compose file, manifests and Dockerfiles that cannot
-import Python are checked against them by tests/test_defaults.py.
+import Python are checked against them by tests/unit/test_defaults.py.
 """
 
 from __future__ import annotations

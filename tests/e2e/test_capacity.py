@@ -1,6 +1,6 @@
 """`loadwatch capacity` on the embedded engine names the limit that binds: a KV cache of 20 blocks
 is KV-bound. (Two batch slots with a roomy cache, slot-bound, is the diagnosis's unit test; a
-target without vLLM's metrics is "SLO only": tests/capacity/test_capacity_run.py.)"""
+target without vLLM's metrics is "SLO only": tests/integration/capacity/test_capacity_run.py.)"""
 
 from __future__ import annotations
 
@@ -9,9 +9,6 @@ import os
 import subprocess
 import sys
 
-import pytest
-
-pytestmark = pytest.mark.e2e
 SMALL_KV = ["--num-gpu-blocks-override=20", "--max-num-seqs=8", "--max-model-len=288"]
 
 

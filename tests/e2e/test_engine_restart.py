@@ -19,14 +19,10 @@ import threading
 import time
 from pathlib import Path
 
-import pytest
-
 from loadwatch.engine import process
 from loadwatch.engine.settings import EngineSettings
 from loadwatch.engine.setup import ensure_engine, ensure_model
 from tests.conftest import REPO, free_port
-
-pytestmark = pytest.mark.e2e
 
 
 def _close_after(head: bytes) -> bytes:
@@ -60,7 +56,7 @@ class CountingProxy:
         self.server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.port = self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
 
     def serve(self, client: socket.socket) -> None:
         try:

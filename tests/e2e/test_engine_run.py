@@ -15,8 +15,6 @@ from loadwatch.engine.setup import ensure_engine, ensure_model
 from tests.conftest import REPO, scrape, total, wait_for
 from tests.e2e.exporter_watch import ExporterWatch
 
-pytestmark = pytest.mark.e2e
-
 
 @pytest.fixture(scope="module")
 def engine():

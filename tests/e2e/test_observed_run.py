@@ -17,12 +17,11 @@ import pytest
 from loadwatch.engine.settings import EngineSettings
 from loadwatch.stack.readback import prometheus_on
 from tests.conftest import REPO
+from tests.dashboard_queries import VALUES, queries, variable_selectors
 from tests.e2e.test_saturation_alert import TINY_KV, short_rules
 from tests.e2e.test_spec_decode import NGRAM
-from tests.grafana.fake_grafana import FakeGrafana
-from tests.grafana.queries import VALUES, queries, variable_selectors
+from tests.fakes.grafana import FakeGrafana
 
-pytestmark = pytest.mark.e2e
 NO_GPU_HERE = "DCGM_FI_DEV_"  # NVIDIA's DCGM exporter: no GPU on this machine, so no such series
 KEY, TOKEN = "sk-sentinel-e2e-71c0", "glsa_sentinel_e2e_9b2d"
 SEEN: dict[str, str] = {}  # what the run showed: its output and every command line of its processes

@@ -8,14 +8,12 @@ import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-import pytest
 import yaml
 
 from loadwatch.stack.settings import StackSettings
 from loadwatch.stack.stack import down, up
 from tests.conftest import REPO, get, wait_for
 
-pytestmark = pytest.mark.e2e
 # 20 blocks of 32 tokens (19 usable) shared by up to 8 sequences of up to 288 tokens: 12 users
 # asking for 200 tokens each keep it full, preempting, with the rest waiting.
 TINY_KV = ["--num-gpu-blocks-override", "20", "--max-num-seqs", "8", "--max-model-len", "288"]
@@ -36,7 +34,7 @@ class Webhook:
                 pass
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/alerts"
 
     def saw(self, alertname: str, status: str) -> bool:

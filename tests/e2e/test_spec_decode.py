@@ -12,7 +12,6 @@ from loadwatch.engine.setup import ensure_engine, ensure_model
 from tests.e2e.exporter_watch import ExporterWatch
 from tests.e2e.test_engine_run import headless
 
-pytestmark = pytest.mark.e2e
 NGRAM = json.dumps({"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 3, "prompt_lookup_min": 1})
 
 

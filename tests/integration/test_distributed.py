@@ -9,7 +9,6 @@ import subprocess
 import time
 
 import psutil
-import pytest
 
 from tests.conftest import (
     finish,
@@ -20,8 +19,6 @@ from tests.conftest import (
     total,
     wait_for,
 )
-
-pytestmark = pytest.mark.integration
 
 FAULTS = {
     "http_500": 7,

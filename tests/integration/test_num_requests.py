@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import subprocess
 
-import pytest
-
 from tests.conftest import (
     finish,
     free_port,
@@ -16,8 +14,6 @@ from tests.conftest import (
     total,
     wait_for,
 )
-
-pytestmark = pytest.mark.integration
 
 
 def test_exactly_n_measured_requests_and_warmup_in_no_histogram(fake_server, tmp_path):

@@ -15,8 +15,6 @@ import pytest
 from loadwatch.metrics.sketch import ACCURACY
 from tests.conftest import get, locust_command
 
-pytestmark = pytest.mark.integration
-
 
 def test_one_record_per_request_named_as_the_server_saw_it_and_checkpoints_during_the_run(fake_server, tmp_path):
     server = fake_server("--ttft", "0.02", "--itl", "0.005", "--tokens", "6", "--fault", "http_500=9")

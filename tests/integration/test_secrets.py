@@ -14,11 +14,9 @@ import urllib.parse
 import urllib.request
 
 import psutil
-import pytest
 
 from tests.conftest import REPO, finish, free_port, get, locust_command, scrape, total, wait_for
 
-pytestmark = pytest.mark.integration
 SENTINEL = "sk-sentinel-5f3a9c71"
 
 

@@ -10,8 +10,6 @@ import pytest
 
 from tests.conftest import finish, free_port, locust_command, scrape
 
-pytestmark = pytest.mark.integration
-
 
 def watch_stages(port: int, process: subprocess.Popen) -> list[str]:
     """The stage label of loadwatch_run_info, each time it changes, until the run ends."""

@@ -9,7 +9,7 @@ import pytest
 
 from tests.conftest import finish, free_port, get, locust_command, wait_for
 
-pytestmark = [pytest.mark.integration, pytest.mark.browser]
+pytestmark = pytest.mark.browser
 CHROMIUM = shutil.which("chromium")
 
 

@@ -11,9 +11,9 @@ import subprocess
 import pytest
 
 from tests.conftest import finish, free_port, get, locust_command, wait_for
-from tests.integration.fake_engine import FakeEngine
+from tests.fakes.engine import FakeEngine
 
-pytestmark = [pytest.mark.integration, pytest.mark.browser]
+pytestmark = pytest.mark.browser
 CHROMIUM = shutil.which("chromium")
 
 

@@ -4,7 +4,7 @@ geventhttpclient's readline searches its whole buffer again after every read and
 one endless line grows memory and CPU without end, and while bytes keep arriving it never yields,
 so no other user, heartbeat or scrape of the process runs. This reader resumes its search where
 it stopped, fails a line past the limit as malformed, and lets other greenlets run between reads.
-It works on geventhttpclient's response buffer (pinned in pyproject.toml; tests/client cover it).
+It works on geventhttpclient's response buffer (pinned in pyproject.toml; tests/unit/client cover it).
 """
 
 from __future__ import annotations

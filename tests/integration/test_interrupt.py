@@ -1,0 +1,50 @@
+"""Interrupting `loadwatch run` loses nothing and orphans nothing: Locust writes its results, every
+part of the stack is stopped, and the exit code is 130."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from tests.conftest import wait_for
+
+pytestmark = pytest.mark.needs("prometheus")
+
+
+@pytest.mark.parametrize("how", ["SIGTERM to loadwatch", "Ctrl-C to the terminal's process group"])
+def test_an_interrupted_run_keeps_its_results_and_stops_everything(fake_server, tmp_path, how):
+    server = fake_server("--tokens", "4")
+    home = tmp_path / "home"
+    run = subprocess.Popen(
+        [sys.executable, "-m", "loadwatch.cli", "run", "--target", server.url, "-u", "2", "-t", "60s",
+         "--metrics-port", "0", "--out", str(tmp_path / "runs")],
+        env={**os.environ, "LOADWATCH_STACK_HOME": str(home)}, cwd=tmp_path, start_new_session=True,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_for(lambda: server.stats()["arrivals"] >= 10, 60, "the load test to be under way")
+        started = json.loads((home / "stack.json").read_text())
+        pids = [c["pid"] for c in started["components"]]
+        locust = [p for p in psutil.Process(run.pid).children() if "locust" in " ".join(p.cmdline())]
+        if how.startswith("SIGTERM"):
+            run.send_signal(signal.SIGTERM)
+        else:
+            os.killpg(run.pid, signal.SIGINT)
+        output, _ = run.communicate(timeout=120)
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+    assert run.returncode == 130, output[-3000:]
+    results = json.loads(next((tmp_path / "runs").glob("*/results.json")).read_text())
+    assert results["completed"] > 0 and results["completed"] + results["failed"] <= server.stats()["arrivals"]
+    time.sleep(0.5)
+    assert not [pid for pid in pids if psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"]
+    assert locust and not any(p.is_running() and p.status() != "zombie" for p in locust)
+    assert not (home / "stack.json").exists()
+    assert "stack stopped" in output and "Traceback" not in output

@@ -1,0 +1,128 @@
+from pathlib import Path
+
+import pytest
+
+from loadwatch.client.chunks import parse_chunk
+from loadwatch.client.failures import Reason, RequestFailed
+from loadwatch.client.sse import SSEDecoder
+
+SAMPLE = (Path(__file__).parents[2] / "data" / "vllm-0.32-chat-stream-sse.txt").read_bytes()
+
+
+def decode_all(data: bytes, split: int) -> list[str]:
+    decoder = SSEDecoder()
+    events = []
+    for i in range(0, len(data), split):
+        events += decoder.feed(data[i:i + split])
+    return events + decoder.close()
+
+
+@pytest.mark.parametrize("split", [1, 2, 7, 64, 1000, len(SAMPLE)])
+def test_real_vllm_stream_decodes_the_same_in_any_split(split):
+    events = decode_all(SAMPLE, split)
+    assert events[-1] == "[DONE]"
+    chunks = [parse_chunk(e, "chat") for e in events[:-1]]
+    # The role-only first chunk (content "") is not generated text.
+    assert chunks[0].has_text is False
+    assert sum(c.has_text for c in chunks) == 16
+    assert chunks[-1].usage.completion_tokens == 16 and chunks[-1].usage.prompt_tokens == 19
+
+
+def test_crlf_comments_and_multiline_data():
+    data = b": keep-alive\r\ndata: {\"a\":\r\ndata: 1}\r\n\r\nevent: x\nid: 3\ndata: [DONE]\n\n"
+    assert decode_all(data, 3) == ['{"a":\n1}', "[DONE]"]
+
+
+def test_event_without_final_blank_line_is_kept_at_close():
+    decoder = SSEDecoder()
+    assert decoder.feed(b"data: [DONE]") == []
+    assert decoder.close() == ["[DONE]"]
+
+
+def test_multibyte_text_split_inside_a_character():
+    data = 'data: {"choices":[{"delta":{"content":"ü日本"}}]}\n\n'.encode()
+    events = decode_all(data, 1)
+    assert parse_chunk(events[0], "chat").has_text
+
+
+@pytest.mark.parametrize(
+    ("data", "has_text"),
+    [
+        ('{"choices":[{"delta":{"content":""}}]}', False),
+        ('{"choices":[{"delta":{}}]}', False),
+        ('{"choices":[{"delta":{"role":"assistant"}}]}', False),
+        ('{"choices":[{"delta":{"reasoning_content":"hmm"}}]}', True),
+        ('{"choices":[{"delta":{"content":null,"reasoning_content":"hmm"}}]}', True),
+        ('{"choices":[{"delta":{"content":"hi"}}]}', True),
+        ('{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":5}}', False),
+        # An agent's model answers with tool calls: their arguments are output; naming the function is not yet.
+        ('{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"c1","type":"function",'
+         '"function":{"name":"get_weather","arguments":""}}]}}]}', False),
+        ('{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\\"city\\""}}]}}]}', True),
+    ],
+)
+def test_what_counts_as_generated_text(data, has_text):
+    assert parse_chunk(data, "chat").has_text is has_text
+
+
+def test_completions_endpoint_reads_text():
+    assert parse_chunk('{"choices":[{"text":"x"}]}', "completions").has_text
+    assert not parse_chunk('{"choices":[{"text":""}]}', "completions").has_text
+
+
+def test_usage_chunk():
+    chunk = parse_chunk('{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":5}}', "chat")
+    assert (chunk.usage.prompt_tokens, chunk.usage.completion_tokens, chunk.usage.cached_tokens) == (3, 5, None)
+
+
+def test_usage_details_say_what_was_cached_and_reasoned():
+    # vLLM with --enable-prompt-tokens-details; reasoning tokens where a server counts them.
+    chunk = parse_chunk('{"choices":[],"usage":{"prompt_tokens":281,"completion_tokens":24,'
+                        '"prompt_tokens_details":{"cached_tokens":256,"created_cache_tokens":0},'
+                        '"completion_tokens_details":{"reasoning_tokens":20}}}', "chat")
+    assert (chunk.usage.cached_tokens, chunk.usage.reasoning_tokens) == (256, 20)
+    empty = parse_chunk('{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":5,'
+                        '"prompt_tokens_details":null,"completion_tokens_details":null}}', "chat")
+    assert (empty.usage.cached_tokens, empty.usage.reasoning_tokens) == (None, None)
+    with pytest.raises(RequestFailed):
+        parse_chunk('{"choices":[],"usage":{"prompt_tokens_details":{"cached_tokens":-1}}}', "chat")
+
+
+def test_thoughts_are_output_but_not_the_answer():
+    thought = parse_chunk('{"choices":[{"delta":{"reasoning_content":"hmm"}}]}', "chat")
+    assert thought.has_text and not thought.has_answer
+    answer = parse_chunk('{"choices":[{"delta":{"content":"Paris"}}]}', "chat")
+    assert answer.has_text and answer.has_answer
+
+
+def test_a_stream_of_tool_calls_is_put_back_together():
+    from loadwatch.client.answer import Answer
+
+    answer = Answer()
+    for data in ('{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"c1","type":"function",'
+                 '"function":{"name":"get_weather","arguments":""}}]}}]}',
+                 '{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\\"city\\""}}]}}]}',
+                 '{"choices":[{"delta":{"tool_calls":[{"index":1,"id":"c2",'
+                 '"function":{"name":"get_time","arguments":"{}"}}]}}]}',
+                 '{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":": \\"Paris\\"}"}}]}}]}'):
+        answer.add(parse_chunk(data, "chat"))
+    assert answer.tool_calls == 2
+    message = answer.message()
+    assert message["content"] is None
+    assert [(c["id"], c["function"]["name"], c["function"]["arguments"]) for c in message["tool_calls"]] == [
+        ("c1", "get_weather", '{"city": "Paris"}'), ("c2", "get_time", "{}")]
+
+
+@pytest.mark.parametrize(
+    ("data", "reason"),
+    [
+        ("{not json", Reason.MALFORMED_CHUNK),
+        ("[1, 2]", Reason.MALFORMED_CHUNK),
+        ('{"choices": "nope"}', Reason.MALFORMED_CHUNK),
+        ('{"error": {"message": "engine died"}}', Reason.STREAM_ERROR),
+    ],
+)
+def test_bad_chunks_fail_with_a_reason(data, reason):
+    with pytest.raises(RequestFailed) as failed:
+        parse_chunk(data, "chat")
+    assert failed.value.reason == reason

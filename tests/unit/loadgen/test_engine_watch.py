@@ -1,0 +1,51 @@
+"""The engine's state as the web UI charts it, from the sidecar's /metrics or vLLM's own."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from loadwatch.loadgen.engine_watch import EngineWatch, parse, reading
+
+PAYLOADS = Path(__file__).resolve().parents[2] / "data" / "payloads"
+SIDECAR = """\
+# TYPE loadwatch_engine_up gauge
+loadwatch_engine_up{target="vllm-0"} %d
+# TYPE loadwatch_engine_kv_cache_usage_ratio gauge
+loadwatch_engine_kv_cache_usage_ratio{target="vllm-0",model="m",engine="0"} 0.5
+# TYPE loadwatch_engine_kv_cache_usage_ratio_max gauge
+loadwatch_engine_kv_cache_usage_ratio_max{target="vllm-0",model="m",engine="0"} 0.75
+# TYPE loadwatch_engine_requests_waiting gauge
+loadwatch_engine_requests_waiting{target="vllm-0",model="m",engine="0"} 3
+# TYPE loadwatch_engine_prefix_cache_queries counter
+loadwatch_engine_prefix_cache_queries_total{target="vllm-0",model="m",engine="0"} %d
+# TYPE loadwatch_engine_prefix_cache_hits counter
+loadwatch_engine_prefix_cache_hits_total{target="vllm-0",model="m",engine="0"} %d
+"""
+
+
+def test_vllms_own_metrics_read_as_the_sidecars():
+    figures = parse((PAYLOADS / "vllm-0.32-kv-pressure.txt").read_text())
+    assert figures["up"] is True and figures["kv"] is not None and figures["running"] is not None
+    assert figures["prefix_queries"] > 0
+
+
+def test_ratios_are_over_the_time_between_two_readings():
+    before, now = parse(SIDECAR % (1, 1000, 100)), parse(SIDECAR % (1, 3000, 1100))
+    shown = reading(now, before)
+    assert shown["prefix_hit_ratio"] == 0.5  # 1000 of the 2000 tokens asked in between
+    assert (shown["kv"], shown["kv_peak"], shown["waiting"]) == (0.5, 0.75, 3)
+    assert reading(now, None)["prefix_hit_ratio"] is None  # a first reading has no "in between"
+
+
+def test_an_engine_the_sidecar_reports_down_is_down_not_zero():
+    shown = reading(parse(SIDECAR % (0, 0, 0)), None)
+    assert shown == {"up": False, "error": "the sidecar reports the engine down"}
+
+
+def test_an_unreadable_or_foreign_endpoint_is_down_with_its_reason():
+    def refused(url: str) -> str:
+        raise ConnectionRefusedError(111, "Connection refused")
+
+    assert EngineWatch("http://127.0.0.1:9/metrics", refused).read_once()["up"] is False
+    foreign = EngineWatch("http://x/metrics", lambda url: "# TYPE node_load1 gauge\nnode_load1 0.5\n").read_once()
+    assert foreign["up"] is False and "no vLLM metrics" in foreign["error"]
