@@ -7,7 +7,8 @@ RUN_ARGS ?=
 # `make run`: a capacity search. Without TARGET, on the embedded engine with a KV cache of 20 blocks
 # of 32 tokens: it saturates within a few levels, so the report shows latency bending with the
 # engine's state (and names the KV cache as the limit).
-SMALL_ENGINE := --vllm-arg=--num-gpu-blocks-override=20 --vllm-arg=--max-num-seqs=8 --vllm-arg=--max-model-len=288
+# loadwatch.engine.small holds the flags (the e2e tests use them too); read when `run` runs, after setup.
+SMALL_ENGINE = $(shell $(VENV)/bin/python -m loadwatch.engine.small)
 CAPACITY ?= --mode users --start 1 --slo ttft_p90_ms=1000 --level-duration 15s --cool-down 3s
 WORKLOAD ?= --max-tokens 200 --ignore-eos
 

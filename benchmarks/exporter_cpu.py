@@ -23,7 +23,7 @@ from loadwatch.exporter.normalize import normalize
 from loadwatch.exporter.sampler import TargetSampler
 from loadwatch.exporter.settings import Target
 
-PAYLOAD = Path(__file__).resolve().parents[1] / "tests" / "exporter" / "payloads" / "vllm-0.32-idle-after-load.txt"
+PAYLOAD = Path(__file__).resolve().parents[1] / "tests" / "data" / "payloads" / "vllm-0.32-idle-after-load.txt"
 
 
 def cpu() -> float:

@@ -17,7 +17,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.conftest import REPO, FakeServer  # noqa: E402
-from tests.faults.scenarios import MODES, SERVER_ARGS, FaultRun, fault_run  # noqa: E402
+from tests.integration.faults.scenarios import MODES, SERVER_ARGS, FaultRun, fault_run  # noqa: E402
 from tests.sse_server import EXPECTED, FAULTS  # noqa: E402
 
 

@@ -55,8 +55,25 @@ def cli(env: str | None = None, web_ui: bool = True) -> dict[str, Any]:
     return {"cli": {"env": env, "web_ui": web_ui}}
 
 
+def records_beside(results: Path) -> Path:
+    """Where a run with --results-json NAME.json writes its records: NAME.requests.jsonl."""
+    return results.with_name(results.stem + ".requests.jsonl")
+
+
+def partial_beside(results: Path) -> Path:
+    """Where a run with --results-json NAME.json keeps its checkpoint: NAME.partial.json."""
+    return results.with_name(results.stem + ".partial.json")
+
+
 class LoadSettings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="LOADWATCH_", extra="ignore", protected_namespaces=())
+    model_config = SettingsConfigDict(extra="ignore", protected_namespaces=())
+
+    @classmethod
+    def settings_customise_sources(cls, settings_cls, init_settings, env_settings, dotenv_settings,
+                                   file_secret_settings):
+        """Only what Locust's parser found (the command line, LOCUST_* variables, locust.conf): no
+        LOADWATCH_* variable may set an option behind the user's back."""
+        return (init_settings,)
 
     # The request
     model: str = Field("", description="Model to request; default: the first one the server lists at /v1/models. "
@@ -251,15 +268,11 @@ class LoadSettings(BaseSettings):
     def requests_path(self) -> Path | None:
         if self.requests_file is not None:
             return self.requests_file
-        if self.results_json is not None:
-            return self.results_json.with_name(self.results_json.stem + ".requests.jsonl")
-        return None
+        return None if self.results_json is None else records_beside(self.results_json)
 
     @property
     def checkpoint_path(self) -> Path | None:
-        if self.results_json is None:
-            return None
-        return self.results_json.with_name(self.results_json.stem + ".partial.json")
+        return None if self.results_json is None else partial_beside(self.results_json)
 
     def public_options(self) -> dict:
         """The options of a run as they are written down with its results."""

@@ -9,7 +9,7 @@ import os
 import subprocess
 import sys
 
-SMALL_KV = ["--num-gpu-blocks-override=20", "--max-num-seqs=8", "--max-model-len=288"]
+from loadwatch.engine.small import SMALL_KV
 
 
 def test_a_small_kv_cache_is_named_the_limit_with_its_evidence(tmp_path):

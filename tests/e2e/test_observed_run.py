@@ -15,10 +15,11 @@ import psutil
 import pytest
 
 from loadwatch.engine.settings import EngineSettings
+from loadwatch.engine.small import SMALL_KV
 from loadwatch.stack.readback import prometheus_on
 from tests.conftest import REPO
 from tests.dashboard_queries import VALUES, queries, variable_selectors
-from tests.e2e.test_saturation_alert import TINY_KV, short_rules
+from tests.e2e.test_saturation_alert import short_rules
 from tests.e2e.test_spec_decode import NGRAM
 from tests.fakes.grafana import FakeGrafana
 
@@ -51,7 +52,7 @@ def run_dir(tmp_path_factory, grafana):
     run = subprocess.Popen(
         [sys.executable, "-m", "loadwatch.cli", "run", "--out", str(tmp / "runs"), "-u", "12", "-r", "12", "-t", "60s",
          "--metrics-port", "0", "--locustfile", str(REPO / "tests" / "e2e" / "locustfiles" / "observed_mix.py"),
-         "--grafana-url", grafana.url, *(f"--vllm-arg={a}" for a in [*TINY_KV, "--speculative-config", NGRAM]),
+         "--grafana-url", grafana.url, *(f"--vllm-arg={a}" for a in [*SMALL_KV, "--speculative-config", NGRAM]),
          "--", "--temperature", "0", "--max-tokens", "200", "--ignore-eos",
          "--shape", "step", "--step-size", "6", "--stage-duration", "25"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,

@@ -10,13 +10,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import yaml
 
+from loadwatch.engine.small import SMALL_KV
 from loadwatch.stack.settings import StackSettings
 from loadwatch.stack.stack import down, up
 from tests.conftest import REPO, get, wait_for
 
 # 20 blocks of 32 tokens (19 usable) shared by up to 8 sequences of up to 288 tokens: 12 users
 # asking for 200 tokens each keep it full, preempting, with the rest waiting.
-TINY_KV = ["--num-gpu-blocks-override", "20", "--max-num-seqs", "8", "--max-model-len", "288"]
 
 
 class Webhook:
@@ -63,7 +63,7 @@ def test_tiny_kv_cache_fires_saturation_alert_through_alertmanager_and_resolves(
     settings = StackSettings(home=tmp_path / "home", rules_dir=short_rules(tmp_path), scrape_interval="2s",
                              evaluation_interval="1s", exporter_window=10.0, group_wait="1s", group_interval="2s",
                              webhook_url=webhook.url)
-    stack = up(settings, tmp_path / "run", vllm_args=TINY_KV, client_port=0)
+    stack = up(settings, tmp_path / "run", vllm_args=SMALL_KV, client_port=0)
     load = None
     try:
         load = subprocess.Popen(

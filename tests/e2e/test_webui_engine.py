@@ -10,13 +10,13 @@ import subprocess
 
 import pytest
 
+from loadwatch.engine.small import SMALL_KV
 from loadwatch.stack.settings import StackSettings
 from loadwatch.stack.stack import down, up
 from tests.conftest import finish, free_port, get, locust_command, wait_for
 from tests.integration.test_webui_charts import llm_tab, series
 
 pytestmark = pytest.mark.browser
-SMALL_KV = ["--num-gpu-blocks-override=20", "--max-num-seqs=8", "--max-model-len=288"]
 STAGE = 6.0  # seconds each step of users lasts
 
 

@@ -51,3 +51,10 @@ def test_headers_are_name_value_pairs_with_no_credential_and_their_values_stay_o
         LoadSettings(header=["X-Tenant"])
     with pytest.raises(ValidationError, match="Authorization is not given on the command line"):
         LoadSettings(header=["Authorization: Bearer sk-1"])
+
+
+def test_no_loadwatch_variable_sets_an_option_behind_the_users_back(monkeypatch):
+    monkeypatch.setenv("LOADWATCH_DATASET", "random")
+    monkeypatch.setenv("LOADWATCH_MAX_TOKENS", "7")
+    settings = LoadSettings()
+    assert (settings.dataset, settings.max_tokens) == ("builtin", 128)

@@ -19,6 +19,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from loadwatch.settings import partial_beside
+
 INTERRUPTED = 130  # as a shell reports a command ended by Ctrl-C
 OPEN_LOOP_USERS = 16  # arrival processes sharing an open-loop rate (each sends without waiting)
 WRITE_GRACE = 30.0  # seconds Locust gets, beyond its --stop-timeout, to write what it measured
@@ -86,7 +88,7 @@ class LocustRun:
     @property
     def partial_results(self) -> Path:
         """The checkpoint a run with --checkpoint-interval keeps up to date."""
-        return self.results.with_name(self.results.stem + ".partial.json")
+        return partial_beside(self.results)
 
     def run(self, target: str, log: Path | None = None, say: Callable[[str], None] = print,
             watch: Callable[[], str | None] | None = None, watch_every: float = 2.0) -> Finished:

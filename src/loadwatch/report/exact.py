@@ -9,11 +9,7 @@ from loadwatch.metrics.records import exact_samples
 from loadwatch.metrics.results import STATS, Results, latency_key
 from loadwatch.metrics.slo import parse_slo
 from loadwatch.metrics.summary import figures
-
-
-def records_beside(results_path: Path) -> Path:
-    """Where a run with --results-json NAME.json wrote its records (--requests-file's default)."""
-    return results_path.with_name(results_path.stem + ".requests.jsonl")
+from loadwatch.settings import records_beside
 
 
 def records_of(results_path: Path, results: Results) -> Path:
