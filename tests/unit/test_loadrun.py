@@ -63,6 +63,6 @@ def test_a_cell_too_short_to_judge_says_how_many_completed_what_was_seen_and_wha
     assert pace == Pace(12.0, 3) and pace.stop_timeout == 24
     assert Pace.of({"completed": 0}, seconds=10).e2e == 10  # nothing finished: at least the run's length
     assert too_few({"completed": MIN_COMPLETED}, 6, pace, 1, 4.0, 0) is None
-    words = too_few({"completed": 2, "median_e2el_ms": 11_500}, 6, pace, 1, 4.0, 0)
-    assert words == "too few requests to judge: 2 of 20 completed in 6 s (median E2E 11.5 s); --duration 17s would do"
+    words = too_few({"completed": 2, "median_e2el_ms": 11_500}, 6, pace, 1, 4.0, 0)  # 20 / 4 s + 1.5 x 12 s
+    assert words == "too few requests to judge: 2 of 20 completed in 6 s (median E2E 11.5 s); --duration 23s would do"
     assert "no request finished" in too_few({"completed": 0}, 6, None, 1, None, 0)

@@ -94,11 +94,12 @@ def test_a_cell_runs_its_workload_load_and_name_on_locust(tmp_path):
     joined = " ".join(cell_run(experiment, cell, template, tmp_path / "r.json", tmp_path).command())
     assert "--dataset jsonl --dataset-path " + str(tmp_path / "prompts.jsonl") in joined
     assert "-u 4 -r 4 -t 20s --warmup-requests 3" in joined and "--metrics-port 9999" in joined
-    # A server whose requests take 3 s: 4 users need 15 s to complete 20 of them, plus 3 s for the last.
-    slow = cell_run(experiment, cell, template, tmp_path / "r.json", tmp_path, Pace(3.0, 4))
+    # A server whose requests take 2 s (3 s with the margin): 4 users need 15 s to complete 20 of
+    # them, plus 3 s for the last; the 20 s asked for will do.
+    slow = cell_run(experiment, cell, template, tmp_path / "r.json", tmp_path, Pace(2.0, 4))
     assert slow.load is not None and slow.load.duration == 20 and slow.stop_timeout == 10
-    slower = cell_run(experiment, cell, template, tmp_path / "r.json", tmp_path, Pace(6.0, 2))
-    assert slower.load is not None and slower.load.duration == 36 and slower.stop_timeout == 12
+    slower = cell_run(experiment, cell, template, tmp_path / "r.json", tmp_path, Pace(4.0, 2))
+    assert slower.load is not None and slower.load.duration == 36 and slower.stop_timeout == 10
     assert "--run-name trial.on.mixed.4-users.r2" in joined and "--slo=ttft_p90_ms=1000" in joined
     assert workload_flags({"ignore_eos": True, "temperature": 0.5, "sweep": [1, 2]}, tmp_path) == [
         "--ignore-eos", "--temperature", "0.5", "--sweep", "1,2"]
