@@ -12,13 +12,19 @@ from typing import Any, Literal
 from pydantic import BaseModel, BeforeValidator, ValidationError
 
 
+def without_none(annotation: Any) -> Any:
+    """`float | None` as float: an option that may be left out takes the value's own form."""
+    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return args[0] if len(args) == 1 else annotation
+    return annotation
+
+
 def add_model_options(parser: argparse.ArgumentParser, model: type[BaseModel]) -> None:
     """Every field as `--name-with-dashes`, its value left as text for the model to check (a
     duration is `30s`); unset options stay None and the model's default applies."""
     for name, info in model.model_fields.items():
-        kind = info.annotation
-        if isinstance(kind, types.UnionType):  # `float | None`: the option is the float
-            kind = next(a for a in typing.get_args(kind) if a is not type(None))
+        kind = without_none(info.annotation)
         kwargs: dict[str, Any] = {"default": None, "dest": name}
         if typing.get_origin(kind) is Literal:
             kwargs["choices"] = list(typing.get_args(kind))

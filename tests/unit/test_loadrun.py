@@ -31,9 +31,17 @@ def test_the_command_names_every_file_and_option_once_and_keeps_the_host_out_of_
     assert "--run-name x.r1 --stage-name level-01" in joined and "--checkpoint-interval 2" in joined
     assert "--slo=ttft_p90_ms=100" in command and command[-2:] == ["--max-tokens", "8"]
     assert "--engine-metrics" not in command and "-H" not in command and "--host" not in command
-    assert run.partial_results == Path("out/r.partial.json")
     with pytest.raises(ValueError, match="needs its load"):
         LocustRun(Path("chat.py")).command()
+
+
+def test_the_figures_are_read_from_the_results_or_the_checkpoint_beside_them(tmp_path):
+    run = LocustRun(Path("chat.py"), tmp_path / "r.json")
+    assert run.figures() is None and run.figures(partial=True) is None
+    (tmp_path / "r.partial.json").write_text('{"completed": 3}')
+    assert run.figures(partial=True) == {"completed": 3} and run.figures() is None
+    (tmp_path / "r.json").write_text('{"completed": 7')  # cut short: unreadable, not a crash
+    assert run.figures() is None
 
 
 def test_capacity_options_have_one_set_of_defaults_on_the_command_line_and_in_a_file():
@@ -59,10 +67,11 @@ def test_durations_are_read_as_people_write_them():
 
 
 def test_a_cell_too_short_to_judge_says_how_many_completed_what_was_seen_and_what_would_do():
+    at_4_per_s = Load(users=1, rate=4.0, duration=6)
     pace = Pace.of({"completed": 3, "p90_e2el_ms": 12_000}, seconds=10)
     assert pace == Pace(12.0, 3) and pace.stop_timeout == 24
     assert Pace.of({"completed": 0}, seconds=10).e2e == 10  # nothing finished: at least the run's length
-    assert too_few({"completed": MIN_COMPLETED}, 6, pace, 1, 4.0, 0) is None
-    words = too_few({"completed": 2, "median_e2el_ms": 11_500}, 6, pace, 1, 4.0, 0)  # 20 / 4 s + 1.5 x 12 s
+    assert too_few({"completed": MIN_COMPLETED}, at_4_per_s, pace) is None
+    words = too_few({"completed": 2, "median_e2el_ms": 11_500}, at_4_per_s, pace)  # 20 / 4 s + 1.5 x 12 s
     assert words == "too few requests to judge: 2 of 20 completed in 6 s (median E2E 11.5 s); --duration 23s would do"
-    assert "no request finished" in too_few({"completed": 0}, 6, None, 1, None, 0)
+    assert "no request finished" in too_few({"completed": 0}, Load(users=1, duration=6), None)

@@ -3,7 +3,6 @@ watched while it runs and stopped early once it is clearly lost."""
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from dataclasses import dataclass, field
@@ -92,10 +91,7 @@ def run_level(level: Level, locust: LocustRun, target: str, api: PrometheusAPI |
     began = time.time()
 
     def watch() -> str | None:
-        try:
-            partial = json.loads(locust.partial_results.read_text())
-        except (OSError, ValueError):
-            partial = {}
+        partial = locust.figures(partial=True) or {}
         # Lost first: a level that has its requests and is far over an SLO says by how much.
         if reason := lost(partial) or queue_unbounded(api, began + warmup):
             return reason
@@ -106,9 +102,8 @@ def run_level(level: Level, locust: LocustRun, target: str, api: PrometheusAPI |
     finished = locust.run(target, log_file, say, watch=watch, watch_every=WATCH_SECONDS)
     level.stopped_early = None if finished.stopped_early == ENOUGH else finished.stopped_early
     level.start, level.end = began + warmup, time.time()
-    try:
-        level.results = json.loads(locust.results.read_text())
-    except (OSError, ValueError):
+    level.results = locust.figures() or {}
+    if not level.results:
         level.problem = f"Locust wrote no results (exit code {finished.code}; see {log_file})"
     completed = level.results.get("completed", 0)
     if level.results and not level.stopped_early and completed < needed:

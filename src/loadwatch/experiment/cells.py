@@ -44,8 +44,7 @@ def cells(experiment: Experiment) -> list[Cell]:
     """Arm by arm (each arm is one engine start), then workload, level and repeat; with a capacity
     search, one search per arm and workload."""
     if experiment.load.capacity is not None:
-        unit = "users" if experiment.load.capacity.mode == "users" else "req/s"
-        return [Cell(arm, workload, 0.0, unit, 1, False, search=True)
+        return [Cell(arm, workload, 0.0, experiment.load.capacity.unit, 1, False, search=True)
                 for arm in experiment.arms for workload in experiment.workloads]
     levels = experiment.load.levels
     return [Cell(arm, workload, level, unit, repeat, len(levels) > 1)

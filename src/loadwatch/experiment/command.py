@@ -3,7 +3,6 @@ with an empty prefix cache, each cell a run folder with its report, then the sum
 
 from __future__ import annotations
 
-import json
 import shutil
 import time
 from contextlib import ExitStack
@@ -175,11 +174,7 @@ def warm_up(spec: Experiment, cell: Cell, exp_dir: Path, target: str, template: 
                                warmup_run=True)
     if locust.run(target, folder / "locust.log", say).code == INTERRUPTED:
         raise KeyboardInterrupt
-    try:
-        results = json.loads(locust.results.read_text())
-    except (OSError, ValueError):
-        results = {}
-    pace = Pace.of(results, spec.load.warmup_run)
+    pace = Pace.of(locust.figures() or {}, spec.load.warmup_run)
     assert locust.load is not None
     seconds = pace.seconds(locust.load.users, locust.load.rate, spec.load.warmup_seconds)
     if seconds > spec.load.duration:
@@ -203,11 +198,8 @@ def run_cell(spec: Experiment, outcome: Outcome, target: str, template: LocustRu
         return
     outcome.results = results
     assert locust.load is not None
-    try:
-        outcome.too_few = too_few(json.loads(results.read_text()), locust.load.duration, pace, locust.load.users,
-                                  locust.load.rate, spec.load.warmup_seconds)
-    except (OSError, ValueError):
-        outcome.too_few = None
+    figures = locust.figures()
+    outcome.too_few = None if figures is None else too_few(figures, locust.load, pace)
     time.sleep(spec.cool_down)  # the engine's counters reach Prometheus before they are read
     try:
         write_report(results, api, "30s", lambda message: None, settle=spec.cool_down)

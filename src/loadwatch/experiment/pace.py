@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from loadwatch.loadrun.locust import Load
 from loadwatch.metrics.results import latency_key
 
 MIN_COMPLETED = 20  # requests a cell must complete for its median and p90 to mean something
@@ -47,14 +48,15 @@ class Pace:
         return max(MIN_STOP_TIMEOUT, math.ceil(2 * self.e2e))
 
 
-def too_few(results: dict, seconds: float, pace: Pace | None, users: int, rate: float | None,
-            warmup: float) -> str | None:
-    """Why a cell's results cannot be judged, in words, or None."""
+def too_few(results: dict, load: Load, pace: Pace | None) -> str | None:
+    """Why the results of a cell run at `load` cannot be judged, in words, or None."""
     completed = int(results.get("completed") or 0)
     if completed >= MIN_COMPLETED:
         return None
     e2e = results.get(latency_key("e2el", "median"))
     seen = f"median E2E {e2e / 1000:.1f} s" if e2e else "no request finished"
-    would = (f"; --duration {Pace(max(pace.e2e, (e2e or 0) / 1000), 0).seconds(users, rate, warmup):.0f}s "
-             "would do") if pace else ""
-    return f"too few requests to judge: {completed} of {MIN_COMPLETED} completed in {seconds:.0f} s ({seen}){would}"
+    slowest = Pace(max(pace.e2e, (e2e or 0) / 1000), 0) if pace else None
+    would = (f"; --duration {slowest.seconds(load.users, load.rate, load.warmup_seconds):.0f}s would do"
+             if slowest else "")
+    return (f"too few requests to judge: {completed} of {MIN_COMPLETED} completed in {load.duration:.0f} s "
+            f"({seen}){would}")

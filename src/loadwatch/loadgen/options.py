@@ -7,7 +7,6 @@ locust.conf and (unless hidden) a web-UI field; LoadSettings then validates what
 from __future__ import annotations
 
 import argparse
-import types
 import typing
 from pathlib import Path
 from typing import Any, Literal
@@ -18,6 +17,7 @@ from pydantic.fields import FieldInfo
 from loadwatch.credentials import refused_on_command_line
 from loadwatch.defaults import LOOPBACK
 from loadwatch.metrics.slo import SLO, parse_slo
+from loadwatch.model_options import without_none
 from loadwatch.settings import LoadSettings
 
 
@@ -28,13 +28,6 @@ def _slo_text(text: str) -> str:
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
     return text
-
-
-def _without_none(annotation: Any) -> Any:
-    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
-        args = [a for a in typing.get_args(annotation) if a is not type(None)]
-        return args[0] if len(args) == 1 else annotation
-    return annotation
 
 
 def argument(name: str, field: FieldInfo) -> tuple[str, dict[str, Any]]:
@@ -48,7 +41,7 @@ def argument(name: str, field: FieldInfo) -> tuple[str, dict[str, Any]]:
     }
     if not meta.get("web_ui", True):
         kwargs["include_in_web_ui"] = False
-    kind = _without_none(field.annotation)
+    kind = without_none(field.annotation)
     if typing.get_origin(kind) is Literal:
         kwargs["choices"] = list(typing.get_args(kind))
     elif kind is bool:

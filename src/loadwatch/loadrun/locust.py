@@ -7,6 +7,7 @@ LOCUST_HOST, never in argv: a target's credentials are for Locust (a Basic heade
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import signal
@@ -85,10 +86,13 @@ class LocustRun:
                 *(part for flag, value in named if value is not None for part in (flag, str(value))),
                 *self.load.arguments(), *self.options]
 
-    @property
-    def partial_results(self) -> Path:
-        """The checkpoint a run with --checkpoint-interval keeps up to date."""
-        return partial_beside(self.results)
+    def figures(self, partial: bool = False) -> dict | None:
+        """The results Locust wrote (with `partial`, the checkpoint a run with --checkpoint-interval
+        keeps up to date), None where there are none that read."""
+        try:
+            return json.loads((partial_beside(self.results) if partial else self.results).read_text())
+        except (OSError, ValueError):
+            return None
 
     def run(self, target: str, log: Path | None = None, say: Callable[[str], None] = print,
             watch: Callable[[], str | None] | None = None, watch_every: float = 2.0) -> Finished:

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -15,18 +16,22 @@ pytestmark = pytest.mark.needs("prometheus")
 CAPACITY = 4 / (0.05 + 9 * 0.01)
 
 
+def capacity(tmp_path, target: str, *options: str) -> tuple[int, str, Path, dict]:
+    """`loadwatch capacity` run as a user runs it: its exit code, output, run folder and capacity.json."""
+    env = {**os.environ, "LOADWATCH_STACK_HOME": str(tmp_path / "home")}
+    run = subprocess.run([sys.executable, "-m", "loadwatch.cli", "capacity", "--target", target, *options,
+                          "--out", str(tmp_path / "runs")], capture_output=True, text=True, timeout=400, env=env)
+    output = run.stdout + run.stderr
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    return run.returncode, output, run_dir, json.loads((run_dir / "capacity.json").read_text())
+
+
 def test_the_knee_of_a_server_of_known_capacity(fake_server, tmp_path):
     server = fake_server("--ttft", "0.05", "--itl", "0.01", "--tokens", "10", "--max-concurrency", "4")
-    env = {**os.environ, "LOADWATCH_STACK_HOME": str(tmp_path / "home")}
-    run = subprocess.run(
-        [sys.executable, "-m", "loadwatch.cli", "capacity", "--target", server.url, "--slo", "ttft_p90_ms=200",
-         "--level-duration", "5s", "--warmup", "1s", "--cool-down", "1s", "--start", "5", "--max-duration", "4m",
-         "--out", str(tmp_path / "runs")],
-        capture_output=True, text=True, timeout=400, env=env)
-    output = run.stdout + run.stderr
-    assert run.returncode == 0, output
-    (run_dir,) = (tmp_path / "runs").iterdir()
-    result = json.loads((run_dir / "capacity.json").read_text())
+    code, output, run_dir, result = capacity(
+        tmp_path, server.url, "--slo", "ttft_p90_ms=200", "--level-duration", "5s", "--warmup", "1s", "--cool-down",
+        "1s", "--start", "5", "--max-duration", "4m")
+    assert code == 0, output
     assert (result["mode"], result["unit"], result["limit"]) == ("rate", "req/s", "slo_only")
     best = result["max_sustainable"]
     assert 0.5 * CAPACITY <= best <= CAPACITY, output
@@ -47,16 +52,10 @@ def test_a_search_whose_levels_are_too_short_to_judge_says_so(fake_server, tmp_p
     """Requests of 4.6 s against 1 s levels (4 s at most): the first level completes too few to
     judge, so the search names no knee, says why and what would do, and exits 1."""
     server = fake_server("--ttft", "0.1", "--itl", "0.5", "--tokens", "10")
-    env = {**os.environ, "LOADWATCH_STACK_HOME": str(tmp_path / "home")}
-    run = subprocess.run(
-        [sys.executable, "-m", "loadwatch.cli", "capacity", "--target", server.url, "--slo", "ttft_p90_ms=2000",
-         "--mode", "users", "--start", "1", "--level-duration", "1s", "--warmup", "0s", "--cool-down", "0s",
-         "--out", str(tmp_path / "runs")],
-        capture_output=True, text=True, timeout=300, env=env)
-    output = run.stdout + run.stderr
-    assert run.returncode == 1, output
-    (run_dir,) = (tmp_path / "runs").iterdir()
-    result = json.loads((run_dir / "capacity.json").read_text())
+    code, output, run_dir, result = capacity(
+        tmp_path, server.url, "--slo", "ttft_p90_ms=2000", "--mode", "users", "--start", "1", "--level-duration",
+        "1s", "--warmup", "0s", "--cool-down", "0s")
+    assert code == 1, output
     assert len(result["levels"]) == 1 and "too few requests to judge" in result["undecided"], result
     assert "a longer --level-duration would do" in result["undecided"]
     assert "The knee was not located" in (run_dir / "report.md").read_text()
