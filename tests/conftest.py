@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -16,6 +17,7 @@ from pathlib import Path
 # Locust patches the standard library with gevent on import; that must happen before a test module
 # imports grafana-client, whose niquests builds SSL contexts at import, or Locust's recurses.
 import locust  # noqa: F401, I001
+import psutil
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -141,16 +143,35 @@ def locust_command(*args: str) -> list[str]:
 
 def finish(process: subprocess.Popen, timeout: float = 60, exit_within: float = 0) -> str:
     """End a Locust started by a test (after `exit_within` seconds for it to end by itself), killing
-    it if it will not go, so no stray holds a port."""
+    it if it will not go, so no stray holds a port. With --processes, the workers go too: a master
+    ended in the seconds after a stop, while it has let its workers go and they have not yet
+    reported ready again, sends them no quit, and they hold its output open until they miss 60 s
+    of heartbeats (Locust's behaviour)."""
     try:
         output, _ = process.communicate(timeout=exit_within)
+        return output or ""
     except subprocess.TimeoutExpired:
-        process.terminate()
+        pass
+    try:
+        workers = psutil.Process(process.pid).children(recursive=True)
+    except psutil.Error:
+        workers = []
+    process.terminate()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
         try:
-            output, _ = process.communicate(timeout=timeout)
+            output, _ = process.communicate(timeout=1)
+            return output or ""
         except subprocess.TimeoutExpired:
-            process.kill()
-            output, _ = process.communicate()
+            if process.poll() is not None:  # the master is gone; what holds its output is a worker
+                for worker in workers:
+                    with contextlib.suppress(psutil.Error):
+                        worker.terminate()
+    process.kill()
+    for worker in workers:
+        with contextlib.suppress(psutil.Error):
+            worker.kill()
+    output, _ = process.communicate()
     return output or ""
 
 

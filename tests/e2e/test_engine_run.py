@@ -54,7 +54,7 @@ def test_distributed_run_counts_what_the_engine_served_and_the_sidecar_saw_it(en
     before = engine_figures(engine.url)
     tokens_before = watch.now("loadwatch_engine_generation_tokens_total")
     results = tmp_path / "results.json"
-    run = headless(engine.url, results, "-u", "8", "-r", "8", "-t", "30s", "--processes", "2",
+    run = headless(engine.url, results, "-u", "8", "-r", "8", "-t", "15s", "--processes", "2",
                    "--max-tokens", "64")
     data = json.loads(results.read_text())
     assert data["completed"] > 20, run.stdout + run.stderr

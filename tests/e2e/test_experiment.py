@@ -1,8 +1,9 @@
-"""The shipped prefix-caching experiment on the embedded engine (4 repeats asked for 6 s each,
-warm-up runs of 2 s and pauses of 1 s): cells are lengthened to the pace of the warm-up run (one
-user's requests take about 0.5 s here, so 11-12 s), and the static prefix with caching is
-significantly faster in TTFT, with a hit ratio near 1; the dynamic prefix gains nothing, with a hit
-ratio near 0; runs of one arm, compared two against two, are the same."""
+"""The shipped prefix-caching experiment on the embedded engine (2 repeats, the fewest that give an
+interval, asked for 6 s each, warm-up runs of 2 s and pauses of 1 s): cells are lengthened to the
+pace of the warm-up run (one user's requests take about 0.5 s here, so 11-12 s), and the static
+prefix with caching is significantly faster in TTFT, with a hit ratio near 1; the dynamic prefix
+gains nothing, with a hit ratio near 0. That identical arms come out the same is the coverage
+simulation's, in tests/unit/metrics/test_repeats.py, and the A/A of the target-arms experiment's."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import sys
 
 def test_the_prefix_caching_experiment(tmp_path):
     env = {**os.environ, "LOADWATCH_STACK_HOME": str(tmp_path / "home")}
-    run = subprocess.run([sys.executable, "-m", "loadwatch.cli", "experiment", "prefix-caching", "--repeats", "4",
+    run = subprocess.run([sys.executable, "-m", "loadwatch.cli", "experiment", "prefix-caching", "--repeats", "2",
                           "--duration", "6s", "--warmup-run", "2s", "--cool-down", "1s",
                           "--out", str(tmp_path / "runs")],
                          capture_output=True, text=True, timeout=600, env=env)
@@ -28,20 +29,11 @@ def test_the_prefix_caching_experiment(tmp_path):
     rows = {(r["workload"], r["metric"]): r for r in summary["rows"]}
 
     static = rows[("agent-static", "median_ttft_ms")]
-    assert static["verdict"] == "better" and static["ci_high"] < -50, static
+    assert static["verdict"] == "better" and static["ci_high"] < -50 and static["method"] == "runs", static
     assert groups[("caching-on", "agent-static")]["engine"]["prefix_cache_hit_ratio"] > 0.9
 
     dynamic = rows[("agent-dynamic", "median_ttft_ms")]
     assert dynamic["verdict"] in ("same", "worse"), dynamic
     assert groups[("caching-on", "agent-dynamic")]["engine"]["prefix_cache_hit_ratio"] < 0.1
 
-    # Two pairs of runs of one arm, interleaved (a drift over the arm's time falls on both sides), the
-    # runs the observations; at 99 %, as a test that must not fail one time in twenty.
-    cells = exp_dir / "caching-on" / "agent-static"
-    compared = subprocess.run([sys.executable, "-m", "loadwatch.cli", "compare", f"a={cells / 'r1'},{cells / 'r3'}",
-                               f"b={cells / 'r2'},{cells / 'r4'}", "--confidence", "0.99",
-                               "--json", str(tmp_path / "aa.json")],
-                              capture_output=True, text=True, timeout=60)
-    same = {r["metric"]: r for r in json.loads((tmp_path / "aa.json").read_text())["rows"]}
-    assert same["median_ttft_ms"]["verdict"] == "same", compared.stdout
-    assert "| caching-on | agent-static | 4 |" in (exp_dir / "summary.md").read_text()
+    assert "| caching-on | agent-static | 2 |" in (exp_dir / "summary.md").read_text()

@@ -20,11 +20,13 @@ from loadwatch.stack.readback import prometheus_on
 from tests.conftest import REPO
 from tests.dashboard_queries import VALUES, queries, variable_selectors
 from tests.e2e.test_saturation_alert import short_rules
-from tests.e2e.test_spec_decode import NGRAM
 from tests.fakes.grafana import FakeGrafana
 
 NO_GPU_HERE = "DCGM_FI_DEV_"  # NVIDIA's DCGM exporter: no GPU on this machine, so no such series
 KEY, TOKEN = "sk-sentinel-e2e-71c0", "glsa_sentinel_e2e_9b2d"
+# Speculation's figures move on the engine's ngram proposer: the report and the dashboards read them
+# through the sidecar.
+NGRAM = json.dumps({"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 3, "prompt_lookup_min": 1})
 SEEN: dict[str, str] = {}  # what the run showed: its output and every command line of its processes
 
 
