@@ -28,7 +28,6 @@ OWN_BODY_FIELDS = frozenset({"model", "messages", "prompt", "max_tokens", "strea
                              "ignore_eos"})
 CREDENTIAL_HEADERS = frozenset({"authorization", "proxy-authorization"})
 Shape = Literal["step", "ramp", "spike", "sweep"]
-Dataset = Literal["builtin", "sharegpt", "random", "prefix-repetition", "agent", "jsonl", "sessions", "trace"]
 AgentPrefix = Literal["static", "dynamic"]
 
 
@@ -160,15 +159,12 @@ class LoadSettings(BaseSettings):
     sweep: list[float] = Field([], description="sweep: comma-separated levels, one stage each: user counts, or "
                                                "request rates with --request-rate")
     # The workload
-    dataset: Dataset = Field("builtin", description="Workload: builtin prompts, sharegpt, random, "
-                                                    "prefix-repetition, agent (the seeds' long conversation "
-                                                    "with a date-time prefix), jsonl, or sessions (each user "
-                                                    "a conversation that grows with the model's answers), or trace "
-                                                    "(a timestamped Mooncake trace replayed at its own times)")
+    # The choices are workloads/datasets.py's classes, a layer above: loadgen/options.py lists them.
+    dataset: str = Field("builtin", description="Workload")
     dataset_path: Path | None = Field(None, json_schema_extra=cli(web_ui=False),
-                                      description="Dataset file; default: loadwatch's own sample for "
-                                                  "sharegpt, agent, jsonl and trace; sessions: generated unless given "
-                                                  "(ShareGPT JSON, or JSON Lines of {\"turns\": [...]})")
+                                      description="Dataset file; default: loadwatch's own sample where the dataset "
+                                                  "has one; sessions: generated unless given (ShareGPT JSON, or "
+                                                  "JSON Lines of {\"turns\": [...]})")
     seed: int = Field(0, description="Seed of the dataset's sampling and order")
     dataset_size: int = Field(1000, gt=0, description="Prompts drawn from the dataset (then served in a cycle)")
     sharegpt_output_len: int | None = Field(None, gt=0, description="sharegpt: fixed max_tokens instead of the "

@@ -18,6 +18,8 @@ from loadwatch.capacity.options import CapacityOptions
 from loadwatch.durations import Seconds
 from loadwatch.metrics.slo import parse_slo
 from loadwatch.settings import LoadSettings
+from loadwatch.workloads.datasets import dataset_named
+from loadwatch.workloads.errors import DatasetError
 
 NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"  # names become folders and run ids
 # Options the experiment sets for every cell itself (where results go, the cell's name, the load).
@@ -179,9 +181,13 @@ def workload_problems(workloads: object) -> list[tuple[tuple, str]]:
         if problems:
             continue
         try:
+            dataset_named(str(options.get("dataset", LoadSettings.model_fields["dataset"].default)))
+        except DatasetError as exc:
+            problems.append(((name, "dataset"), str(exc)))
+        try:
             LoadSettings(**options)
         except ValidationError as exc:
-            problems += [((name, *e["loc"]), e["msg"]) for e in exc.errors()]
+            problems += [((name, *e["loc"]), e["msg"].removeprefix("Value error, ")) for e in exc.errors()]
     return [(("workloads", *where), what) for where, what in problems]
 
 

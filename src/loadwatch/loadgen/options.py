@@ -19,6 +19,7 @@ from loadwatch.defaults import LOOPBACK
 from loadwatch.metrics.slo import SLO, parse_slo
 from loadwatch.model_options import without_none
 from loadwatch.settings import LoadSettings
+from loadwatch.workloads.datasets import DATASETS
 
 
 def _slo_text(text: str) -> str:
@@ -42,7 +43,11 @@ def argument(name: str, field: FieldInfo) -> tuple[str, dict[str, Any]]:
     if not meta.get("web_ui", True):
         kwargs["include_in_web_ui"] = False
     kind = without_none(field.annotation)
-    if typing.get_origin(kind) is Literal:
+    if name == "dataset":
+        kwargs.update(choices=list(DATASETS), help=f"{field.description}: " + "; ".join(
+            f"{d.name}, {d.summary}" + (" (a sample file unless --dataset-path)" if d.sample else "")
+            for d in DATASETS.values()))
+    elif typing.get_origin(kind) is Literal:
         kwargs["choices"] = list(typing.get_args(kind))
     elif kind is bool:
         kwargs["action"] = "store_true"

@@ -18,9 +18,9 @@ from loadwatch.loadgen.quota import Quota, Tickets, WorkerTickets
 from loadwatch.loadgen.recorder import Recorder
 from loadwatch.loadgen.schedule import level_now, plan_run
 from loadwatch.loadgen.state import RunState
-from loadwatch.settings import Dataset, LoadSettings
+from loadwatch.settings import LoadSettings
 from loadwatch.workloads.context import check_context
-from loadwatch.workloads.datasets import TOKENIZED, build, validate
+from loadwatch.workloads.datasets import DATASETS, build, validate
 from loadwatch.workloads.errors import DatasetError
 from loadwatch.workloads.prompt import Workload
 from loadwatch.workloads.sessions import Sessions
@@ -134,18 +134,22 @@ class Process:
                     "with its /tokenize" if works else "approximately (4 characters a token)")
         return works
 
+    def dataset_name(self, default: str | None) -> str:
+        """The dataset a user sends: --dataset, or its locustfile's `dataset` where the option was left at
+        its default."""
+        unset = self.settings.dataset == LoadSettings.model_fields["dataset"].default
+        return default if default is not None and unset else self.settings.dataset
+
     def dataset_workload(self, streamer: Streamer, model: str | None,
-                         default: Dataset | None = None) -> Workload | Sessions | Trace:
+                         default: str | None = None) -> Workload | Sessions | Trace:
         """The --dataset of this run (a locustfile's own `dataset` where the option names none but
         the default), built once per process and dataset by the first user that asks."""
-        settings = self.settings
-        if default is not None and settings.dataset == "builtin":
-            settings = settings.model_copy(update={"dataset": default})
+        settings = self.settings.model_copy(update={"dataset": self.dataset_name(default)})
         with self._building:
             if settings.dataset not in self.workloads:
                 if settings.dataset != self.settings.dataset:  # the options' own was checked with them
                     settings = validate(settings)
-                tokenizer = tokenizer_for(streamer, model) if settings.dataset in TOKENIZED else None
+                tokenizer = tokenizer_for(streamer, model) if DATASETS[settings.dataset].tokenized else None
                 workload = build(settings, tokenizer)
                 check_context(streamer, model, list(workload.prompts), settings.max_tokens,
                               settings.endpoint == "chat", settings.dataset)

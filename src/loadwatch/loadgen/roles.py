@@ -26,6 +26,7 @@ from loadwatch.loadgen.schedule import plan_run
 from loadwatch.loadgen.shape import LOAD_START, OptionShape
 from loadwatch.loadgen.state import Phase, RunState
 from loadwatch.settings import LoadSettings
+from loadwatch.workloads.datasets import DATASETS
 
 log = logging.getLogger(__name__)
 VERSION = version("loadwatch")
@@ -154,7 +155,7 @@ class Master(Summing):
         tickets = self.process.tickets
         kinds = tickets.take(msg.data["n"]) if isinstance(tickets, Tickets) else []
         runner = self.environment.runner
-        if self.process.settings.dataset == "trace":  # the replay's clock, before the entries it times
+        if DATASETS[self.process.settings.dataset].timed:  # the replay's clock, before the entries it times
             runner.send_message(LOAD_START, {"at": self.process.state.load_started()}, msg.node_id)  # type: ignore[union-attr]
         runner.send_message(GRANT, {"kinds": kinds}, msg.node_id)  # type: ignore[union-attr]
 

@@ -25,7 +25,7 @@ from loadwatch.loadgen.process import run_users
 from loadwatch.loadgen.quota import WARMUP
 from loadwatch.loadgen.recorder import LLMRequest
 from loadwatch.metrics.timing import request_metrics
-from loadwatch.settings import Dataset, LoadSettings
+from loadwatch.settings import LoadSettings
 from loadwatch.workloads.arrivals import gap, spend
 from loadwatch.workloads.errors import DatasetError
 from loadwatch.workloads.prompt import Conversation, Prompt
@@ -100,7 +100,7 @@ class LLMUser(User):
     abstract = True
     scenario = "chat"  # the Locust request name and the `scenario` label
     workload: Callable[[], Prompt] | None = None  # a locustfile's own; None: the run's --dataset
-    dataset: Dataset | None = None  # a locustfile's dataset, unless --dataset names another than builtin
+    dataset: str | None = None  # a locustfile's dataset, unless --dataset names another than builtin
     wait_time = constant(0)
     backoff = 0.0  # the closed loop's current pause after instant failures
     sessions: Sessions | None = None  # --dataset sessions: this user is one conversation after another
@@ -118,8 +118,7 @@ class LLMUser(User):
         try:
             workload = self.workload or self.process.dataset_workload(self.streamer, self.model, self.dataset)
         except (DatasetError, RequestFailed) as exc:
-            chosen = self.dataset if self.dataset and settings.dataset == "builtin" else settings.dataset
-            log.error("loadwatch: cannot build the %s dataset: %s", chosen, exc)
+            log.error("loadwatch: cannot build the %s dataset: %s", self.process.dataset_name(self.dataset), exc)
             self.environment.process_exit_code = 2  # a workload this server cannot take: README's bad options
             self.environment.runner.quit()
             raise StopUser() from None

@@ -1,4 +1,6 @@
-"""The workloads of `vllm bench serve` and of the seeds: each a deterministic list for a seed.
+"""The workloads of `vllm bench serve` and of the seeds, one class each: a subclass of `Dataset`
+is a --dataset choice (its name, help and sample file come from the class), so a new workload is
+one class here and nothing elsewhere.
 
 `validate` reads and checks the files before the run starts (no server needed); `build` makes the
 prompts once the server is known, for token lengths measured by its own tokenizer.
@@ -10,8 +12,8 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar
 
-from loadwatch.settings import LoadSettings
 from loadwatch.workloads.builtin import builtin_prompts
 from loadwatch.workloads.errors import DatasetError
 from loadwatch.workloads.files import read_jsonl, read_session_lines, read_sharegpt, read_tools
@@ -20,116 +22,185 @@ from loadwatch.workloads.sessions import GENERATED_TURNS, STATIC_STAMP, Script, 
 from loadwatch.workloads.tokens import Tokenizer
 from loadwatch.workloads.trace import Trace, read_trace
 
+if TYPE_CHECKING:  # settings reads this registry for its choices: it cannot be imported from here first
+    from loadwatch.settings import LoadSettings
+
 SAMPLES = Path(__file__).with_name("samples")
-DEFAULT_PATHS = {"sharegpt": SAMPLES / "sharegpt-50.json", "agent": SAMPLES / "agent-conversation.json",
-                 "jsonl": SAMPLES / "prompts.jsonl", "trace": SAMPLES / "mooncake-sample.jsonl"}
 SAMPLE_TOOLS = SAMPLES / "tools.json"
-TOKENIZED = ("sharegpt", "random", "prefix-repetition", "sessions", "trace")  # their lengths are the server's tokens
 # vllm bench serve's ShareGPT filter: too short to say anything, or too long for a 2k context.
 MIN_LEN, MAX_PROMPT_LEN, MAX_TOTAL_LEN = 4, 1024, 2048
+DATASETS: dict[str, Dataset] = {}  # --dataset NAME -> its workload, in the order of the classes below
+
+
+class Dataset:
+    """One workload. A subclass with a `name` registers itself as a --dataset choice."""
+
+    name: ClassVar[str]
+    summary: ClassVar[str]  # what it is, for --dataset's help
+    sample: ClassVar[Path | None] = None  # loadwatch's own file, used where --dataset-path is not given
+    tokenized: ClassVar[bool] = False  # its lengths are counted in the server's tokens: build needs a tokenizer
+    timed: ClassVar[bool] = False  # it sets when each request is sent, so the load's clock must reach it first
+    sample_tools: ClassVar[bool] = False  # its chat requests offer loadwatch's sample tools unless --tools says
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        DATASETS[cls.name] = cls()
+
+    def path(self, settings: LoadSettings) -> Path:
+        """The dataset's file: the user's, or loadwatch's sample."""
+        if settings.dataset_path is not None:
+            return settings.dataset_path
+        if self.sample is None:
+            raise DatasetError(f"the {self.name} dataset needs --dataset-path")
+        return self.sample
+
+    def check(self, settings: LoadSettings) -> LoadSettings:
+        """The settings as the run uses them; DatasetError for what this dataset cannot run."""
+        return settings
+
+    def make(self, settings: LoadSettings, tokenizer: Tokenizer | None, rng: random.Random,
+             offered: list[dict] | None) -> Workload | Sessions | Trace:
+        raise NotImplementedError
 
 
 def output_len(settings: LoadSettings) -> int:
     return settings.output_len or settings.max_tokens
 
 
-def dataset_path(settings: LoadSettings) -> Path:
-    """The file of a file-backed dataset (sharegpt, agent, jsonl, trace): the user's, or loadwatch's sample."""
-    return settings.dataset_path or DEFAULT_PATHS[settings.dataset]
-
-
 def tools(settings: LoadSettings) -> list[dict] | None:
-    """The tools every chat request offers: --tools, or for sessions loadwatch's sample."""
+    """The tools every chat request offers: --tools, or loadwatch's sample for a dataset that offers it."""
     if settings.tools == "none":
         return None
     if settings.tools:
         return read_tools(Path(settings.tools))
-    return read_tools(SAMPLE_TOOLS) if settings.dataset == "sessions" else None
+    return read_tools(SAMPLE_TOOLS) if DATASETS[settings.dataset].sample_tools else None
+
+
+def dataset_named(name: str) -> Dataset:
+    """The dataset of that name; DatasetError listing the choices (LOCUST_DATASET and locust.conf
+    reach the settings past the parser's choices)."""
+    if name not in DATASETS:
+        raise DatasetError(f"{name!r} is none of {', '.join(DATASETS)}")
+    return DATASETS[name]
 
 
 def validate(settings: LoadSettings) -> LoadSettings:
     """The settings as the run uses them (a trace sends each entry once: its --num-requests is the
-    trace's length, or fewer); DatasetError for an unreadable or malformed dataset or tools file, or
-    a workload these options cannot run, before any request."""
-    if settings.dataset == "jsonl":
-        read_jsonl(dataset_path(settings))
-    elif settings.dataset in ("sharegpt", "agent"):
-        read_sharegpt(dataset_path(settings))
-    elif settings.dataset == "sessions":
-        if settings.endpoint != "chat":
-            raise DatasetError("sessions are conversations: they need --endpoint chat")
-        if settings.request_rate is not None:
-            raise DatasetError("sessions are closed loops (each user a conversation, answer then next turn): "
-                               "use -u users and --think-time, not --request-rate")
-        if settings.dataset_path is not None:
-            _session_scripts(settings.dataset_path, None, None)
-    elif settings.dataset == "trace":
-        entries = len(read_trace(dataset_path(settings)))
-        settings = settings.model_copy(update={"num_requests": min(settings.num_requests or entries, entries)})
-        given = [name for name, on in (("--request-rate", settings.request_rate), ("--shape", settings.shape),
-                                       ("--warmup-requests", settings.warmup_requests),
-                                       ("--warmup-seconds", settings.warmup_seconds)) if on]
-        if given:
-            raise DatasetError(f"a trace sets its own times and sends each entry once: {', '.join(given)} "
-                               "cannot go with it (--speedup changes its pace)")
+    trace's length, or fewer); DatasetError for an unknown dataset, an unreadable or malformed
+    dataset or tools file, or a workload these options cannot run, before any request."""
+    settings = dataset_named(settings.dataset).check(settings)
     if tools(settings) and settings.endpoint != "chat":
         raise DatasetError("--tools needs --endpoint chat")
     return settings
 
 
-def _sharegpt(settings: LoadSettings, tokenizer: Tokenizer, rng: random.Random) -> list[Prompt]:
-    conversations = read_sharegpt(dataset_path(settings))
-    rng.shuffle(conversations)
-    prompts = []
-    for messages in conversations:
-        prompt, completion = messages[0]["content"], messages[1]["content"]
-        prompt_len = tokenizer.count(prompt)
-        output_len = settings.sharegpt_output_len or tokenizer.count(completion)
-        if prompt_len < MIN_LEN or output_len < MIN_LEN:
-            continue
-        if prompt_len > MAX_PROMPT_LEN or prompt_len + output_len > MAX_TOTAL_LEN:
-            continue
-        prompts.append(Prompt.user_text(prompt, output_len))
-        if len(prompts) == settings.dataset_size:
-            break
-    if not prompts:
-        raise DatasetError(f"no conversation of {dataset_path(settings)} passes the length filter")
-    return prompts
+def build(settings: LoadSettings, tokenizer: Tokenizer | None) -> Workload | Sessions | Trace:
+    """The prompts of the chosen dataset; the same order for the same seed."""
+    dataset = dataset_named(settings.dataset)
+    if dataset.tokenized and tokenizer is None:  # loadgen/process.py gives one to the tokenized datasets
+        raise TypeError(f"the {dataset.name} dataset measures lengths with a tokenizer")
+    return dataset.make(settings, tokenizer, random.Random(settings.seed), tools(settings))
+
+
+def _with_tools(prompts: list[Prompt], offered: list[dict] | None) -> list[Prompt]:
+    if not offered:
+        return prompts
+    return [replace(p, body={"tools": offered, **(p.body or {})}) for p in prompts]
 
 
 def _lengths(rng: random.Random, mean: int, ratio: float) -> int:
     return rng.randint(max(1, int(mean * (1 - ratio))), max(1, int(mean * (1 + ratio))))
 
 
-def _random(settings: LoadSettings, tokenizer: Tokenizer, rng: random.Random) -> list[Prompt]:
-    prefix = tokenizer.text_of_length(rng, settings.prefix_len) + " " if settings.prefix_len else ""
-    return [
-        Prompt.user_text(
-            prefix + tokenizer.text_of_length(rng, _lengths(rng, settings.input_len, settings.range_ratio)),
-            _lengths(rng, output_len(settings), settings.range_ratio),
-        )
-        for _ in range(settings.dataset_size)
-    ]
+class Builtin(Dataset):
+    name, summary = "builtin", "builtin prompts"
+
+    def make(self, settings: LoadSettings, tokenizer: Tokenizer | None, rng: random.Random,
+             offered: list[dict] | None) -> Workload | Sessions | Trace:
+        return Cycle(_with_tools(list(builtin_prompts().prompts), offered))
 
 
-def _prefix_repetition(settings: LoadSettings, tokenizer: Tokenizer, rng: random.Random) -> list[Prompt]:
-    prefixes = [tokenizer.text_of_length(rng, settings.prefix_len or 256) for _ in range(settings.num_prefixes)]
-    prompts = [Prompt.user_text(f"{prefix} {tokenizer.text_of_length(rng, settings.suffix_len)}", output_len(settings))
-               for prefix in prefixes for _ in range(max(1, settings.dataset_size // settings.num_prefixes))]
-    rng.shuffle(prompts)
-    return prompts
+class ShareGPT(Dataset):
+    name, summary = "sharegpt", "ShareGPT conversations (their first turn), filtered as vllm bench serve does"
+    sample, tokenized = SAMPLES / "sharegpt-50.json", True
+
+    def check(self, settings: LoadSettings) -> LoadSettings:
+        read_sharegpt(self.path(settings))
+        return settings
+
+    def make(self, settings: LoadSettings, tokenizer: Tokenizer | None, rng: random.Random,
+             offered: list[dict] | None) -> Workload | Sessions | Trace:
+        assert tokenizer is not None
+        conversations = read_sharegpt(self.path(settings))
+        rng.shuffle(conversations)
+        prompts = []
+        for messages in conversations:
+            prompt, completion = messages[0]["content"], messages[1]["content"]
+            prompt_len = tokenizer.count(prompt)
+            wanted = settings.sharegpt_output_len or tokenizer.count(completion)
+            if prompt_len < MIN_LEN or wanted < MIN_LEN:
+                continue
+            if prompt_len > MAX_PROMPT_LEN or prompt_len + wanted > MAX_TOTAL_LEN:
+                continue
+            prompts.append(Prompt.user_text(prompt, wanted))
+            if len(prompts) == settings.dataset_size:
+                break
+        if not prompts:
+            raise DatasetError(f"no conversation of {self.path(settings)} passes the length filter")
+        return Cycle(_with_tools(prompts, offered))
 
 
-def agent(settings: LoadSettings, offered: list[dict] | None = None) -> Workload:
+class Random(Dataset):
+    name, summary, tokenized = "random", "random token prompts of set lengths", True
+
+    def make(self, settings: LoadSettings, tokenizer: Tokenizer | None, rng: random.Random,
+             offered: list[dict] | None) -> Workload | Sessions | Trace:
+        assert tokenizer is not None
+        prefix = tokenizer.text_of_length(rng, settings.prefix_len) + " " if settings.prefix_len else ""
+        prompts = [
+            Prompt.user_text(
+                prefix + tokenizer.text_of_length(rng, _lengths(rng, settings.input_len, settings.range_ratio)),
+                _lengths(rng, output_len(settings), settings.range_ratio),
+            )
+            for _ in range(settings.dataset_size)
+        ]
+        return Cycle(_with_tools(prompts, offered))
+
+
+class PrefixRepetition(Dataset):
+    name, summary, tokenized = "prefix-repetition", "a few shared prefixes, each with unique suffixes", True
+
+    def make(self, settings: LoadSettings, tokenizer: Tokenizer | None, rng: random.Random,
+             offered: list[dict] | None) -> Workload | Sessions | Trace:
+        assert tokenizer is not None
+        prefixes = [tokenizer.text_of_length(rng, settings.prefix_len or 256) for _ in range(settings.num_prefixes)]
+        prompts = [Prompt.user_text(f"{prefix} {tokenizer.text_of_length(rng, settings.suffix_len)}",
+                                    output_len(settings))
+                   for prefix in prefixes for _ in range(max(1, settings.dataset_size // settings.num_prefixes))]
+        rng.shuffle(prompts)
+        return Cycle(_with_tools(prompts, offered))
+
+
+class Agent(Dataset):
     """The seeds' agent session: the whole conversation up to its last user turn, replayed, with a
     date-time at the very start of the first turn; the same one every time (`static`, all of it is
     a cacheable prefix) or a new one per request (`dynamic`, nothing after it can be cached)."""
-    messages = read_sharegpt(dataset_path(settings))[0]
-    while messages[-1]["role"] != "user":
-        messages = messages[:-1]
-    first = next(i for i, m in enumerate(messages) if m["role"] == "user")
-    return AgentSession(messages, first, stamps(settings.agent_prefix == "static"), output_len(settings),
-                        {"tools": offered} if offered else None)
+
+    name, summary = "agent", "the seeds' long conversation with a date-time prefix"
+    sample = SAMPLES / "agent-conversation.json"
+
+    def check(self, settings: LoadSettings) -> LoadSettings:
+        read_sharegpt(self.path(settings))
+        return settings
+
+    def make(self, settings: LoadSettings, tokenizer: Tokenizer | None, rng: random.Random,
+             offered: list[dict] | None) -> Workload | Sessions | Trace:
+        messages = read_sharegpt(self.path(settings))[0]
+        while messages[-1]["role"] != "user":
+            messages = messages[:-1]
+        first = next(i for i, m in enumerate(messages) if m["role"] == "user")
+        return AgentSession(messages, first, stamps(settings.agent_prefix == "static"), output_len(settings),
+                            {"tools": offered} if offered else None)
 
 
 class AgentSession:
@@ -149,6 +220,20 @@ class AgentSession:
         return self.stamped(self.stamp())
 
 
+class Jsonl(Dataset):
+    name, summary, sample = "jsonl", "JSON Lines of prompts", SAMPLES / "prompts.jsonl"
+
+    def check(self, settings: LoadSettings) -> LoadSettings:
+        read_jsonl(self.path(settings))
+        return settings
+
+    def make(self, settings: LoadSettings, tokenizer: Tokenizer | None, rng: random.Random,
+             offered: list[dict] | None) -> Workload | Sessions | Trace:
+        prompts = read_jsonl(self.path(settings))
+        rng.shuffle(prompts)
+        return Cycle(_with_tools(prompts, offered))
+
+
 def _session_scripts(path: Path, max_tokens: int | None, body: dict | None) -> list[Script]:
     """A file's sessions: JSON Lines of {"turns": [...]}, or ShareGPT conversations (their human turns;
     the recorded answers give way to the model's own)."""
@@ -162,45 +247,53 @@ def _session_scripts(path: Path, max_tokens: int | None, body: dict | None) -> l
     return scripts
 
 
-def sessions(settings: LoadSettings, tokenizer: Tokenizer, rng: random.Random) -> Sessions:
-    offered = tools(settings)
-    body = {"tools": offered} if offered else None
-    static = settings.agent_prefix == "static"
-    if settings.dataset_path is None:
-        turns = settings.turns or GENERATED_TURNS
-        scripts, tool_result, longest_prompt = generated(tokenizer, rng, turns, settings.turn_len, settings.system_len,
-                                                         output_len(settings), body)
-        return Sessions(scripts, turns, static, tool_result, [longest_prompt], label=True)
-    scripts = _session_scripts(settings.dataset_path, output_len(settings), body)
-    rng.shuffle(scripts)
-    answer = tokenizer.text_of_length(rng, output_len(settings))
-    return Sessions(scripts, settings.turns, static, tokenizer.text_of_length(rng, settings.turn_len),
-                    [longest(s, answer) for s in scripts], label=False)
+class Conversations(Dataset):
+    name, tokenized, sample_tools = "sessions", True, True
+    summary = "each user a conversation that grows with the model's answers"
+
+    def check(self, settings: LoadSettings) -> LoadSettings:
+        if settings.endpoint != "chat":
+            raise DatasetError("sessions are conversations: they need --endpoint chat")
+        if settings.request_rate is not None:
+            raise DatasetError("sessions are closed loops (each user a conversation, answer then next turn): "
+                               "use -u users and --think-time, not --request-rate")
+        if settings.dataset_path is not None:
+            _session_scripts(settings.dataset_path, None, None)
+        return settings
+
+    def make(self, settings: LoadSettings, tokenizer: Tokenizer | None, rng: random.Random,
+             offered: list[dict] | None) -> Workload | Sessions | Trace:
+        assert tokenizer is not None
+        body = {"tools": offered} if offered else None
+        static = settings.agent_prefix == "static"
+        if settings.dataset_path is None:
+            turns = settings.turns or GENERATED_TURNS
+            scripts, tool_result, longest_prompt = generated(tokenizer, rng, turns, settings.turn_len,
+                                                             settings.system_len, output_len(settings), body)
+            return Sessions(scripts, turns, static, tool_result, [longest_prompt], label=True)
+        scripts = _session_scripts(settings.dataset_path, output_len(settings), body)
+        rng.shuffle(scripts)
+        answer = tokenizer.text_of_length(rng, output_len(settings))
+        return Sessions(scripts, settings.turns, static, tokenizer.text_of_length(rng, settings.turn_len),
+                        [longest(s, answer) for s in scripts], label=False)
 
 
-def _with_tools(prompts: list[Prompt], offered: list[dict] | None) -> list[Prompt]:
-    if not offered:
-        return prompts
-    return [replace(p, body={"tools": offered, **(p.body or {})}) for p in prompts]
+class Replay(Dataset):
+    name, summary = "trace", "a timestamped Mooncake trace replayed at its own times"
+    sample, tokenized, timed = SAMPLES / "mooncake-sample.jsonl", True, True
 
+    def check(self, settings: LoadSettings) -> LoadSettings:
+        entries = len(read_trace(self.path(settings)))
+        settings = settings.model_copy(update={"num_requests": min(settings.num_requests or entries, entries)})
+        given = [name for name, on in (("--request-rate", settings.request_rate), ("--shape", settings.shape),
+                                       ("--warmup-requests", settings.warmup_requests),
+                                       ("--warmup-seconds", settings.warmup_seconds)) if on]
+        if given:
+            raise DatasetError(f"a trace sets its own times and sends each entry once: {', '.join(given)} "
+                               "cannot go with it (--speedup changes its pace)")
+        return settings
 
-def build(settings: LoadSettings, tokenizer: Tokenizer | None) -> Workload | Sessions | Trace:
-    """The prompts of the chosen dataset, served in a cycle; the same order for the same seed."""
-    rng = random.Random(settings.seed)
-    offered = tools(settings)
-    if settings.dataset == "builtin":
-        return Cycle(_with_tools(list(builtin_prompts().prompts), offered))
-    if settings.dataset == "agent":
-        return agent(settings, offered)
-    if settings.dataset == "jsonl":
-        prompts = read_jsonl(dataset_path(settings))
-        rng.shuffle(prompts)
-        return Cycle(_with_tools(prompts, offered))
-    if tokenizer is None:  # loadgen/process.py gives one to the datasets in its TOKENIZED
-        raise TypeError(f"the {settings.dataset} dataset measures lengths with a tokenizer")
-    if settings.dataset == "sessions":
-        return sessions(settings, tokenizer, rng)
-    if settings.dataset == "trace":
-        return Trace(read_trace(dataset_path(settings)), tokenizer, settings.trace_block_tokens, settings.seed)
-    make = {"sharegpt": _sharegpt, "random": _random, "prefix-repetition": _prefix_repetition}[settings.dataset]
-    return Cycle(_with_tools(make(settings, tokenizer, rng), offered))
+    def make(self, settings: LoadSettings, tokenizer: Tokenizer | None, rng: random.Random,
+             offered: list[dict] | None) -> Workload | Sessions | Trace:
+        assert tokenizer is not None
+        return Trace(read_trace(self.path(settings)), tokenizer, settings.trace_block_tokens, settings.seed)

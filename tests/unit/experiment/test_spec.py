@@ -51,8 +51,8 @@ load: {users: [0], duration: 4x}
         f"{path}:3: arms.external: vllm_args are for the embedded engine: an arm with a target configures its "
         "server itself (restart)",
         f"{path}:4: arms.local: restart is for an arm with a target: the embedded engine restarts by itself",
-        f"{path}:7: workloads.bad.dataset: Input should be 'builtin', 'sharegpt', 'random', 'prefix-repetition', "
-        "'agent', 'jsonl', 'sessions' or 'trace'",
+        f"{path}:7: workloads.bad.dataset: 'nope' is none of builtin, sharegpt, random, prefix-repetition, agent, "
+        "jsonl, sessions, trace",
         f"{path}:8: workloads.bad.max_tokens: Input should be greater than 0",
         f"{path}:9: workloads.reserved.colour: not a load-generator option (see `locust --help`, with - as _)",
         f"{path}:9: workloads.reserved.results_json: set by the experiment itself (its load, slo and files)",

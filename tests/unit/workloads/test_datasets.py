@@ -120,3 +120,36 @@ def test_tools_from_a_file_go_with_every_prompt_and_a_line_keeps_its_own(tmp_pat
     tools.write_text("{broken")
     with pytest.raises(DatasetError, match="tools.json line 1: not JSON"):
         validate(LoadSettings(tools=str(tools)))
+
+
+def test_a_dataset_is_one_class_and_every_dataset_is_an_option_with_its_help():
+    from loadwatch.loadgen.options import argument
+    from loadwatch.workloads.datasets import DATASETS, Dataset
+    from loadwatch.workloads.prompt import Cycle, Prompt
+
+    class Echo(Dataset):
+        name, summary = "echo-test", "one prompt, again and again"
+
+        def make(self, settings, tokenizer, rng, offered):
+            return Cycle([Prompt.user_text("echo", settings.max_tokens)])
+
+    try:
+        _, kwargs = argument("dataset", LoadSettings.model_fields["dataset"])
+        assert kwargs["choices"] == list(DATASETS) and "echo-test" in kwargs["choices"]
+        assert "echo-test, one prompt, again and again" in kwargs["help"]
+        assert "trace, a timestamped Mooncake trace" in kwargs["help"]
+        assert build(validate(LoadSettings(dataset="echo-test", max_tokens=3)), None)().text == "echo"
+    finally:
+        del DATASETS["echo-test"]
+
+
+def test_an_unknown_dataset_is_refused_with_the_choices():
+    with pytest.raises(DatasetError, match="'nope' is none of builtin, sharegpt, random, prefix-repetition, agent"):
+        validate(LoadSettings(dataset="nope"))
+
+
+def test_a_dataset_without_a_sample_needs_a_path():
+    from loadwatch.workloads.datasets import DATASETS
+
+    with pytest.raises(DatasetError, match="the random dataset needs --dataset-path"):
+        DATASETS["random"].path(LoadSettings(dataset="random"))
