@@ -12,8 +12,8 @@ import json
 import random
 import time
 
-from loadwatch.loadgen.history import POINTS, History
 from loadwatch.loadgen.state import RunState
+from loadwatch.loadgen.webui.history import POINTS, History
 from loadwatch.metrics.timing import RequestMetrics
 
 

@@ -102,6 +102,6 @@ def test_the_shipped_experiments_travel_in_the_wheel(installed, tmp_path, name):
 
 
 def test_the_web_uis_charts_travel_in_the_wheel(installed, tmp_path):
-    found = run(installed, tmp_path, "python", "-c", "from loadwatch.loadgen.webui import STATIC; "
+    found = run(installed, tmp_path, "python", "-c", "from loadwatch.loadgen.webui.tab import STATIC; "
                 "print(all((STATIC / name).is_file() for name in ('cockpit.js', 'echarts.min.js')))")
     assert found.stdout.strip() == "True", found.stderr

@@ -17,8 +17,8 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from loadwatch.catalogue import RUN_INFO, Client
-from loadwatch.loadgen import webui
 from loadwatch.loadgen.state import RunState
+from loadwatch.loadgen.webui import tab as webui
 from loadwatch.metrics import definitions as d
 from loadwatch.settings import LoadSettings
 

@@ -14,9 +14,9 @@ from pydantic import ValidationError
 from loadwatch.client.failures import RequestFailed
 from loadwatch.client.stream import Streamer
 from loadwatch.credentials import authorization, read_secret, split_credentials
-from loadwatch.loadgen.quota import Quota, Tickets, WorkerTickets
 from loadwatch.loadgen.recorder import Recorder
-from loadwatch.loadgen.schedule import level_now, plan_run
+from loadwatch.loadgen.sending.quota import Quota, Tickets, WorkerTickets
+from loadwatch.loadgen.sending.schedule import level_now, plan_run
 from loadwatch.loadgen.state import RunState
 from loadwatch.settings import LoadSettings
 from loadwatch.workloads.context import check_context

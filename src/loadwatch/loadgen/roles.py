@@ -20,10 +20,10 @@ from loadwatch.loadgen import exposition, results
 from loadwatch.loadgen.keeper import Keeper
 from loadwatch.loadgen.monitor import Monitor
 from loadwatch.loadgen.process import Process, run_users
-from loadwatch.loadgen.quota import ASK, FINAL, FLUSH, GRANT, Quota, Tickets, WorkerTickets
 from loadwatch.loadgen.recorder import REPORT_KEY
-from loadwatch.loadgen.schedule import plan_run
-from loadwatch.loadgen.shape import LOAD_START, OptionShape
+from loadwatch.loadgen.sending.quota import ASK, FINAL, FLUSH, GRANT, Quota, Tickets, WorkerTickets
+from loadwatch.loadgen.sending.schedule import plan_run
+from loadwatch.loadgen.sending.shape import LOAD_START, OptionShape
 from loadwatch.loadgen.state import Phase, RunState
 from loadwatch.settings import LoadSettings
 from loadwatch.workloads.datasets import DATASETS

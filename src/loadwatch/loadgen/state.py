@@ -17,7 +17,7 @@ from gevent.event import Event
 
 from loadwatch.credentials import redact_url
 from loadwatch.loadgen.recorder import Recorder
-from loadwatch.loadgen.schedule import Stage, stage_at
+from loadwatch.loadgen.sending.schedule import Stage, stage_at
 
 
 def new_run_id(name: str = "") -> str:

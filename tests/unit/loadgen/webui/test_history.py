@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from loadwatch.loadgen import history as h
 from loadwatch.loadgen.state import RunState
+from loadwatch.loadgen.webui import history as h
 from loadwatch.metrics.timing import RequestMetrics
 
 

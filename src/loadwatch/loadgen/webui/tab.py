@@ -18,10 +18,10 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.registry import CollectorRegistry
 
 from loadwatch.credentials import split_credentials
-from loadwatch.loadgen import login
-from loadwatch.loadgen.engine_watch import EngineWatch
-from loadwatch.loadgen.history import History
 from loadwatch.loadgen.state import RunState
+from loadwatch.loadgen.webui import login
+from loadwatch.loadgen.webui.engine_watch import EngineWatch
+from loadwatch.loadgen.webui.history import History
 from loadwatch.metrics.results import Figures
 from loadwatch.metrics.summary import figures
 from loadwatch.settings import LoadSettings

@@ -20,10 +20,10 @@ from locust.user.task import LOCUST_STATE_STOPPING
 from loadwatch.client.endpoints import PATHS
 from loadwatch.client.failures import RequestFailed
 from loadwatch.client.stream import Streamer, StreamResult
-from loadwatch.loadgen.models import UNKNOWN, resolve_model
 from loadwatch.loadgen.process import run_users
-from loadwatch.loadgen.quota import WARMUP
 from loadwatch.loadgen.recorder import LLMRequest
+from loadwatch.loadgen.sending.models import UNKNOWN, resolve_model
+from loadwatch.loadgen.sending.quota import WARMUP
 from loadwatch.metrics.timing import request_metrics
 from loadwatch.settings import LoadSettings
 from loadwatch.workloads.arrivals import gap, spend

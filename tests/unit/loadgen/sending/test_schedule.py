@@ -1,6 +1,6 @@
 import pytest
 
-from loadwatch.loadgen.schedule import plan, stage_at
+from loadwatch.loadgen.sending.schedule import plan, stage_at
 
 
 def levels(stages):

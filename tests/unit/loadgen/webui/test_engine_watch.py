@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from loadwatch.loadgen.webui.engine_watch import EngineWatch, parse, reading
+from tests.conftest import REPO
 
-from loadwatch.loadgen.engine_watch import EngineWatch, parse, reading
-
-PAYLOADS = Path(__file__).resolve().parents[2] / "data" / "payloads"
+PAYLOADS = REPO / "tests" / "data" / "payloads"
 SIDECAR = """\
 # TYPE loadwatch_engine_up gauge
 loadwatch_engine_up{target="vllm-0"} %d

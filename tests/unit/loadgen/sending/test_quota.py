@@ -1,6 +1,6 @@
 from loadwatch.catalogue import Client
-from loadwatch.loadgen import quota
-from loadwatch.loadgen.quota import MEASURED, WARMUP, Quota, Tickets
+from loadwatch.loadgen.sending import quota
+from loadwatch.loadgen.sending.quota import MEASURED, WARMUP, Quota, Tickets
 
 
 def test_tickets_give_warmup_first_then_exactly_the_measured_ones():

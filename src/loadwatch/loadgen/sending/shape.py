@@ -14,7 +14,7 @@ from locust import LoadTestShape
 from locust.runners import MasterRunner
 
 from loadwatch.loadgen.process import run_users
-from loadwatch.loadgen.schedule import level_now, plan_run
+from loadwatch.loadgen.sending.schedule import level_now, plan_run
 from loadwatch.loadgen.state import Phase
 
 log = logging.getLogger(__name__)
