@@ -1,4 +1,6 @@
-"""loadwatch's part of one Locust process, kept on `environment.loadwatch`."""
+"""loadwatch's part of one Locust process: its settings, run state, quota and workloads, in one
+`Process` that `attach` puts on Locust's environment, where users, the shape and the role's handlers
+reach it with `process_of`."""
 
 from __future__ import annotations
 
@@ -109,10 +111,19 @@ class Process:
         """Whether the run counts its requests: --num-requests or --warmup-requests."""
         return self.settings.num_requests is not None or self.settings.warmup_requests > 0
 
-    def request_rate(self) -> float | None:
+    def request_rate(self) -> float:
         """The open loop's rate now: --request-rate, or the load shape's level at this moment."""
         schedule = self.state.schedule
-        return level_now(schedule, self.state.load_started(), time.time()) if schedule else self.settings.request_rate
+        if schedule:
+            return level_now(schedule, self.state.load_started(), time.time())
+        return self.settings.request_rate or 0.0
+
+    @property
+    def run_quota(self) -> Quota:
+        """What this process's users may still send in the run under way; set as it starts, before any user."""
+        if self.quota is None:
+            raise RuntimeError("a user sent before the run started")
+        return self.quota
 
     def count_output_tokens(self, streamer: Streamer, model: str | None, text: str) -> tuple[int, str]:
         """Output tokens of a stream that carried no usage, and how they were counted: with the
@@ -155,3 +166,13 @@ class Process:
                               settings.endpoint == "chat", settings.dataset)
                 self.workloads[settings.dataset] = workload
             return self.workloads[settings.dataset]
+
+
+def attach(environment, process: Process) -> None:
+    """Keep the process on Locust's environment, the one object everything in a Locust process shares."""
+    environment.loadwatch = process
+
+
+def process_of(environment) -> Process:
+    """This Locust process's loadwatch part (set by `attach` at init, before any user or shape runs)."""
+    return environment.loadwatch

@@ -19,7 +19,7 @@ from locust.runners import STATE_RUNNING, STATE_SPAWNING, MasterRunner, WorkerRu
 from loadwatch.loadgen import exposition, results
 from loadwatch.loadgen.keeper import Keeper
 from loadwatch.loadgen.monitor import Monitor
-from loadwatch.loadgen.process import Process, run_users
+from loadwatch.loadgen.process import Process, attach, run_users
 from loadwatch.loadgen.recorder import REPORT_KEY
 from loadwatch.loadgen.sending.quota import ASK, FINAL, FLUSH, GRANT, Quota, Tickets, WorkerTickets
 from loadwatch.loadgen.sending.schedule import plan_run
@@ -238,6 +238,6 @@ def install(environment: Environment, settings: LoadSettings, authorization: str
         role = Master if isinstance(runner, MasterRunner) else Local
         state = RunState(_scenarios(environment), environment.host or "")
     process = Process(settings, state, authorization)
-    environment.loadwatch = process  # type: ignore[attr-defined]
+    attach(environment, process)
     role(environment, process).install()
     return process

@@ -13,7 +13,7 @@ import time
 from locust import LoadTestShape
 from locust.runners import MasterRunner
 
-from loadwatch.loadgen.process import run_users
+from loadwatch.loadgen.process import process_of, run_users
 from loadwatch.loadgen.sending.schedule import level_now, plan_run
 from loadwatch.loadgen.state import Phase
 
@@ -32,7 +32,7 @@ class OptionShape(LoadTestShape):
     def reset_time(self) -> None:
         """Locust calls this as a run starts: plan it with the options the run starts with."""
         super().reset_time()
-        process = self.environment.loadwatch
+        process = process_of(self.environment)
         process.refresh(self.environment.parsed_options)
         try:
             schedule = plan_run(process.settings, run_users(self.environment.parsed_options))
@@ -43,7 +43,7 @@ class OptionShape(LoadTestShape):
         self.announced = False
 
     def tick(self) -> tuple[int, float] | None:
-        process = self.environment.loadwatch
+        process = process_of(self.environment)
         state = process.state
         if not state.schedule:
             return None

@@ -20,7 +20,7 @@ from locust.user.task import LOCUST_STATE_STOPPING
 from loadwatch.client.endpoints import PATHS
 from loadwatch.client.failures import RequestFailed
 from loadwatch.client.stream import Streamer, StreamResult
-from loadwatch.loadgen.process import run_users
+from loadwatch.loadgen.process import process_of, run_users
 from loadwatch.loadgen.recorder import LLMRequest
 from loadwatch.loadgen.sending.models import UNKNOWN, resolve_model
 from loadwatch.loadgen.sending.quota import WARMUP
@@ -108,7 +108,7 @@ class LLMUser(User):
     conversation: Conversation | None = None
 
     def on_start(self) -> None:
-        self.process = self.environment.loadwatch
+        self.process = process_of(self.environment)
         settings = self.process.settings
         self.streamer = self.new_streamer()
         split = settings.models()
@@ -155,7 +155,7 @@ class LLMUser(User):
         if self.trace is not None:
             self._replay(self.trace)
             return
-        kind = self.process.quota.take()
+        kind = self.process.run_quota.take()
         if kind is None:  # this run's --num-requests are all sent
             raise StopUser()
         self._pause_after(self.send(kind, self.streamer))
@@ -213,7 +213,7 @@ class LLMUser(User):
                 if cap is not None and len(in_flight) >= cap:
                     self.process.recorder.record_drop(labels)
                     continue
-                kind = self.process.quota.take()
+                kind = self.process.run_quota.take()
                 if kind is None:
                     in_flight.finish()
                 self.process.recorder.record_lag(labels, time.monotonic() - scheduled, warmup=kind == WARMUP)
@@ -228,8 +228,10 @@ class LLMUser(User):
         labels = (self.model or UNKNOWN, self.scenario)
         in_flight = InFlight(self)
         try:
-            while (ticket := self.process.quota.take_numbered()) is not None and ticket[1] is not None:
+            while (ticket := self.process.run_quota.take_numbered()) is not None:
                 kind, index = ticket
+                if index is None:
+                    break
                 prompt = trace.prompt(index)  # made before its time: the first use of a block asks the server
                 while (start := state.load_started()) is None:  # a worker: the master's clock comes with tickets
                     gevent.sleep(0.05)
