@@ -12,6 +12,7 @@ import pytest
 from loadwatch.engine import process
 from loadwatch.engine.settings import EngineSettings
 from loadwatch.engine.setup import ensure_engine, ensure_model
+from loadwatch.settings import records_beside
 from tests.conftest import REPO, scrape, total, wait_for
 from tests.e2e.exporter_watch import ExporterWatch
 
@@ -72,6 +73,12 @@ def test_distributed_run_counts_what_the_engine_served_and_the_sidecar_saw_it(en
     engine_ttft_ms = 1000 * (after["ttft_sum"] - before["ttft_sum"]) / (after["ttft_count"] - before["ttft_count"])
     assert data["mean_ttft_ms"] >= engine_ttft_ms
     assert list(data["scenarios"]) == ["chat (tiny)"]
+    # Each request joined with the engine's own account of it, by the X-Request-Id the client sent;
+    # both are monotonic intervals, so the engine's queue and prefill fit inside the client's TTFT.
+    served = [r for r in (json.loads(line) for line in records_beside(results).read_text().splitlines())
+              if r["failure"] is None and r["stage"] != "warmup"]
+    assert served and all(r["engine_prefill_s"] > 0 and r["engine_queue_s"] >= 0 for r in served)
+    assert min(r["ttft_rest_s"] for r in served) > -0.002, min(served, key=lambda r: r["ttft_rest_s"])
 
     assert watch.peaks["loadwatch_engine_requests_running"] > 0
     # The sidecar samples every 0.5 s: give it a sample or two to catch up with the engine.

@@ -6,6 +6,7 @@ import json
 from dataclasses import dataclass
 
 from loadwatch.client.failures import Reason, RequestFailed
+from loadwatch.metrics.timing import EngineAccount
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +33,7 @@ class Chunk:
     reasoning: str | None = None  # a reasoning model's thoughts before its answer
     tool_calls: tuple[ToolCallDelta, ...] = ()
     usage: Usage | None = None
+    engine: EngineAccount | None = None  # the usage chunk's `metrics`, where vLLM sends them
 
     @property
     def arguments(self) -> str:
@@ -126,4 +128,23 @@ def parse_chunk(data: str, endpoint: str) -> Chunk:
         return chunk
     if not isinstance(usage, dict):
         raise RequestFailed(Reason.MALFORMED_CHUNK, f"usage is a {type(usage).__name__}, not an object")
-    return Chunk(chunk.content, chunk.reasoning, chunk.tool_calls, _usage(usage))
+    return Chunk(chunk.content, chunk.reasoning, chunk.tool_calls, _usage(usage), _engine(obj.get("metrics")))
+
+
+def _seconds(metrics: dict, name: str) -> float | None:
+    value = metrics.get(name)
+    return value / 1000 if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _engine(metrics: object) -> EngineAccount | None:
+    """The engine's account, field by field: a field it leaves out or garbles is None, and the
+    request stands (the account adds to what the client measured, it never decides it)."""
+    if not isinstance(metrics, dict):
+        return None
+    spec = metrics.get("speculative_decoding")
+    spec = spec if isinstance(spec, dict) else {}
+    length, rate = spec.get("mean_acceptance_length"), spec.get("draft_acceptance_rate")
+    return EngineAccount(_seconds(metrics, "queue_time_ms"), _seconds(metrics, "time_to_first_token_ms"),
+                         _seconds(metrics, "generation_time_ms"), _seconds(metrics, "mean_itl_ms"),
+                         float(length) if isinstance(length, int | float) else None,
+                         float(rate) if isinstance(rate, int | float) else None)

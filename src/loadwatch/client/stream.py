@@ -198,6 +198,7 @@ class Streamer:
         answer_at: float | None = None  # the first answer output, after any reasoning
         answer = Answer()
         usage = None
+        engine = None
         done = False
         received = 0
         while True:
@@ -221,6 +222,7 @@ class Streamer:
                 answer.add(chunk)
                 if chunk.usage is not None and chunk.usage.completion_tokens is not None:
                     usage = chunk.usage
+                engine = chunk.engine or engine
             if not line:
                 break
         if not done:
@@ -229,5 +231,5 @@ class Streamer:
             raise RequestFailed(Reason.EMPTY_COMPLETION, "the stream carried no generated text")
         usage = usage or Usage(None, None)
         timing = RawTiming(t0, tuple(arrivals), usage.prompt_tokens, usage.completion_tokens, headers_at, answer_at,
-                           usage.cached_tokens, usage.reasoning_tokens, answer.tool_calls)
+                           usage.cached_tokens, usage.reasoning_tokens, answer.tool_calls, engine)
         return timing, received, answer

@@ -50,6 +50,9 @@ def command(settings: EngineSettings, model_dir: Path, port: int, extra: list[st
         # structured output), and each request's cached prompt tokens in its usage.
         "--chat-template", str(CHAT_TEMPLATE), "--enable-auto-tool-choice", "--tool-call-parser", "pythonic",
         "--enable-prompt-tokens-details",
+        # Each request's own account, joined to the client's record by the X-Request-Id loadwatch sends
+        # (README: Why this request was slow).
+        "--enable-per-request-metrics", "--enable-request-id-headers",
         *extra,
     ]
 

@@ -83,6 +83,7 @@ class Process:
     tickets: Tickets | WorkerTickets | None = None  # the pool (master, local) or a worker's supply
     user_numbers: Iterator[int] = field(default_factory=count)  # for the users' arrival seeds
     tokenize_works: bool | None = None  # whether the server's /tokenize counts output tokens; None: untried
+    told_no_engine_account: bool = False
     _building: Semaphore = field(default_factory=Semaphore)
     _probing: Semaphore = field(default_factory=Semaphore)
 
@@ -124,6 +125,14 @@ class Process:
         if self.quota is None:
             raise RuntimeError("a user sent before the run started")
         return self.quota
+
+    def without_engine_account(self, origin: str) -> None:
+        """A request came back without the engine's own account of it: say so once per process."""
+        if not self.told_no_engine_account:
+            self.told_no_engine_account = True
+            log.warning("%s sends no per-request metrics: records carry the client's figures only (vLLM 0.32 "
+                        "sends them with --enable-per-request-metrics; README: Why this request was slow)",
+                        origin)
 
     def count_output_tokens(self, streamer: Streamer, model: str | None, text: str) -> tuple[int, str]:
         """Output tokens of a stream that carried no usage, and how they were counted: with the

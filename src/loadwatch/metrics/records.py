@@ -22,6 +22,10 @@ from loadwatch.metrics.slo import SLO, goodput_limits, within
 from loadwatch.metrics.timing import RequestMetrics
 
 
+def _rounded(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds, 6)
+
+
 def as_record(request_id: str, started_at: float, worker: str, model: str, scenario: str, stage: str,
               elapsed: float, failure: str | None, m: RequestMetrics | None, tokens_from: str,
               with_itl: bool, turn: int | None = None) -> dict:
@@ -39,6 +43,12 @@ def as_record(request_id: str, started_at: float, worker: str, model: str, scena
               "cached_tokens": m.cached_tokens if m else None,
               "reasoning_tokens": m.reasoning_tokens if m else None,
               "tool_calls": m.tool_calls if m else None}
+    engine = m.engine if m else None
+    if m is not None and engine is not None:  # vLLM's own account of it: README, Why this request was slow
+        record.update(engine_queue_s=_rounded(engine.queue), engine_prefill_s=_rounded(engine.prefill),
+                      engine_decode_s=_rounded(engine.decode), engine_mean_itl_s=_rounded(engine.mean_itl),
+                      ttft_rest_s=_rounded(m.ttft_rest), spec_acceptance_length=engine.spec_acceptance_length,
+                      spec_acceptance_rate=engine.spec_acceptance_rate)
     if with_itl:
         record["itl_s"] = [round(gap, 6) for gap in m.itl] if m else []
     return record

@@ -11,6 +11,20 @@ from itertools import pairwise
 
 
 @dataclass(frozen=True)
+class EngineAccount:
+    """vLLM's own account of one request, from the `metrics` of its final usage chunk (vLLM 0.32
+    with --enable-per-request-metrics): intervals of the engine's monotonic clock, in seconds, so
+    comparable with the client's intervals though never with its wall-clock times."""
+
+    queue: float | None  # queued until first scheduled
+    prefill: float | None  # first scheduled until the first token
+    decode: float | None  # first token until the last
+    mean_itl: float | None
+    spec_acceptance_length: float | None = None  # speculative decoding: tokens per verify step, bonus included
+    spec_acceptance_rate: float | None = None  # accepted draft tokens over drafted
+
+
+@dataclass(frozen=True)
 class RawTiming:
     """What the stream reader saw: the send time and the arrival of each chunk with text."""
 
@@ -23,6 +37,7 @@ class RawTiming:
     cached_tokens: int | None = None  # prompt tokens the server found in its prefix cache
     reasoning_tokens: int | None = None
     tool_calls: int = 0
+    engine: EngineAccount | None = None
 
 
 @dataclass(frozen=True)
@@ -40,6 +55,18 @@ class RequestMetrics:
     cached_tokens: int | None = None
     reasoning_tokens: int | None = None
     tool_calls: int = 0
+    engine: EngineAccount | None = None
+
+    @property
+    def ttft_rest(self) -> float | None:
+        """The client's TTFT less the headers, the engine's queue and its prefill: the hop from the
+        API server to the engine core and back, detokenising, streaming and the network (README:
+        Why this request was slow). Below zero by more than clock noise, the engine's account is not
+        this request's."""
+        engine = self.engine
+        if engine is None or engine.queue is None or engine.prefill is None or self.headers is None:
+            return None
+        return self.ttft - self.headers - engine.queue - engine.prefill
 
     @property
     def cached_ratio(self) -> float | None:
@@ -74,4 +101,5 @@ def request_metrics(raw: RawTiming) -> RequestMetrics:
         cached_tokens=raw.cached_tokens,
         reasoning_tokens=raw.reasoning_tokens,
         tool_calls=raw.tool_calls,
+        engine=raw.engine,
     )

@@ -266,6 +266,8 @@ class LLMUser(User):
             n, tokens_from = self.process.count_output_tokens(streamer, model, result.text_without_usage)
             timing = replace(timing, completion_tokens=n)
         metrics = request_metrics(timing) if timing else None
+        if metrics is not None and metrics.engine is None:
+            self.process.without_engine_account(streamer.origin)
         record = LLMRequest(
             model=labels[0],
             scenario=self.scenario,
