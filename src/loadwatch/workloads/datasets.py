@@ -44,7 +44,8 @@ class Dataset:
 
     def __init_subclass__(cls, **kwargs) -> None:
         super().__init_subclass__(**kwargs)
-        DATASETS[cls.name] = cls()
+        if "name" in cls.__dict__:  # a base of datasets, as TokenPrompts, names none
+            DATASETS[cls.name] = cls()
 
     def path(self, settings: LoadSettings) -> Path:
         """The dataset's file: the user's, or loadwatch's sample."""
@@ -120,20 +121,32 @@ class Builtin(Dataset):
         return Cycle(_with_tools(list(builtin_prompts().prompts), offered))
 
 
-class ShareGPT(Dataset):
+class TokenPrompts(Dataset):
+    """Prompts whose lengths are the server's tokens, served in a cycle."""
+
+    tokenized = True
+
+    def make(self, settings: LoadSettings, tokenizer: Tokenizer | None, rng: random.Random,
+             offered: list[dict] | None) -> Workload | Sessions | Trace:
+        assert tokenizer is not None  # build gives one to every tokenized dataset
+        return Cycle(_with_tools(self.prompts(settings, tokenizer, rng), offered))
+
+    def prompts(self, settings: LoadSettings, tokenizer: Tokenizer, rng: random.Random) -> list[Prompt]:
+        raise NotImplementedError
+
+
+class ShareGPT(TokenPrompts):
     name, summary = "sharegpt", "ShareGPT conversations (their first turn), filtered as vllm bench serve does"
-    sample, tokenized = SAMPLES / "sharegpt-50.json", True
+    sample = SAMPLES / "sharegpt-50.json"
 
     def check(self, settings: LoadSettings) -> LoadSettings:
         read_sharegpt(self.path(settings))
         return settings
 
-    def make(self, settings: LoadSettings, tokenizer: Tokenizer | None, rng: random.Random,
-             offered: list[dict] | None) -> Workload | Sessions | Trace:
-        assert tokenizer is not None
+    def prompts(self, settings: LoadSettings, tokenizer: Tokenizer, rng: random.Random) -> list[Prompt]:
         conversations = read_sharegpt(self.path(settings))
         rng.shuffle(conversations)
-        prompts = []
+        prompts: list[Prompt] = []
         for messages in conversations:
             prompt, completion = messages[0]["content"], messages[1]["content"]
             prompt_len = tokenizer.count(prompt)
@@ -147,15 +160,13 @@ class ShareGPT(Dataset):
                 break
         if not prompts:
             raise DatasetError(f"no conversation of {self.path(settings)} passes the length filter")
-        return Cycle(_with_tools(prompts, offered))
+        return prompts
 
 
-class Random(Dataset):
-    name, summary, tokenized = "random", "random token prompts of set lengths", True
+class Random(TokenPrompts):
+    name, summary = "random", "random token prompts of set lengths"
 
-    def make(self, settings: LoadSettings, tokenizer: Tokenizer | None, rng: random.Random,
-             offered: list[dict] | None) -> Workload | Sessions | Trace:
-        assert tokenizer is not None
+    def prompts(self, settings: LoadSettings, tokenizer: Tokenizer, rng: random.Random) -> list[Prompt]:
         prefix = tokenizer.text_of_length(rng, settings.prefix_len) + " " if settings.prefix_len else ""
         prompts = [
             Prompt.user_text(
@@ -164,21 +175,19 @@ class Random(Dataset):
             )
             for _ in range(settings.dataset_size)
         ]
-        return Cycle(_with_tools(prompts, offered))
+        return prompts
 
 
-class PrefixRepetition(Dataset):
-    name, summary, tokenized = "prefix-repetition", "a few shared prefixes, each with unique suffixes", True
+class PrefixRepetition(TokenPrompts):
+    name, summary = "prefix-repetition", "a few shared prefixes, each with unique suffixes"
 
-    def make(self, settings: LoadSettings, tokenizer: Tokenizer | None, rng: random.Random,
-             offered: list[dict] | None) -> Workload | Sessions | Trace:
-        assert tokenizer is not None
+    def prompts(self, settings: LoadSettings, tokenizer: Tokenizer, rng: random.Random) -> list[Prompt]:
         prefixes = [tokenizer.text_of_length(rng, settings.prefix_len or 256) for _ in range(settings.num_prefixes)]
         prompts = [Prompt.user_text(f"{prefix} {tokenizer.text_of_length(rng, settings.suffix_len)}",
                                     output_len(settings))
                    for prefix in prefixes for _ in range(max(1, settings.dataset_size // settings.num_prefixes))]
         rng.shuffle(prompts)
-        return Cycle(_with_tools(prompts, offered))
+        return prompts
 
 
 class Agent(Dataset):
