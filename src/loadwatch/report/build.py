@@ -13,6 +13,7 @@ from loadwatch.atomic import write_atomically
 from loadwatch.metrics.records import read_records
 from loadwatch.metrics.results import Results, latency_key
 from loadwatch.metrics.samples import DISTRIBUTIONS
+from loadwatch.metrics.ttft_split import ttft_split
 from loadwatch.metrics.turns import by_turn
 from loadwatch.prometheus import PrometheusAPI, PrometheusError
 from loadwatch.report.engine import SETTLE_SECONDS, engine_figures
@@ -90,6 +91,7 @@ def build_report(results_path: Path, api: PrometheusAPI | None, out_dir: Path, r
     client = {key: results.field(key) for key in CLIENT_KEYS}
     records_path = records_of(results_path, results)
     turns = by_turn(read_records(records_path)) if records is not None else []
+    split = ttft_split(read_records(records_path)) if records is not None else None
     mean_ttft = results.latency("ttft", "mean")
     if engine.get("engine_mean_ttft_ms") is not None and mean_ttft is not None:
         engine["ttft_outside_engine_ms"] = mean_ttft - engine["engine_mean_ttft_ms"]
@@ -104,6 +106,7 @@ def build_report(results_path: Path, api: PrometheusAPI | None, out_dir: Path, r
         "engine": engine,
         "stages": [{k: s.field(k) for k in STAGE_KEYS} for s in results.stages],
         "turns": turns,
+        "ttft_split": split,
         "slo": results.slo,
         "plot": plot,
         "notes": notes,
