@@ -221,8 +221,7 @@ class Streamer:
                         answer_at = now
                 answer.add(chunk)
                 if chunk.usage is not None and chunk.usage.completion_tokens is not None:
-                    usage = chunk.usage
-                engine = chunk.engine or engine
+                    usage, engine = chunk.usage, chunk.engine  # vLLM's account rides on its usage chunk
             if not line:
                 break
         if not done:
