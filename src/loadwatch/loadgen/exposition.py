@@ -11,6 +11,7 @@ from gevent.pywsgi import WSGIServer
 from prometheus_client import make_wsgi_app
 from prometheus_client.core import (
     CounterMetricFamily,
+    Exemplar,
     GaugeMetricFamily,
     HistogramMetricFamily,
 )
@@ -20,6 +21,7 @@ from loadwatch.catalogue import RUN_INFO, Client
 from loadwatch.loadgen.state import RunState
 from loadwatch.loadgen.webui import tab as webui
 from loadwatch.metrics import definitions as d
+from loadwatch.metrics.counts import HistogramCounts
 from loadwatch.settings import LoadSettings
 
 log = logging.getLogger(__name__)
@@ -35,7 +37,7 @@ class ClientCollector(Collector):
         for hist_def in d.HISTOGRAMS.values():
             family = HistogramMetricFamily(hist_def.name, hist_def.help, labels=hist_def.labels)
             for labels, hist in counts.histograms_named(hist_def.name):
-                family.add_metric(list(labels), hist.cumulative(), hist.total)
+                family.add_metric(list(labels), _with_exemplars(hist), hist.total)
             if family.samples:
                 yield family
         for name, help_text in d.COUNTER_HELP.items():
@@ -56,6 +58,16 @@ class ClientCollector(Collector):
         for scenario in self.state.scenarios:
             info.add_metric([self.state.run_id, scenario, self.state.target, self.state.stage], 1)
         yield info
+
+
+def _with_exemplars(hist: HistogramCounts) -> list:
+    """The cumulative buckets, each with its exemplar where it has one: OpenMetrics scrapes carry
+    them (Prometheus keeps them with --enable-feature=exemplar-storage), the text format drops them."""
+    buckets = hist.cumulative()
+    if hist.exemplars is None:
+        return buckets
+    return [(bound, n, Exemplar({d.EXEMPLAR_LABEL: e.request_id}, e.value, e.at)) if e else (bound, n)
+            for (bound, n), e in zip(buckets, hist.exemplars, strict=True)]
 
 
 def client_registry(state: RunState, user_count: Callable[[], int]) -> CollectorRegistry:

@@ -95,8 +95,9 @@ class Recorder:
             series.add_failure(req.started_at, req.elapsed, reason)
             return
         by_turn = (*labels, d.turn_bucket(req.turn))
-        self.counts.observe(d.TTFT.name, by_turn, m.ttft)
-        self.counts.observe(d.E2E.name, by_turn, m.e2e)
+        # Exemplars (the request id) on the two latencies a user chases from a panel to a request.
+        self.counts.observe(d.TTFT.name, by_turn, m.ttft, req.request_id, req.started_at + m.ttft)
+        self.counts.observe(d.E2E.name, by_turn, m.e2e, req.request_id, req.started_at + m.e2e)
         for gap in m.itl:
             self.counts.observe(d.ITL.name, by_turn, gap)
         if m.tpot is not None:

@@ -2,35 +2,64 @@
 
 Workers drain their counts into a plain, msgpack-friendly structure every report; the master
 merges each delta into its totals, so its histograms are the exact sum of every observation.
+
+A histogram observed with a request id keeps, per bucket, an exemplar: the slowest request of the
+bucket within EXEMPLAR_INTERVAL, then the next one to come. That bounds what a worker ships (one per
+bucket per report) and keeps what Prometheus scrapes recent, so that a spike on a panel leads to a
+request of that moment.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Iterator
+from typing import NamedTuple
 
 from loadwatch.metrics.definitions import HISTOGRAMS
 
 LabelValues = tuple[str, ...]
+EXEMPLAR_INTERVAL = 10.0  # seconds a bucket's exemplar stands unless a slower request comes
+
+
+class Exemplar(NamedTuple):
+    request_id: str
+    value: float
+    at: float  # Unix time of the observation
 
 
 class HistogramCounts:
-    __slots__ = ("buckets", "counts", "total")
+    __slots__ = ("buckets", "counts", "total", "exemplars")
 
     def __init__(self, buckets: tuple[float, ...]) -> None:
         self.buckets = buckets
         self.counts = [0] * (len(buckets) + 1)  # the last slot is +Inf
         self.total = 0.0
+        self.exemplars: list[Exemplar | None] | None = None  # per bucket, once a request id is observed
 
-    def observe(self, value: float) -> None:
+    def observe(self, value: float, request_id: str = "", at: float = 0.0) -> None:
         # bisect_left puts a value equal to a bound into that bucket, as `le` means.
-        self.counts[bisect_left(self.buckets, value)] += 1
+        i = bisect_left(self.buckets, value)
+        self.counts[i] += 1
         self.total += value
+        if request_id:
+            self.offer(i, Exemplar(request_id, value, at))
 
-    def add(self, counts: list[int], total: float) -> None:
+    def offer(self, i: int, exemplar: Exemplar) -> None:
+        if self.exemplars is None:
+            self.exemplars = [None] * len(self.counts)
+        held = self.exemplars[i]
+        if held is None or exemplar.value > held.value or exemplar.at - held.at > EXEMPLAR_INTERVAL:
+            self.exemplars[i] = exemplar
+
+    def add(self, counts: list[int], total: float, exemplars: list | None = None) -> None:
         for i, n in enumerate(counts):
             self.counts[i] += n
         self.total += total
+        for i, *exemplar in exemplars or ():
+            self.offer(i, Exemplar(*exemplar))
+
+    def shipped_exemplars(self) -> list[list]:
+        return [[i, *e] for i, e in enumerate(self.exemplars or ()) if e is not None]
 
     def cumulative(self) -> list[tuple[str, int]]:
         out, running = [], 0
@@ -47,12 +76,12 @@ class MetricCounts:
         self.histograms: dict[tuple[str, LabelValues], HistogramCounts] = {}
         self.counters: dict[tuple[str, LabelValues], float] = {}
 
-    def observe(self, name: str, labels: LabelValues, value: float) -> None:
+    def observe(self, name: str, labels: LabelValues, value: float, request_id: str = "", at: float = 0.0) -> None:
         key = (name, labels)
         hist = self.histograms.get(key)
         if hist is None:
             hist = self.histograms[key] = HistogramCounts(HISTOGRAMS[name].buckets)
-        hist.observe(value)
+        hist.observe(value, request_id, at)
 
     def inc(self, name: str, labels: LabelValues, amount: float = 1.0) -> None:
         key = (name, labels)
@@ -61,7 +90,8 @@ class MetricCounts:
     def drain(self) -> dict:
         """Everything counted since the last drain, as plain lists; the counts restart at zero."""
         delta = {
-            "h": [[name, list(labels), h.counts, h.total] for (name, labels), h in self.histograms.items()],
+            "h": [[name, list(labels), h.counts, h.total, h.shipped_exemplars()]
+                  for (name, labels), h in self.histograms.items()],
             "c": [[name, list(labels), v] for (name, labels), v in self.counters.items()],
         }
         self.histograms.clear()
@@ -69,12 +99,12 @@ class MetricCounts:
         return delta
 
     def merge(self, delta: dict) -> None:
-        for name, labels, counts, total in delta["h"]:
+        for name, labels, counts, total, exemplars in delta["h"]:
             key = (name, tuple(labels))
             hist = self.histograms.get(key)
             if hist is None:
                 hist = self.histograms[key] = HistogramCounts(HISTOGRAMS[name].buckets)
-            hist.add(counts, total)
+            hist.add(counts, total, exemplars)
         for name, labels, value in delta["c"]:
             self.inc(name, tuple(labels), value)
 

@@ -33,6 +33,9 @@ TURN_BUCKETS = ((1, "1"), (2, "2"), (4, "3-4"), (8, "5-8"))
 LAST_TURN_BUCKET = "9+"
 FAILURE_LABELS = (*LABELS, "reason")
 PROCESS_LABELS = ("worker",)
+# The exemplars' one label on the TTFT and E2E histograms: the request's X-Request-Id, as in its
+# record and in vLLM's own request id.
+EXEMPLAR_LABEL = "request_id"
 
 
 def turn_bucket(turn: int | None) -> str:

@@ -1,6 +1,7 @@
 """What the recorder exports for sessions, tools and caches, as Prometheus reads it."""
 
 from prometheus_client import generate_latest
+from prometheus_client.openmetrics import exposition as openmetrics
 
 from loadwatch.loadgen.exposition import client_registry
 from loadwatch.loadgen.recorder import LLMRequest
@@ -31,3 +32,16 @@ def test_session_turns_label_the_latencies_and_tool_calls_and_cache_are_counted(
     assert 'loadwatch_client_cached_prompt_tokens_ratio_bucket{le="0.9",model="m",scenario="agent",turn="2"} 1.0' \
         in text
     assert 'loadwatch_client_tool_calls_total{model="m",scenario="agent"} 10.0' in text
+
+
+def test_ttft_and_e2e_carry_the_request_id_as_an_exemplar_in_openmetrics_only():
+    state = RunState(["chat"], "http://x")
+    timing = RawTiming(0.0, (0.1, 0.2, 0.3), prompt_tokens=10, completion_tokens=3)
+    state.recorder.record(LLMRequest("m", "chat", 1000.0, 0.3, request_metrics(timing), request_id="abc123"))
+    registry = client_registry(state, lambda: 0)
+    open_metrics = openmetrics.generate_latest(registry).decode()
+    assert ('loadwatch_client_time_to_first_token_seconds_bucket{le="0.1",model="m",scenario="chat",turn=""} 1.0 '
+            '# {request_id="abc123"} 0.1 1000.1') in open_metrics
+    assert '# {request_id="abc123"} 0.3 1000.3' in open_metrics  # E2E
+    assert open_metrics.count("request_id=") == 2  # not on ITL or TPOT
+    assert "request_id" not in generate_latest(registry).decode()  # the text format has no exemplars

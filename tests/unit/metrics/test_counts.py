@@ -3,7 +3,7 @@ import pytest
 
 from loadwatch.catalogue import Client
 from loadwatch.metrics import definitions as d
-from loadwatch.metrics.counts import MetricCounts
+from loadwatch.metrics.counts import EXEMPLAR_INTERVAL, MetricCounts
 
 LABELS = ("m", "chat")
 
@@ -48,3 +48,39 @@ def test_drain_restarts_from_zero():
     first = counts.drain()
     assert len(first["h"]) == 1 and len(first["c"]) == 1
     assert counts.drain() == {"h": [], "c": []}
+
+
+def _exemplars(counts: MetricCounts, name: str) -> dict[int, tuple]:
+    (_, hist), = counts.histograms_named(name)
+    return {i: tuple(e) for i, e in enumerate(hist.exemplars or ()) if e is not None}
+
+
+def test_a_bucket_keeps_its_slowest_request_until_the_interval_passes():
+    counts = MetricCounts()
+    counts.observe(d.TTFT.name, LABELS, 0.30, "a", at=100.0)
+    counts.observe(d.TTFT.name, LABELS, 0.45, "b", at=101.0)  # slower, same bucket (0.25, 0.5]
+    counts.observe(d.TTFT.name, LABELS, 0.26, "c", at=102.0)  # faster, within the interval: b stands
+    assert list(_exemplars(counts, d.TTFT.name).values()) == [("b", 0.45, 101.0)]
+    counts.observe(d.TTFT.name, LABELS, 0.27, "d", at=101.0 + EXEMPLAR_INTERVAL + 1)  # b is stale now
+    assert list(_exemplars(counts, d.TTFT.name).values()) == [("d", 0.27, 101.0 + EXEMPLAR_INTERVAL + 1)]
+    counts.observe(d.TTFT.name, LABELS, 3.0, "e", at=200.0)  # another bucket, its own exemplar
+    assert sorted(e[0] for e in _exemplars(counts, d.TTFT.name).values()) == ["d", "e"]
+
+
+def test_workers_ship_at_most_one_exemplar_a_bucket_and_the_master_keeps_the_slowest():
+    master = MetricCounts()
+    workers = [MetricCounts(), MetricCounts()]
+    for i in range(100):
+        workers[i % 2].observe(d.E2E.name, LABELS, 0.31 + i / 1000, f"r{i}", at=50.0)
+    deltas = [msgpack.unpackb(msgpack.packb(w.drain())) for w in workers]
+    assert all(len(delta["h"][0][4]) == 1 for delta in deltas)  # a hundred requests, one bucket, one exemplar
+    for delta in deltas:
+        master.merge(delta)
+    assert list(_exemplars(master, d.E2E.name).values()) == [("r99", pytest.approx(0.409), 50.0)]
+
+
+def test_observations_without_a_request_id_carry_no_exemplar():
+    counts = MetricCounts()
+    counts.observe(d.ITL.name, LABELS, 0.02)
+    assert _exemplars(counts, d.ITL.name) == {}
+    assert counts.drain()["h"][0][4] == []
