@@ -8,10 +8,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from loadwatch.metrics.definitions import HISTOGRAMS
+
 DATASOURCE_UID = "loadwatch-prometheus"  # grafana/provisioning/datasources/prometheus.yaml
 SCHEMA_VERSION = 41  # Grafana 12
 DS = {"type": "prometheus", "uid": "${datasource}"}
 RATE = "$__rate_interval"
+# Panels that query these histograms' buckets show their exemplars: a spike leads to a request id.
+EXEMPLARS = [h.name for h in HISTOGRAMS.values() if h.exemplars]
 
 
 def quantile(q: float, metric: str, selector: str, by: str = "") -> str:
@@ -63,7 +67,8 @@ class Panel:
                                         "tooltip": {"mode": "multi", "sort": "none"}},
             "targets": [
                 {"refId": chr(ord("A") + i), "datasource": DS, "expr": expr, "legendFormat": legend,
-                 "range": True, **({"format": "heatmap"} if self.kind == "heatmap" else {})}
+                 "range": True, **({"format": "heatmap"} if self.kind == "heatmap" else {}),
+                 **({"exemplar": True} if any(f"{name}_bucket" in expr for name in EXEMPLARS) else {})}
                 for i, (expr, legend) in enumerate(self.targets)
             ],
         }

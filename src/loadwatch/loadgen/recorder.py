@@ -95,13 +95,13 @@ class Recorder:
             series.add_failure(req.started_at, req.elapsed, reason)
             return
         by_turn = (*labels, d.turn_bucket(req.turn))
-        # Exemplars (the request id) on the two latencies a user chases from a panel to a request.
-        self.counts.observe(d.TTFT.name, by_turn, m.ttft, req.request_id, req.started_at + m.ttft)
-        self.counts.observe(d.E2E.name, by_turn, m.e2e, req.request_id, req.started_at + m.e2e)
+        rid, first_at, last_at = req.request_id, req.started_at + m.ttft, req.started_at + m.e2e
+        self.counts.observe(d.TTFT.name, by_turn, m.ttft, rid, first_at)
+        self.counts.observe(d.E2E.name, by_turn, m.e2e, rid, last_at)
         for gap in m.itl:
             self.counts.observe(d.ITL.name, by_turn, gap)
         if m.tpot is not None:
-            self.counts.observe(d.TPOT.name, by_turn, m.tpot)
+            self.counts.observe(d.TPOT.name, by_turn, m.tpot, rid, last_at)
         if m.ttfa is not None:
             self.counts.observe(d.TTFA.name, by_turn, m.ttfa)
         if m.cached_ratio is not None:

@@ -3,7 +3,7 @@
 Workers drain their counts into a plain, msgpack-friendly structure every report; the master
 merges each delta into its totals, so its histograms are the exact sum of every observation.
 
-A histogram observed with a request id keeps, per bucket, an exemplar: the slowest request of the
+A histogram defined with exemplars keeps, per bucket, the request id of the slowest request of the
 bucket within EXEMPLAR_INTERVAL, then the next one to come. That bounds what a worker ships (one per
 bucket per report) and keeps what Prometheus scrapes recent, so that a spike on a panel leads to a
 request of that moment.
@@ -81,7 +81,7 @@ class MetricCounts:
         hist = self.histograms.get(key)
         if hist is None:
             hist = self.histograms[key] = HistogramCounts(HISTOGRAMS[name].buckets)
-        hist.observe(value, request_id, at)
+        hist.observe(value, request_id if HISTOGRAMS[name].exemplars else "", at)
 
     def inc(self, name: str, labels: LabelValues, amount: float = 1.0) -> None:
         key = (name, labels)

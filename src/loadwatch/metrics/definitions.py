@@ -33,8 +33,7 @@ TURN_BUCKETS = ((1, "1"), (2, "2"), (4, "3-4"), (8, "5-8"))
 LAST_TURN_BUCKET = "9+"
 FAILURE_LABELS = (*LABELS, "reason")
 PROCESS_LABELS = ("worker",)
-# The exemplars' one label on the TTFT and E2E histograms: the request's X-Request-Id, as in its
-# record and in vLLM's own request id.
+# The exemplars' one label: the request's X-Request-Id, as in its record and in vLLM's own request id.
 EXEMPLAR_LABEL = "request_id"
 
 
@@ -50,12 +49,16 @@ class HistogramDef:
     help: str
     buckets: tuple[float, ...]
     labels: tuple[str, ...] = LATENCY_LABELS
+    # Buckets carry the request id of a recent slow request (EXEMPLAR_LABEL): the two latencies a
+    # user chases from a panel's spike to a request.
+    exemplars: bool = False
 
 
 TTFT = HistogramDef(
     Client.TTFT,
     "Time from sending the request to the first chunk carrying generated text.",
     TTFT_BUCKETS,
+    exemplars=True,
 )
 ITL = HistogramDef(
     Client.ITL,
@@ -71,6 +74,7 @@ E2E = HistogramDef(
     Client.E2E,
     "Time from sending the request to the last chunk carrying generated text.",
     E2E_BUCKETS,
+    exemplars=True,
 )
 ARRIVAL_LAG = HistogramDef(
     Client.ARRIVAL_LAG,

@@ -10,6 +10,10 @@ from loadwatch import processes
 from loadwatch.processes import ComponentError, port_or_free
 from loadwatch.prometheus import PrometheusAPI, PrometheusError
 
+# The client's exemplars (request ids on the TTFT and E2E buckets) are kept in memory and in the
+# WAL, which a readback replays: a run's own Prometheus still has them afterwards.
+EXEMPLARS = "--enable-feature=exemplar-storage"
+
 
 @contextmanager
 def prometheus_on(data_dir: Path, log_dir: Path, binary: str = "prometheus") -> Iterator[PrometheusAPI]:
@@ -25,7 +29,7 @@ def prometheus_on(data_dir: Path, log_dir: Path, binary: str = "prometheus") -> 
         component = processes.start(
             "prometheus-readback",
             [binary, f"--config.file={config}", f"--storage.tsdb.path={data_dir}",
-             f"--web.listen-address=127.0.0.1:{port}", "--storage.tsdb.retention.time=100y"],
+             f"--web.listen-address=127.0.0.1:{port}", "--storage.tsdb.retention.time=100y", EXEMPLARS],
             url, "/-/ready", log_dir / "prometheus-readback.log", timeout=120)
     except ComponentError as exc:
         raise PrometheusError(str(exc)) from None

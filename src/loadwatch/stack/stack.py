@@ -18,6 +18,7 @@ from loadwatch.engine.setup import ensure_engine, ensure_model
 from loadwatch.processes import Component, ComponentError, port_or_free
 from loadwatch.prometheus import PrometheusAPI, PrometheusError
 from loadwatch.stack.config import render_alertmanager, render_prometheus
+from loadwatch.stack.readback import EXEMPLARS
 from loadwatch.stack.settings import StackSettings
 
 
@@ -102,7 +103,7 @@ def _start_all(stack: Stack, settings: StackSettings, run_dir: Path) -> None:
     launch(
         "prometheus",
         [settings.prometheus_bin, f"--config.file={prom_config}", f"--storage.tsdb.path={run_dir / 'prometheus-data'}",
-         f"--web.listen-address=127.0.0.1:{ports['prometheus']}"],
+         f"--web.listen-address=127.0.0.1:{ports['prometheus']}", EXEMPLARS],
         "/-/ready")
     _wait_for_first_scrape(urls["prometheus"], settings.start_timeout)
 

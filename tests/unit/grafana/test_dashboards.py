@@ -79,3 +79,16 @@ def test_the_overview_covers_client_and_engine_side_by_side():
 def test_provisioning_points_at_the_dashboards_folder():
     provider = yaml.safe_load((PROVISIONING / "dashboards" / "loadwatch.yaml").read_text())["providers"][0]
     assert provider["type"] == "file" and provider["options"]["path"].endswith("/loadwatch")
+
+
+def test_latency_panels_on_client_ttft_and_e2e_buckets_show_their_exemplars():
+    shown = []
+    for path in FILES:
+        for panel in panels(load(path)):
+            for target in panel.get("targets", []):
+                on_buckets = re.search(r"loadwatch_client_(time_to_first_token|e2e_request_latency)_seconds_bucket",
+                                       target["expr"])
+                assert bool(target.get("exemplar")) == bool(on_buckets), (panel["title"], target["expr"])
+                if on_buckets:
+                    shown.append(panel["title"])
+    assert len(shown) >= 2
