@@ -48,3 +48,8 @@ class PrometheusAPI:
     def query_range(self, expr: str, start: float, end: float, step: float) -> list:
         return self._get("/api/v1/query_range",
                          {"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}"})
+
+    def exemplars(self, expr: str, start: float, end: float) -> list:
+        """[{seriesLabels, exemplars: [{labels, value, timestamp}]}] of the series `expr` selects
+        (Prometheus started with --enable-feature=exemplar-storage)."""
+        return self._get("/api/v1/query_exemplars", {"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}"})

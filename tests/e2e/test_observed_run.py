@@ -135,3 +135,39 @@ def test_every_dashboard_query_returns_data_from_the_runs_prometheus(run_dir):
     assert after["preemptions"] == pytest.approx(during["preemptions"], rel=0.05)
     assert after["kv_cache_usage_peak"] == pytest.approx(during["kv_cache_usage_peak"])
     assert after["engine_mean_ttft_ms"] == pytest.approx(during["engine_mean_ttft_ms"], rel=0.05)
+
+
+def test_each_request_is_joined_with_the_engines_account_and_the_p99_band_is_attributed(run_dir):
+    done = [r for r in map(json.loads, (run_dir / "results.requests.jsonl").read_text().splitlines())
+            if r["stage"] != "warmup" and r["failure"] is None]
+    joined = [r for r in done if r.get("engine_prefill_s") is not None]
+    assert len(done) > 20 and len(joined) >= 0.95 * len(done)
+    # Both are monotonic intervals of one request, the engine's inside the client's (README: the clock tolerance).
+    assert all(r["engine_queue_s"] + r["engine_prefill_s"] <= r["ttft_s"] + 0.001 for r in joined)
+    assert any(r["spec_acceptance_length"] for r in joined)  # the ngram proposer's, per request
+    report = json.loads((run_dir / "report.json").read_text())
+    (p99,) = [b for b in report["ttft_split"]["bands"] if b["band"] == "p99"]
+    assert p99["requests"] >= 1 and p99["dominant"] in p99["parts_ms"] and 0 < p99["dominant_share"] <= 1
+    assert p99["engine"]["kv_cache"] is not None and p99["engine"]["running"] >= 1
+    assert report["engine"]["engine_ttft_exact"]  # the engine's p99 TTFT from the requests, not from buckets
+    assert "| p99 |" in (run_dir / "report.md").read_text()
+
+
+def test_an_exemplar_in_the_runs_prometheus_leads_to_a_request_that_explain_tells_the_story_of(run_dir):
+    results = json.loads((run_dir / "results.json").read_text())
+    records = {r["id"]: r for r in map(json.loads, (run_dir / "results.requests.jsonl").read_text().splitlines())}
+    with prometheus_on(run_dir / "prometheus-data", run_dir / "logs") as api:
+        found = api.exemplars("loadwatch_client_time_to_first_token_seconds_bucket", results["started_at"],
+                              results["ended_at"] + 30)
+    exemplars = [e for series in found for e in series["exemplars"]]
+    assert exemplars
+    for exemplar in exemplars:
+        record = records[exemplar["labels"]["request_id"]]
+        assert float(exemplar["value"]) == pytest.approx(record["ttft_s"], abs=1e-6)
+    slowest = max(exemplars, key=lambda e: float(e["value"]))
+    request_id = slowest["labels"]["request_id"]
+    told = subprocess.run([sys.executable, "-m", "loadwatch.cli", "explain", str(run_dir), request_id[:12]],
+                          capture_output=True, text=True, timeout=120)
+    assert told.returncode == 0, told.stdout + told.stderr
+    assert f"request {request_id}" in told.stdout and "first token" in told.stdout
+    assert "engine while it ran:" in told.stdout and "why: " in told.stdout

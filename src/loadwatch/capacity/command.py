@@ -18,6 +18,7 @@ from loadwatch.loadrun.stack import new_run_dir, running
 from loadwatch.metrics.slo import FAILURE_RATIO, parse_slo
 from loadwatch.prometheus import PrometheusAPI, PrometheusError
 from loadwatch.report.engine import engine_figures
+from loadwatch.settings import records_beside
 
 MAX_STRETCH = 4  # a level runs up to this many times --level-duration to complete the requests it needs
 MIN_REQUESTS = 20
@@ -93,6 +94,7 @@ def search(options: CapacityOptions, template: LocustRun, api: PrometheusAPI, ta
             level.engine = engine_figures(api, level.start, level.end, settle=options.cool_down)
         except PrometheusError as exc:
             say(f"warning: no engine figures for {level.name}: {exc}")
+        level.attribute(records_beside(results), api)
         levels.append(level)
         if level.problem:  # neither held nor broke: a knee placed past it would be a guess
             undecided = f"{level.name} ({value:g} {options.unit}) could not be judged: {level.problem}"

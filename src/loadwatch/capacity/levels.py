@@ -10,8 +10,10 @@ from pathlib import Path
 
 from loadwatch.catalogue import Engine
 from loadwatch.loadrun.locust import INTERRUPTED, LocustRun
+from loadwatch.metrics.records import read_records
 from loadwatch.metrics.results import latency_key
 from loadwatch.prometheus import PrometheusAPI, PrometheusError
+from loadwatch.report.attribution import attribution, exact_engine_ttft
 from loadwatch.report.build import CLIENT_KEYS
 
 log = logging.getLogger(__name__)
@@ -35,6 +37,7 @@ class Level:
     engine: dict = field(default_factory=dict)
     stopped_early: str | None = None
     problem: str | None = None  # the level produced no results
+    split: dict | None = None  # its requests split by the engine's own account (report.attribution)
 
     @property
     def passed(self) -> bool:
@@ -46,7 +49,19 @@ class Level:
         return {"level": self.value, "unit": self.unit, "name": self.name, "passed": self.passed,
                 "stopped_early": self.stopped_early, "problem": self.problem, "start": self.start, "end": self.end,
                 "slo": self.results.get("slo", []), "saturated": self.results.get("saturated", {}),
-                "client": {k: self.results.get(k) for k in CLIENT_KEYS}, "engine": self.engine}
+                "client": {k: self.results.get(k) for k in CLIENT_KEYS}, "engine": self.engine,
+                "ttft_split": self.split}
+
+    def attribute(self, records: Path, api: PrometheusAPI | None) -> None:
+        """The exact split of its requests, where its records carry the engine's account."""
+        if not records.is_file():
+            return
+        try:
+            self.split = attribution(read_records(records), api, self.start, self.end)
+        except ValueError as exc:
+            log.warning("no request-by-request split of %s: %s", self.name, exc)
+            return
+        exact_engine_ttft(self.engine, self.split)
 
 
 def lost(partial: dict) -> str | None:

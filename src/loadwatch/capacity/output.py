@@ -10,7 +10,7 @@ from matplotlib.figure import Figure
 from loadwatch.atomic import write_atomically
 from loadwatch.capacity.diagnose import Diagnosis
 from loadwatch.capacity.levels import Level
-from loadwatch.report.markdown import table, where_the_time_goes
+from loadwatch.report.markdown import bands, table, where_the_time_goes
 
 PLOT = "capacity.png"
 
@@ -76,6 +76,8 @@ def markdown(result: dict) -> str:
     if held:
         lines += ["", f"### Where the time goes at {best:g} {unit}", "",
                   *where_the_time_goes(held[0]["client"], held[0]["engine"])]
+        if held[0].get("ttft_split"):
+            lines += ["", *bands(held[0]["ttft_split"]["bands"])]
     return "\n".join(lines) + "\n"
 
 

@@ -13,9 +13,9 @@ from loadwatch.atomic import write_atomically
 from loadwatch.metrics.records import read_records
 from loadwatch.metrics.results import Results, latency_key
 from loadwatch.metrics.samples import DISTRIBUTIONS
-from loadwatch.metrics.ttft_split import ttft_split
 from loadwatch.metrics.turns import by_turn
 from loadwatch.prometheus import PrometheusAPI, PrometheusError
+from loadwatch.report.attribution import attribution, exact_engine_ttft
 from loadwatch.report.engine import SETTLE_SECONDS, engine_figures
 from loadwatch.report.exact import records_of, with_exact_figures
 from loadwatch.report.markdown import render
@@ -91,7 +91,8 @@ def build_report(results_path: Path, api: PrometheusAPI | None, out_dir: Path, r
     client = {key: results.field(key) for key in CLIENT_KEYS}
     records_path = records_of(results_path, results)
     turns = by_turn(read_records(records_path)) if records is not None else []
-    split = ttft_split(read_records(records_path)) if records is not None else None
+    split = attribution(read_records(records_path), api, start, end) if records is not None else None
+    exact_engine_ttft(engine, split)
     mean_ttft = results.latency("ttft", "mean")
     if engine.get("engine_mean_ttft_ms") is not None and mean_ttft is not None:
         engine["ttft_outside_engine_ms"] = mean_ttft - engine["engine_mean_ttft_ms"]

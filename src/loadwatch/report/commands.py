@@ -11,6 +11,7 @@ from loadwatch.credentials import CredentialError, read_secret, refused_on_comma
 from loadwatch.defaults import PORTS
 from loadwatch.grafana.annotate import AnnotateError, post_annotations
 from loadwatch.prometheus import PrometheusAPI, PrometheusError
+from loadwatch.report import explain
 from loadwatch.report.build import ReportError, build_report, read_results, results_path
 from loadwatch.report.compare import compare, load_side
 from loadwatch.report.engine import SETTLE_SECONDS
@@ -111,3 +112,5 @@ def add_parsers(commands, say) -> None:
     posting.add_argument("--token", help=argparse.SUPPRESS, action=refused_on_command_line(
         "Put the token in $GRAFANA_TOKEN, or in a file named by --token-file or $GRAFANA_TOKEN_FILE."))
     posting.set_defaults(handler=lambda args: annotate(args.run, args.grafana_url, args.token_file, say))
+
+    explain.add_parser(commands, say)

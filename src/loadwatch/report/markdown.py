@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from loadwatch.metrics.results import latency_key
+from loadwatch.report.engine_at import EngineState
 
 
 def ms(value: float | None) -> str:
@@ -33,7 +34,8 @@ def where_the_time_goes(c: dict, e: dict) -> list[str]:
         row("client: whole TTFT", "ttft"),
         row("client: to the response headers", "headers"),
         row("client: headers to first token", "ttft_after_headers"),
-        ["engine: TTFT (vllm:time_to_first_token)", ms(e.get("engine_mean_ttft_ms")), "",
+        ["engine: TTFT (queued + prefill, each request's own account)" if e.get("engine_ttft_exact")
+         else "engine: TTFT (vllm:time_to_first_token)", ms(e.get("engine_mean_ttft_ms")), "",
          ms(e.get("engine_p99_ttft_ms"))],
         ["engine: queued", ms(e.get("engine_mean_queue_ms")), "", ""],
         ["engine: prefill", ms(e.get("engine_mean_prefill_ms")), "", ""],
@@ -72,7 +74,31 @@ def request_by_request(split: dict) -> list[str]:
         "percentiles of the parts do not add up to the TTFT's: each is over its own order of the requests.", "",
         *table(["part of the TTFT", "mean", "median", "p99"],
                [[p["name"], ms(p["mean_ms"]), ms(p["median_ms"]), ms(p["p99_ms"])] for p in split["parts"]]),
+        "", *bands(split["bands"]),
     ]
+
+
+def bands(rows: list[dict]) -> list[str]:
+    """The median request and the slowest 1 % by TTFT: the mean of each part, the part that
+    dominates, and the engine's state while they ran."""
+    return [
+        "The median requests (TTFT between its 45th and 55th percentiles) and the slowest 1 %: the mean of each "
+        "part over them, the part that dominates, and the engine while they ran (the mean of the peaks seen "
+        "over each request's life, from the run's Prometheus). `loadwatch explain RUN --slowest 5` tells the "
+        "story of each of the slowest.", "",
+        *table(["band", "requests", "mean TTFT", "to headers", "queued", "prefill", "the rest", "dominant part",
+                "engine then"],
+               [[b["band"], str(b["requests"]), ms(b["mean_ttft_ms"]),
+                 *(ms(b["parts_ms"][p]) for p in ("headers_s", "engine_queue_s", "engine_prefill_s", "ttft_rest_s")),
+                 f"{b['dominant_name']}, {share(b['dominant_share'])}",
+                 engine_words(b.get("engine"))] for b in rows]),
+    ]
+
+
+def engine_words(engine: dict | None) -> str:
+    if not engine:
+        return "n/a"
+    return EngineState(**engine).words()
 
 
 def render(report: dict) -> str:

@@ -7,7 +7,7 @@ import pytest
 from loadwatch.cli import main
 from loadwatch.metrics.records import as_record
 from loadwatch.metrics.timing import EngineAccount, RequestMetrics
-from loadwatch.metrics.ttft_split import ttft_split
+from loadwatch.metrics.ttft_split import cause, measured, medians, ttft_split
 from tests.conftest import free_port
 from tests.unit.report.test_report import RESULTS
 
@@ -39,3 +39,28 @@ def test_the_report_says_request_by_request_where_the_time_went(tmp_path):
     text = (tmp_path / "report.md").read_text()
     assert "## Request by request" in text and "20 of the 20 measured requests" in text
     assert "| engine: scheduled to first token (prefill) | 10.0 ms | 10.0 ms | 10.0 ms |" in text
+
+
+def queued(i: int, queue: float) -> dict:
+    engine = EngineAccount(queue=queue, prefill=0.010, decode=0.05, mean_itl=0.01)
+    m = RequestMetrics(ttft=0.010 + queue + 0.010 + 0.004, e2e=0.3 + queue, itl=(), tpot=0.01, prompt_tokens=10,
+                       completion_tokens=5, headers=0.010, engine=engine)
+    return as_record(f"q{i}", 1795000000.0 + i, "local", "tiny", "chat", "s", 0.3, None, m, "usage", False)
+
+
+def test_the_slowest_band_names_the_part_that_dominates_it_and_the_median_band_its_own():
+    # 99 requests queued 1 ms and one queued 2 s: the p99 band is that one, 98 % of it queued.
+    records = [queued(i, 0.001) for i in range(99)] + [queued(99, 2.0)]
+    bands = {b["band"]: b for b in ttft_split(records)["bands"]}
+    assert bands["p99"]["requests"] == 1 and bands["p99"]["dominant"] == "engine_queue_s"
+    assert bands["p99"]["dominant_share"] == pytest.approx(2.0 / 2.024)
+    assert bands["median"]["requests"] == 99 and bands["median"]["dominant"] in ("headers_s", "engine_prefill_s")
+    assert bands["p99"]["windows"] == [(1795000099.0, 1795000099.0 + 2.3)]
+
+
+def test_the_cause_of_a_slow_request_is_its_part_furthest_above_the_median():
+    records = [queued(i, 0.001) for i in range(9)] + [queued(9, 0.5)]
+    typical = medians(measured(records))
+    assert cause(records[9], typical) == ("engine_queue_s", pytest.approx(0.5), pytest.approx(0.001))
+    client_only = {**records[9], "ttft_rest_s": None, "ttft_s": 0.9}
+    assert cause(client_only, typical, ttft_only=True)[0] == "after_headers_s"

@@ -1,0 +1,165 @@
+"""`loadwatch explain`: why a request was slow, offline from a finished run's folder.
+
+Its record gives the timeline and, where vLLM sent its own account, the engine's split of it; the
+run's Prometheus data (read back as `loadwatch report` does) gives the engine's state while it ran;
+the run's other requests give what is typical. The cause named is the part of the request furthest
+above its median over the run.
+"""
+
+from __future__ import annotations
+
+import argparse
+from contextlib import ExitStack
+from datetime import UTC, datetime
+from pathlib import Path
+
+from loadwatch.metrics.records import read_records
+from loadwatch.metrics.ttft_split import NAMES, cause, measured, medians, parts_of
+from loadwatch.prometheus import PrometheusAPI, PrometheusError
+from loadwatch.report.build import ReportError, read_results, results_path
+from loadwatch.report.engine_at import EngineState, EngineTimeline
+from loadwatch.report.exact import records_of
+from loadwatch.stack.readback import prometheus_on
+
+DATA = "prometheus-data"
+UP = 3  # folders above the run's to look for its Prometheus data: an experiment keeps it per arm
+
+
+class ExplainError(Exception):
+    """The run, its records or the request cannot be found; the message says which."""
+
+
+def _ms(seconds: float) -> str:
+    return f"{1000 * seconds:,.1f} ms"
+
+
+def find_records(run: Path) -> tuple[list[dict], Path, tuple[float, float]]:
+    """The run's records, their file, and the run's window."""
+    path = results_path(run)
+    try:
+        results = read_results(path)
+    except ReportError as exc:
+        raise ExplainError(str(exc)) from None
+    records = records_of(path, results)
+    if not records.is_file():
+        raise ExplainError(f"{records} is missing: explain reads the per-request records a run writes beside its "
+                           "results (loadwatch run, capacity and experiment always do; plain Locust with "
+                           "--results-json)")
+    try:
+        return list(read_records(records)), records, (results.started_at, results.ended_at)
+    except ValueError as exc:
+        raise ExplainError(str(exc)) from None
+
+
+def pick(records: list[dict], request_id: str | None, slowest: int, by: str) -> list[dict]:
+    """The request named (an id or a unique start of one), else the `slowest` measured ones by `by`."""
+    if request_id:
+        found = [r for r in records if r["id"].startswith(request_id)]
+        if len(found) != 1:
+            raise ExplainError(f"{'no' if not found else len(found)} requests of the run have an id starting "
+                               f"{request_id!r}" + ("; give more of it" if found else ""))
+        return found
+    field = "ttft_s" if by == "ttft" else "elapsed_s"
+    return sorted(measured(records), key=lambda r: r[field], reverse=True)[:slowest]
+
+
+def data_dir(run: Path) -> Path | None:
+    folder = run if run.is_dir() else run.parent
+    for candidate in [folder, *folder.parents][:UP + 1]:
+        if (candidate / DATA).is_dir():
+            return candidate / DATA
+    return None
+
+
+def story(record: dict, typical: dict[str, float], state: EngineState | None, ttft_only: bool) -> list[str]:
+    """The request's timeline, the engine's state then, and the sentence naming its cause."""
+    sent = datetime.fromtimestamp(record["start"], UTC).strftime("%H:%M:%S.%f")[:-3]
+    lines = [f"request {record['id']} ({record['scenario']}, model {record['model']}, stage {record['stage']}, "
+             f"worker {record['worker']}), sent {sent} UTC"]
+    if record["failure"] is not None:
+        return [*lines, f"  failed after {_ms(record['elapsed_s'])}: {record['failure']}"]
+    parts = parts_of(record)
+    prompt = f" ({record['prompt_tokens']:,} prompt tokens)" if record.get("prompt_tokens") is not None else ""
+    lines += [f"  {'+0.0 ms':>12}  sent{prompt}"]
+    if record.get("headers_s") is not None:
+        lines.append(f"  {'+' + _ms(record['headers_s']):>12}  response headers")
+    if "engine_queue_s" in parts:
+        lines.append(f"  {'':>12}  the engine's account: queued {_ms(parts['engine_queue_s'])}, then scheduled to "
+                     f"first token (prefill) {_ms(parts['engine_prefill_s'])}")
+        rest = f" (the rest, outside the engine's account: {_ms(parts['ttft_rest_s'])})"
+    else:
+        rest = " (no account from the engine: vLLM 0.32 sends one with --enable-per-request-metrics)"
+    lines.append(f"  {'+' + _ms(record['ttft_s']):>12}  first token{rest}")
+    tokens = f"{record['output_tokens']:,} tokens" if record.get("output_tokens") is not None else "last token"
+    tpot = f", TPOT {_ms(record['tpot_s'])}" if record.get("tpot_s") is not None else ""
+    itl = f" (engine: mean ITL {_ms(record['engine_mean_itl_s'])})" if record.get("engine_mean_itl_s") else ""
+    spec = (f"; speculative decoding accepted {record['spec_acceptance_length']:.2f} tokens a step"
+            if record.get("spec_acceptance_length") else "")
+    lines.append(f"  {'+' + _ms(record['elapsed_s']):>12}  last token: {tokens}{tpot}{itl}{spec}")
+    if state is not None:
+        lines.append(f"  engine while it ran: {state.words()}")
+    lines.append("  " + why(record, typical, state, ttft_only))
+    return lines
+
+
+def why(record: dict, typical: dict[str, float], state: EngineState | None, ttft_only: bool) -> str:
+    part, seconds, median = cause(record, typical, ttft_only)
+    total, what = (record["ttft_s"], "TTFT") if ttft_only else (record["elapsed_s"], "E2E")
+    excess = seconds - median
+    if excess <= 0.05 * total:
+        return "why: nothing stands out; each part is within a few percent of the run's median request."
+    text = f"why: {NAMES[part]}: {_ms(seconds)} against the run's median of {_ms(median)} (its {what}: {_ms(total)})"
+    if state is not None and part in ("engine_queue_s", "decode_s", "engine_prefill_s"):
+        text += f", while the engine had {state.words()}"
+    if part in ("headers_s", "ttft_rest_s", "after_headers_s"):
+        text += ("; outside the engine's scheduling: the API server (parsing, chat template, tokenizing, "
+                 "detokenizing), the network, or this load generator (its event-loop lag is in the run's report)")
+    return text + "."
+
+
+def explain(run: Path, request_id: str | None, slowest: int, by: str, say) -> int:
+    records, path, (start, end) = find_records(run)
+    chosen = pick(records, request_id, slowest, by)
+    if not chosen:
+        raise ExplainError(f"{path} holds no measured request")
+    typical = medians(measured(records))
+    data = data_dir(run)
+    with ExitStack() as stack:
+        timeline = None
+        if data is None:
+            say(f"note: no {DATA} in or above {run}: the engine's state is left out")
+        else:
+            try:
+                api: PrometheusAPI = stack.enter_context(prometheus_on(data, data.parent / "logs"))
+                timeline = EngineTimeline(api, start, end)
+            except PrometheusError as exc:
+                say(f"note: the engine's state is left out: {exc}")
+        say(f"{len(measured(records))} measured requests in {path}; medians over them: " + ", ".join(
+            f"{NAMES[p].split(' (')[0]} {_ms(s)}" for p, s in typical.items()))
+        for record in chosen:
+            state = timeline.around(record["start"], record["start"] + record["elapsed_s"]) if timeline else None
+            say("")
+            for line in story(record, typical, state, ttft_only=request_id is None and by == "ttft"):
+                say(line)
+    return 0
+
+
+def explain_command(args: argparse.Namespace, say) -> int:
+    try:
+        return explain(args.run, args.request_id, args.slowest, args.by, say)
+    except ExplainError as exc:
+        say(f"error: {exc}")
+        return 1
+
+
+def add_parser(commands, say) -> None:
+    parser = commands.add_parser("explain", help="why a request was slow: its timeline, the engine's account and "
+                                                 "state, and the cause, from a finished run's folder")
+    parser.add_argument("run", type=Path, help="a run folder (or a results JSON) with its per-request records")
+    parser.add_argument("request_id", nargs="?", help="the request's id (its X-Request-Id, in its record and in "
+                                                      "the exemplars), or a unique start of it")
+    parser.add_argument("--slowest", type=int, default=5, metavar="N",
+                        help="without an id: the N slowest measured requests (5)")
+    parser.add_argument("--by", choices=("ttft", "e2e"), default="ttft", help="slowest by TTFT (default) or E2E")
+    parser.set_defaults(handler=lambda args: explain_command(args, say))
+
