@@ -1,6 +1,7 @@
 """The LLM tab's charts in headless Chromium: client series beside the engine's (a fake vLLM
 /metrics whose KV cache fills), stage marks, an engine that goes down shown as down, the history
-back after a reload, dark mode, and the run's files on the DOWNLOAD DATA tab."""
+back after a reload, dark mode, the slowest recent requests with their cause, and the run's files on the
+DOWNLOAD DATA tab."""
 
 from __future__ import annotations
 
@@ -67,6 +68,8 @@ def test_the_llm_tab_charts_client_latency_beside_the_engine(fake_server, tmp_pa
             kv = known(series(page, "kv")["usage"])
             stage_marks = marks(page, "ttft")
             failures = series(page, "failures")
+            wait_for(lambda: page.locator("#loadwatch-slowest-table tr").count() > 3, 15, "the slowest listed")
+            slow_rows = page.locator("#loadwatch-slowest-table tr").all_inner_texts()
             page.screenshot(path=str(tmp_path / "llm-tab.png"), full_page=True)
 
             engine.down = True
@@ -98,6 +101,11 @@ def test_the_llm_tab_charts_client_latency_beside_the_engine(fake_server, tmp_pa
     assert known(ttft["engine mean"]), "the engine's own TTFT beside the client's"
     assert kv[-1] > kv[0] + 0.3, f"the KV cache fills in the chart: {kv}"
     assert stage_marks[:2] == ["warmup", "load"]
+    # The fake server sends no engine account: the parts named are the client's own, before and after the headers.
+    assert slow_rows[0].split("\t")[:2] == ["request id", "scenario"]
+    client_parts = ("the wait from the response headers to the first token", "reaching the server")
+    assert all(any(part in row for part in client_parts) and "(median" in row for row in slow_rows[1:]), slow_rows
+    assert float(slow_rows[1].split("\t")[2]) >= 50  # TTFT, ms: the fake server's 50
     assert "http_500" in failures and max(known(failures["http_500"])) > 0
     assert down_bands >= 1
     assert dark is True

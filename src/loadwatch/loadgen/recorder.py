@@ -9,7 +9,7 @@ write (or report, on a worker).
 from __future__ import annotations
 
 import logging
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass
 
 from loadwatch.catalogue import Client
@@ -21,6 +21,8 @@ from loadwatch.metrics.slo import SLO, goodput_limits, within
 from loadwatch.metrics.timing import RequestMetrics
 
 REPORT_KEY = "loadwatch"
+RECENT = 500  # the latest successful requests the master keeps for the web UI's slowest (their records)
+SHIPPED_SLOW = 5  # of a worker's requests since its last report, the slowest it ships for that list
 LATE_ARRIVAL = 0.1  # seconds an open-loop arrival may go out after its time before it counts as late
 log = logging.getLogger(__name__)
 
@@ -67,6 +69,9 @@ class Recorder:
         self.keep_itl = False
         self.records: list[dict] = []  # not yet written (or, on a worker, not yet reported)
         self.late_arrivals = 0
+        # The latest requests (on a worker, since its last report) as records: the web UI names the
+        # slowest with the part that made each slow. Bounded: a worker ships SHIPPED_SLOW a report.
+        self.recent: deque[dict] = deque(maxlen=RECENT)
         self.saturated: dict[str, str] = {}  # Locust process -> why it could not keep up (loadgen/monitor.py)
 
     def configure(self, slos: list[SLO], keep_records: bool, keep_itl: bool) -> None:
@@ -79,8 +84,9 @@ class Recorder:
         return records
 
     def record(self, req: LLMRequest) -> None:
-        if self.keep_records:
-            self.records.append(req.record(self.worker, self.keep_itl))
+        record = req.record(self.worker, self.keep_itl) if self.keep_records else None
+        if record is not None:
+            self.records.append(record)
         if req.warmup:
             self.warmup_finished += 1
             return
@@ -113,6 +119,7 @@ class Recorder:
         if m.completion_tokens is not None:
             self.counts.inc(Client.GENERATION_TOKENS, labels, m.completion_tokens)
         series.add_success(req.started_at, m, within(self.goodput, {"ttft": m.ttft, "tpot": m.tpot, "e2el": m.e2e}))
+        self.recent.append(record or req.record(self.worker, False))
         self.tokens_from[req.tokens_from] += 1
 
     def start_run(self) -> None:
@@ -122,6 +129,7 @@ class Recorder:
         self.finished = self.warmup_finished = 0
         self.tokens_from.clear()
         self.saturated.clear()
+        self.recent.clear()
 
     def reset_samples(self) -> None:
         """Locust's reset_stats: the figures of the summary start again, the counts go on."""
@@ -151,7 +159,9 @@ class Recorder:
             "tokens_from": dict(self.tokens_from),
             "records": self.take_records(),
             "saturated": dict(self.saturated),
+            "slow": sorted(self.recent, key=lambda r: r["ttft_s"], reverse=True)[:SHIPPED_SLOW],
         }
+        self.recent.clear()
         self.finished = self.warmup_finished = 0
         self.tokens_from.clear()
         return report
@@ -164,6 +174,7 @@ class Recorder:
         self.tokens_from.update(report["tokens_from"])
         if self.keep_records:
             self.records.extend(report["records"])
+        self.recent.extend(report["slow"])
         for process, reason in report["saturated"].items():
             if process not in self.saturated:
                 self.saturated[process] = reason

@@ -101,3 +101,17 @@ def bands(joined: list[dict]) -> list[dict]:
                     "dominant_name": NAMES[top], "dominant_share": means[top] / mean_ttft if mean_ttft else None,
                     "windows": [(r["start"], r["start"] + r["elapsed_s"]) for r in members]})
     return out
+
+
+def slowest(records: list[dict], n: int) -> list[dict]:
+    """The n slowest of the requests by TTFT, each with the part of its TTFT furthest above the
+    median over all of them: [{id, scenario, start, ttft_ms, e2e_ms, cause, cause_ms, median_ms}]."""
+    done = measured(records)
+    typical = medians(done)
+    out = []
+    for r in sorted(done, key=lambda r: r["ttft_s"], reverse=True)[:n]:
+        part, seconds, median = cause(r, typical, ttft_only=True)
+        out.append({"id": r["id"], "scenario": r["scenario"], "start": r["start"], "ttft_ms": 1000 * r["ttft_s"],
+                    "e2e_ms": 1000 * r["elapsed_s"], "cause": NAMES[part], "cause_ms": 1000 * seconds,
+                    "median_ms": 1000 * median})
+    return out

@@ -18,10 +18,12 @@ from loadwatch.loadgen.ticker import every
 from loadwatch.metrics.counts import MetricCounts
 from loadwatch.metrics.definitions import ARRIVAL_LAG
 from loadwatch.metrics.samples import Series
+from loadwatch.metrics.ttft_split import slowest
 
 INTERVAL = 1.0  # seconds between points
 WINDOW = 10.0  # seconds each point's client figures cover
 POINTS = 3600  # an hour of points; older ones are dropped
+SLOWEST = 10  # of the recorder's recent requests, the slowest the tab lists
 CHARTED = ("ttft", "tpot", "itl")
 
 
@@ -61,6 +63,7 @@ class History:
         self.stages: deque[dict] = deque(maxlen=POINTS)  # {t, name} where the stage changed
         self._copies: deque[tuple[float, Series, tuple[float, int]]] = deque()
         self._stage = ""
+        self.slowest: list[dict] = []
 
     def sample(self, now: float | None = None) -> dict:
         now = time.time() if now is None else now
@@ -82,6 +85,7 @@ class History:
                  "lag_ms": _mean_lag_ms(lag, lag_then),
                  "engine": self.engine.latest if self.engine else None}
         self.points.append(point)
+        self.slowest = slowest(list(self.state.recorder.recent), SLOWEST)
         return point
 
     def as_dict(self, since: float | None = None) -> dict:
@@ -93,7 +97,7 @@ class History:
             newer = list(takewhile(lambda p: p["t"] > since, reversed(self.points)))
             points = newer[::-1]
         return {"interval": INTERVAL, "window": WINDOW, "engine_url": self.engine.url if self.engine else None,
-                "points": points, "stages": list(self.stages)}
+                "points": points, "stages": list(self.stages), "slowest": self.slowest}
 
     def start(self) -> None:
         every(INTERVAL, self.sample)

@@ -63,3 +63,36 @@ def test_a_poll_gets_the_points_after_its_last_one_only():
     assert [p["t"] for p in history.as_dict(since=1006.0)["points"]] == [1007.0, 1008.0, 1009.0]
     assert history.as_dict(since=1009.0)["points"] == []
     assert len(history.as_dict()["points"]) == 10
+
+
+def test_the_tab_lists_the_slowest_recent_requests_with_the_part_that_made_each_slow():
+    from loadwatch.loadgen.recorder import LLMRequest
+    from loadwatch.metrics.timing import EngineAccount
+
+    state = RunState(["chat"], "http://x")
+    history = h.History(state, lambda: 4)
+    for i in range(30):
+        queue = 0.8 if i == 7 else 0.001
+        m = RequestMetrics(ttft=0.02 + queue, e2e=0.2 + queue, itl=(), tpot=0.01, prompt_tokens=5,
+                           completion_tokens=10, headers=0.005,
+                           engine=EngineAccount(queue=queue, prefill=0.01, decode=0.1, mean_itl=0.01))
+        state.recorder.record(LLMRequest("m", "chat", 1000.0 + i, 0.2 + queue, m, request_id=f"r{i}"))
+    history.sample(now=1100.0)
+    slowest = history.as_dict()["slowest"]
+    assert len(slowest) == h.SLOWEST and slowest[0]["id"] == "r7"
+    assert slowest[0]["cause"] == "waiting in the engine's queue"
+    assert slowest[0]["cause_ms"] == pytest.approx(800) and slowest[0]["median_ms"] == pytest.approx(1)
+
+
+def test_a_worker_ships_only_its_slowest_recent_requests_and_the_master_keeps_them():
+    from loadwatch.loadgen.recorder import SHIPPED_SLOW, LLMRequest
+
+    worker, master = RunState(["chat"], "http://x"), RunState(["chat"], "http://x")
+    for i in range(50):
+        m = RequestMetrics(ttft=0.01 * (i + 1), e2e=1.0, itl=(), tpot=0.01, prompt_tokens=5, completion_tokens=10)
+        worker.recorder.record(LLMRequest("m", "chat", 1000.0 + i, 1.0, m, request_id=f"w{i}"))
+    report = worker.recorder.report()
+    assert [r["id"] for r in report["slow"]] == [f"w{i}" for i in range(49, 49 - SHIPPED_SLOW, -1)]
+    assert not worker.recorder.recent
+    master.recorder.merge(report)
+    assert len(master.recorder.recent) == SHIPPED_SLOW

@@ -7,7 +7,7 @@
   const POLL_MS = 1000;
   const MAX_POINTS = 3600;
   const TABLE_HEADER = "Scenario (model)";
-  const state = { points: [], stages: [], engineUrl: null, last: null, charts: {}, dark: null, box: null };
+  const state = { points: [], stages: [], slowest: [], engineUrl: null, last: null, charts: {}, dark: null, box: null };
   window.loadwatchCockpit = state; // for tests and the curious
 
   const eng = (key, scale) => (p) => (p.engine && p.engine.up && p.engine[key] != null ? p.engine[key] * (scale || 1) : null);
@@ -49,7 +49,8 @@
     const box = document.createElement("div");
     box.id = "loadwatch-charts";
     box.innerHTML = '<p id="loadwatch-engine-status" style="margin:16px 0 4px;font-family:inherit"></p>' +
-      '<div id="loadwatch-grid" style="display:grid;grid-template-columns:repeat(auto-fit,minmax(520px,1fr));gap:12px"></div>';
+      '<div id="loadwatch-grid" style="display:grid;grid-template-columns:repeat(auto-fit,minmax(520px,1fr));gap:12px"></div>' +
+      '<div id="loadwatch-slowest" style="margin:16px 0;font-family:inherit"></div>';
     anchor.after(box);
     state.box = box;
     state.charts = {};
@@ -142,6 +143,33 @@
         : `Engine: ${state.engineUrl}, DOWN${latest && latest.error ? " (" + latest.error + ")" : ""}`;
   }
 
+  // The slowest of the latest requests, each with the part of its TTFT furthest above the median
+  // (the request's id is its X-Request-Id: `loadwatch explain RUN ID` tells its whole story).
+  function drawSlowest() {
+    const box = state.box.querySelector("#loadwatch-slowest");
+    box.replaceChildren();
+    if (!state.slowest.length) return;
+    const title = document.createElement("p");
+    title.textContent = "Slowest recent requests by TTFT, and what made each slow";
+    const table = document.createElement("table");
+    table.id = "loadwatch-slowest-table";
+    table.style.borderCollapse = "collapse";
+    const rows = [["request id", "scenario", "TTFT (ms)", "E2E (ms)", "the part furthest above the median"]].concat(
+      state.slowest.map((r) => [r.id, r.scenario, r.ttft_ms.toFixed(1), r.e2e_ms.toFixed(1),
+        `${r.cause}: ${r.cause_ms.toFixed(1)} ms (median ${r.median_ms.toFixed(1)} ms)`]));
+    rows.forEach((cells, i) => {
+      const tr = table.insertRow();
+      cells.forEach((text) => {
+        const cell = document.createElement(i ? "td" : "th");
+        cell.textContent = text;  // text, never markup: scenario names come from locustfiles
+        cell.style.padding = "2px 12px 2px 0";
+        cell.style.textAlign = "left";
+        tr.appendChild(cell);
+      });
+    });
+    box.append(title, table);
+  }
+
   async function poll() {
     try {
       const query = state.last === null ? "" : `?since=${state.last}`;
@@ -150,6 +178,7 @@
         const body = await response.json();
         state.engineUrl = body.engine_url;
         state.stages = body.stages;
+        state.slowest = body.slowest || [];
         state.points = state.points.concat(body.points).slice(-MAX_POINTS);
         if (state.points.length) state.last = state.points[state.points.length - 1].t;
       }
@@ -157,6 +186,7 @@
       if (box) {
         initCharts(box);
         draw();
+        drawSlowest();
       }
     } catch (error) {
       console.warn("loadwatch charts:", error);
