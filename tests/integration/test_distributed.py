@@ -7,8 +7,10 @@ import os
 import signal
 import subprocess
 import time
+import urllib.request
 
 import psutil
+from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
 from tests.conftest import (
     finish,
@@ -56,6 +58,9 @@ def test_master_histograms_sum_every_worker_and_each_fault_is_counted_once(fake_
         wait_for(lambda: total(scrape(metrics_url), "loadwatch_run_info", stage="stopped") == 1, 5, "test_stop")
         samples = scrape(metrics_url)
         ui_metrics = scrape(f"http://127.0.0.1:{web_port}/metrics")
+        request = urllib.request.Request(metrics_url, headers={"Accept": "application/openmetrics-text"})
+        with urllib.request.urlopen(request, timeout=10) as response:
+            open_metrics = response.read().decode()
     finally:
         output = finish(locust, timeout=60)
 
@@ -77,6 +82,11 @@ def test_master_histograms_sum_every_worker_and_each_fault_is_counted_once(fake_
 
     data = json.loads(results.read_text())
     assert data["completed"] == completed
+    # The workers' exemplars reached the master: request ids of requests of the run, one a bucket at most.
+    recorded = {json.loads(line)["id"] for line in (tmp_path / "results.requests.jsonl").read_text().splitlines()}
+    exemplars = [s.exemplar for family in text_string_to_metric_families(open_metrics)
+                 if family.name == "loadwatch_client_time_to_first_token_seconds" for s in family.samples if s.exemplar]
+    assert exemplars and {e.labels["request_id"] for e in exemplars} <= recorded
     assert data["failures"] == {reason: expected["outcomes"][reason] for reason in FAULTS}
     assert data["options"]["request_timeout"] == 1.0 and "sk-" not in json.dumps(data)
     assert locust.returncode == 1, output  # Locust's own code for a run with failures, no SLO given
