@@ -16,6 +16,7 @@ from loadwatch.durations import parse_duration
 from loadwatch.engine import process
 from loadwatch.engine.settings import EngineSettings
 from loadwatch.engine.setup import SetupError, ensure_engine, ensure_model
+from loadwatch.exporter.settings import ExporterSettings
 from loadwatch.loadrun.stack import describe, new_run_dir
 from loadwatch.model_options import add_model_options, model_from_args
 from loadwatch.processes import ComponentError, answers
@@ -163,13 +164,7 @@ def parser() -> argparse.ArgumentParser:
     exporter.add_argument("--target", action="append", default=[], metavar="NAME=URL",
                           help="a vLLM base URL (its /metrics is read), repeatable")
     exporter.add_argument("--targets-file", type=Path, help="YAML: targets: [{name: ..., url: ...}]")
-    exporter.add_argument("--port", type=int, default=None, help=f"default {PORTS['sidecar']}")
-    exporter.add_argument("--host", default=None, help=f"address to listen on; default {LOOPBACK} (this machine "
-                                                       "only); 0.0.0.0 opens it to the network")
-    exporter.add_argument("--interval", type=float, default=None, help="seconds between samples, default 1")
-    exporter.add_argument("--window", type=float, default=None,
-                          help="seconds behind the _max peaks and windowed ratios, default 15")
-    exporter.add_argument("--timeout", type=float, default=None, help="per-sample timeout, default 5 s")
+    ExporterSettings.add_options(exporter)
     exporter.set_defaults(handler=exporter_command)
 
     alert_log = commands.add_parser("alert-log", help="an Alertmanager webhook receiver that logs each alert")

@@ -31,12 +31,20 @@ class ExporterSettings(BaseSettings):
 
     targets: list[Target] = []
     # This machine only unless asked (--host 0.0.0.0 in a container or pod).
-    host: str = LOOPBACK
-    port: int = Field(PORTS["sidecar"], ge=0, le=65535)
+    host: str = Field(LOOPBACK, description="address to listen on (0.0.0.0 opens it to the network)")
+    port: int = Field(PORTS["sidecar"], ge=0, le=65535, description="port to listen on")
     interval: float = Field(1.0, gt=0, description="seconds between the sidecar's own samples")
-    window: float = Field(15.0, gt=0, description="seconds of samples behind _max and the ratios")
+    window: float = Field(15.0, gt=0, description="seconds of samples behind the _max peaks and windowed ratios")
     # Sampling runs beside scrapes, never in them; 5 s still ends before Prometheus gives up (10 s).
-    timeout: float = Field(5.0, gt=0)
+    timeout: float = Field(5.0, gt=0, description="seconds a sample may take")
+
+    @classmethod
+    def add_options(cls, parser) -> None:
+        """The command line's options, from the fields: one home for their defaults and help."""
+        for name in ("host", "port", "interval", "window", "timeout"):
+            field = cls.model_fields[name]
+            parser.add_argument(f"--{name}", type=type(field.default), default=None,
+                                help=f"{field.description}; default {field.default}")
 
     @model_validator(mode="after")
     def _check(self) -> ExporterSettings:

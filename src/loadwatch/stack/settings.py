@@ -8,6 +8,7 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from loadwatch import assets
+from loadwatch.exporter.settings import ExporterSettings
 
 
 class StackSettings(BaseSettings):
@@ -20,9 +21,9 @@ class StackSettings(BaseSettings):
     alertmanager_bin: str = "prometheus-alertmanager"
     scrape_interval: str = "5s"
     evaluation_interval: str = "5s"
-    exporter_interval: float = 1.0
-    exporter_window: float = 15.0
-    exporter_timeout: float = 5.0
+    exporter_interval: float = ExporterSettings.model_fields["interval"].default
+    exporter_window: float = ExporterSettings.model_fields["window"].default
+    exporter_timeout: float = ExporterSettings.model_fields["timeout"].default
     group_wait: str = "10s"
     group_interval: str = "1m"
     webhook_url: str | None = None
