@@ -7,11 +7,13 @@ from pathlib import Path
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from loadwatch.defaults import HOME
+
 
 class EngineSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="LOADWATCH_", extra="ignore", protected_namespaces=())
 
-    home: Path = Field(Path.home() / ".cache" / "loadwatch", description="venv, model and engine state")
+    home: Path = Field(HOME, description="venv, model and engine state")
     vllm_version: str = "0.32.0"
     torch_version: str = "2.13.0"
     # Where pip finds torch's CPU build when it is not in a local wheel folder (PyTorch's CPU index).

@@ -8,13 +8,14 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from loadwatch import assets
+from loadwatch.defaults import HOME
 from loadwatch.exporter.settings import ExporterSettings
 
 
 class StackSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="LOADWATCH_STACK_", extra="ignore")
 
-    home: Path = Field(Path.home() / ".cache" / "loadwatch", description="where stack.json records what runs")
+    home: Path = Field(HOME, description="where stack.json records what runs")
     prometheus_dir: Path = Field(default_factory=lambda: assets.path("prometheus"))
     rules_dir: Path | None = Field(None, description="default: prometheus/rules")
     prometheus_bin: str = "prometheus"
