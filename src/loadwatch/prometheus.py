@@ -23,6 +23,9 @@ class PrometheusAPI:
         self.timeout = timeout
 
     def _get(self, path: str, params: dict) -> list:
+        return self._data(path, params)["result"]
+
+    def _data(self, path: str, params: dict):
         url = f"{self.url}{path}?{urllib.parse.urlencode(params)}"
         try:
             with loopback.urlopen(url, timeout=self.timeout) as response:
@@ -32,7 +35,7 @@ class PrometheusAPI:
             raise PrometheusError(f"Prometheus refused {params.get('query')!r}: {detail}") from None
         except (OSError, ValueError) as exc:
             raise PrometheusError(f"cannot read from Prometheus at {self.url}: {exc}") from None
-        return body["data"]["result"]
+        return body["data"]
 
     def query(self, expr: str, at: float) -> list:
         return self._get("/api/v1/query", {"query": expr, "time": f"{at:.3f}"})
@@ -52,4 +55,4 @@ class PrometheusAPI:
     def exemplars(self, expr: str, start: float, end: float) -> list:
         """[{seriesLabels, exemplars: [{labels, value, timestamp}]}] of the series `expr` selects
         (Prometheus started with --enable-feature=exemplar-storage)."""
-        return self._get("/api/v1/query_exemplars", {"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}"})
+        return self._data("/api/v1/query_exemplars", {"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}"})

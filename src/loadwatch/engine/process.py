@@ -53,8 +53,17 @@ def command(settings: EngineSettings, model_dir: Path, port: int, extra: list[st
         # Each request's own account, joined to the client's record by the X-Request-Id loadwatch sends
         # (README: Why this request was slow).
         "--enable-per-request-metrics", "--enable-request-id-headers",
+        *_spec_decode_account(extra),
         *extra,
     ]
+
+
+def _spec_decode_account(extra: list[str]) -> list[str]:
+    """With speculative decoding, each request's acceptance in its account too: vLLM refuses the flag
+    without a --speculative-config, so it is added only with one (and not over the caller's own)."""
+    speculating = any(a.startswith("--speculative-config") or a.startswith("--speculative_config") for a in extra)
+    given = any(a.startswith("--per-request-spec-decode-metrics") for a in extra)
+    return ["--per-request-spec-decode-metrics", "summary"] if speculating and not given else []
 
 
 def start(settings: EngineSettings, model_dir: Path, port: int | None = None, extra: list[str] | None = None,
