@@ -18,6 +18,7 @@ from loadwatch.prometheus import PrometheusAPI, PrometheusError
 from loadwatch.report.attribution import attribution, exact_engine_ttft
 from loadwatch.report.engine import SETTLE_SECONDS, engine_figures
 from loadwatch.report.exact import records_of, with_exact_figures
+from loadwatch.report.html import write_run_page
 from loadwatch.report.markdown import render
 from loadwatch.report.plots import plot_ttft_against_engine, series
 
@@ -76,18 +77,22 @@ def build_report(results_path: Path, api: PrometheusAPI | None, out_dir: Path, r
               else "from the run's sketches (percentiles within 0.5 %)")
     engine: dict = {}
     plot = None
+    missing = None  # why the engine's side is missing, in one sentence
     if api is None:
-        notes.append("No Prometheus to read: engine-side figures and the plot are missing.")
+        missing = ("The engine's side is missing: this run has no Prometheus data (a run without the stack, or "
+                   "Locust alone), so only the client's figures are shown.")
     else:
         try:
             engine = engine_figures(api, start, end, settle)
             data = series(api, start, end, rate_window)
             if any(data.values()):
                 plot = plot_ttft_against_engine(data, results.stages, start, end, out_dir / PLOT).name
-            else:
-                notes.append("Prometheus has no series of this run's window: no plot.")
+            if all(v is None for v in engine.values()):
+                engine = {}
+                missing = ("The engine's side is missing: Prometheus has no engine series for this run's window "
+                           "(the target exposes no vLLM /metrics the sidecar could read).")
         except PrometheusError as exc:
-            notes.append(f"Engine-side figures and the plot are missing: {exc}")
+            missing = f"The engine's side is missing: {exc}."
     client = {key: results.field(key) for key in CLIENT_KEYS}
     records_path = records_of(results_path, results)
     turns = by_turn(read_records(records_path)) if records is not None else []
@@ -105,6 +110,7 @@ def build_report(results_path: Path, api: PrometheusAPI | None, out_dir: Path, r
         "client": client,
         "client_source": source,
         "engine": engine,
+        "engine_missing": missing,
         "stages": [{k: s.field(k) for k in STAGE_KEYS} for s in results.stages],
         "turns": turns,
         "ttft_split": split,
@@ -113,6 +119,8 @@ def build_report(results_path: Path, api: PrometheusAPI | None, out_dir: Path, r
         "notes": notes,
     }
     out_dir.mkdir(parents=True, exist_ok=True)
+    rows = list(read_records(records_path)) if records is not None else None
+    report["html"] = write_run_page(report, results, rows, api, out_dir).name
     write_atomically(out_dir / "report.json", json.dumps(report, indent=2) + "\n")
     write_atomically(out_dir / "report.md", render(report))
     return report

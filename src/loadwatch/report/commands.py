@@ -15,15 +15,15 @@ from loadwatch.report import explain
 from loadwatch.report.build import ReportError, build_report, read_results, results_path
 from loadwatch.report.compare import compare, load_side
 from loadwatch.report.engine import SETTLE_SECONDS
-from loadwatch.stack.readback import prometheus_on
+from loadwatch.stack.readback import DATA, data_of, prometheus_on
 
 
 def write_report(results: Path, api: PrometheusAPI | None, rate_window: str, say,
                  settle: float = SETTLE_SECONDS) -> int:
     report = build_report(results, api, results.parent, rate_window, settle)
-    for note in report["notes"]:
+    for note in [*report["notes"], *([report["engine_missing"]] if report["engine_missing"] else [])]:
         say(f"warning: {note}")
-    say(f"report: {results.parent / 'report.md'} (and report.json"
+    say(f"report: {results.parent / report['html']} (and report.md, report.json"
         + (f", {report['plot']})" if report["plot"] else ")"))
     return 0
 
@@ -34,9 +34,10 @@ def report_command(args: argparse.Namespace, say) -> int:
         read_results(results)
         if args.prometheus:
             return write_report(results, PrometheusAPI(args.prometheus), args.rate_window, say)
-        data = results.parent / "prometheus-data"
-        if not data.is_dir():
-            say(f"warning: no {data} and no --prometheus: the report has the client side only")
+        data = data_of(results)
+        if data is None:
+            say(f"warning: no {DATA} in or above {results.parent} and no --prometheus: the report has the client "
+                "side only")
             return write_report(results, None, args.rate_window, say)
         say(f"reading {data} with a temporary Prometheus")
         with prometheus_on(data, results.parent / "logs") as api:

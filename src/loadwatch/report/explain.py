@@ -19,10 +19,7 @@ from loadwatch.prometheus import PrometheusAPI, PrometheusError
 from loadwatch.report.build import ReportError, read_results, results_path
 from loadwatch.report.engine_at import EngineState, EngineTimeline
 from loadwatch.report.exact import records_of
-from loadwatch.stack.readback import prometheus_on
-
-DATA = "prometheus-data"
-UP = 3  # folders above the run's to look for its Prometheus data: an experiment keeps it per arm
+from loadwatch.stack.readback import DATA, data_of, prometheus_on
 
 
 class ExplainError(Exception):
@@ -61,14 +58,6 @@ def pick(records: list[dict], request_id: str | None, slowest: int, by: str) -> 
         return found
     field = "ttft_s" if by == "ttft" else "elapsed_s"
     return sorted(measured(records), key=lambda r: r[field], reverse=True)[:slowest]
-
-
-def data_dir(run: Path) -> Path | None:
-    folder = run if run.is_dir() else run.parent
-    for candidate in [folder, *folder.parents][:UP + 1]:
-        if (candidate / DATA).is_dir():
-            return candidate / DATA
-    return None
 
 
 def story(record: dict, typical: dict[str, float], state: EngineState | None, ttft_only: bool) -> list[str]:
@@ -123,7 +112,7 @@ def explain(run: Path, request_id: str | None, slowest: int, by: str, say) -> in
     if not chosen:
         raise ExplainError(f"{path} holds no measured request")
     typical = medians(measured(records))
-    data = data_dir(run)
+    data = data_of(run)
     with ExitStack() as stack:
         timeline = None
         if data is None:

@@ -122,6 +122,8 @@ def render(report: dict) -> str:
         lines += ["", f"Client figures {report['client_source']}."]
     if c["failures"]:
         lines += ["", "Failures: " + ", ".join(f"{reason} {n}" for reason, n in c["failures"].items()) + "."]
+    if report.get("engine_missing"):
+        lines += ["", report["engine_missing"]]
     if e:
         lines += [
             "", "## Engine", "",

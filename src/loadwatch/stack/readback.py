@@ -15,6 +15,20 @@ from loadwatch.prometheus import PrometheusAPI, PrometheusError
 EXEMPLARS = "--enable-feature=exemplar-storage"
 
 
+DATA = "prometheus-data"
+UP = 3  # folders above a run's to look for its Prometheus data: an experiment keeps it per arm
+
+
+def data_of(run: Path) -> Path | None:
+    """The Prometheus data of a run folder (or of the folder of a results file): in it, or in the
+    folder of the stack it ran on, up to UP levels above."""
+    folder = run if run.is_dir() else run.parent
+    for candidate in [folder, *folder.parents][:UP + 1]:
+        if (candidate / DATA).is_dir():
+            return candidate / DATA
+    return None
+
+
 @contextmanager
 def prometheus_on(data_dir: Path, log_dir: Path, binary: str = "prometheus") -> Iterator[PrometheusAPI]:
     """A Prometheus that scrapes nothing, serving a finished run's TSDB, stopped on exit."""

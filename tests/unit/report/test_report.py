@@ -21,8 +21,9 @@ def test_unreachable_prometheus_leaves_a_client_report_and_a_note(tmp_path, caps
     assert main(["report", str(tmp_path), "--prometheus", url]) == 0
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["client"]["completed"] == 90 and report["engine"] == {} and report["plot"] is None
-    assert f"cannot read from Prometheus at {url}" in report["notes"][0]
+    assert f"The engine's side is missing: cannot read from Prometheus at {url}" in report["engine_missing"]
     text = (tmp_path / "report.md").read_text()
+    assert report["engine_missing"] in text and "n/a | n/a" not in text  # one sentence, not rows of n/a
     assert "| 90 | 1 | 3.00 | 300.00 | 450.00 | 2.50 |" in text
     assert "| ttft_p99_ms | 500 | 612.500 | BROKEN |" in text and "## Engine" not in text
     assert "warning:" in capsys.readouterr().out
