@@ -108,7 +108,7 @@ def search(options: CapacityOptions, template: LocustRun, api: PrometheusAPI, ta
                          decisive.results.get("saturated", {}) if decisive else {})
     result = output.conclusion(options.mode, options.unit, levels, best, diagnosis, options.headroom,
                                rule(options, needed), undecided)
-    output.write(run_dir, result)
+    output.write(run_dir, result, api)
     if undecided:
         say(f"capacity: the knee was not located: {undecided}"
             + (f"; {best:g} {options.unit} held" if best is not None else ""))

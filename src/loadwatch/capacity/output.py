@@ -10,6 +10,9 @@ from matplotlib.figure import Figure
 from loadwatch.atomic import write_atomically
 from loadwatch.capacity.diagnose import Diagnosis
 from loadwatch.capacity.levels import Level
+from loadwatch.metrics.records import read_records
+from loadwatch.prometheus import PrometheusAPI
+from loadwatch.report.html import PAGE, capacity_charts, markdown_html, write_page
 from loadwatch.report.markdown import bands, table, where_the_time_goes
 
 PLOT = "capacity.png"
@@ -123,8 +126,19 @@ def plot(result: dict, path: Path) -> Path:
     return path
 
 
-def write(run_dir: Path, result: dict) -> None:
+def write(run_dir: Path, result: dict, api: PrometheusAPI | None = None) -> None:
+    """capacity.json, report.md with its plot, and report.html: the same, with the curve and the
+    search over time interactive (the engine's side from `api`, the stack's Prometheus)."""
     write_atomically(run_dir / "capacity.json", json.dumps(result, indent=2) + "\n")
     plot(result, run_dir / PLOT)
-    write_atomically(run_dir / "report.md", "# loadwatch capacity report\n\n" + markdown(result)
-                     + f"\n![latency and throughput against load, engine state beneath]({PLOT})\n")
+    text = "# loadwatch capacity report\n\n" + markdown(result)
+    write_atomically(run_dir / "report.md",
+                     text + f"\n![latency and throughput against load, engine state beneath]({PLOT})\n")
+    try:
+        records = [r for path in sorted((run_dir / "levels").glob("*.requests.jsonl")) for r in read_records(path)]
+    except ValueError:
+        records = []
+    ran = [lv for lv in result["levels"] if lv["start"]]
+    start, end = (min(lv["start"] for lv in ran), max(lv["end"] for lv in ran)) if ran else (0.0, 0.0)
+    write_page(run_dir / PAGE, "loadwatch capacity report", markdown_html(text, run_dir),
+               capacity_charts(result, records, api if ran else None, start, end))

@@ -18,6 +18,7 @@ from loadwatch.metrics.repeats import MIN_RUNS
 from loadwatch.metrics.results import latency_key
 from loadwatch.report import compare
 from loadwatch.report.build import ReportError
+from loadwatch.report.html import PAGE, markdown_html, write_page
 from loadwatch.report.markdown import number, share, table
 
 PARETO = "pareto.png"
@@ -194,6 +195,17 @@ def render(experiment: Experiment, groups: list[dict], rows: list[dict], notes: 
     return "\n".join(lines) + "\n"
 
 
+def cell_links(exp_dir: Path, outcomes: list[Outcome]) -> str:
+    """The page's list of cells, each linked to its own report.html (relative: the folder moves whole)."""
+    lines = ["", "## Cells", ""]
+    for o in outcomes:
+        page = o.folder / PAGE
+        shown = o.folder.relative_to(exp_dir) if o.folder.is_relative_to(exp_dir) else o.folder
+        lines.append(f"- [{shown}]({page.relative_to(exp_dir) if page.is_relative_to(exp_dir) else page})"
+                     if page.is_file() else f"- {shown}: no report ({o.problem or 'the cell did not finish'})")
+    return "\n".join(lines) + "\n"
+
+
 def write(exp_dir: Path, experiment: Experiment, outcomes: list[Outcome], say) -> Path:
     groups = group(experiment, outcomes)
     rows = verdicts(experiment, groups)
@@ -214,7 +226,10 @@ def write(exp_dir: Path, experiment: Experiment, outcomes: list[Outcome], say) -
                            "too_few": o.too_few}
                           for o in outcomes]}
     write_atomically(exp_dir / "summary.json", json.dumps(document, indent=2) + "\n")
-    write_atomically(exp_dir / "summary.md", render(experiment, groups, rows, notes, plot, capacity))
+    text = render(experiment, groups, rows, notes, plot, capacity)
+    write_atomically(exp_dir / "summary.md", text)
+    write_page(exp_dir / "summary.html", f"loadwatch experiment {experiment.name}",
+               markdown_html(text + cell_links(exp_dir, outcomes), exp_dir))
     for c in capacity:
         say(f"{c['arm']} / {c['workload']}: capacity " + ("none" if c["max_sustainable"] is None else
                                                           f"{c['max_sustainable']:g} {c['unit']}, limit {c['limit']}"))

@@ -7,10 +7,14 @@ Client series come from the per-request records, the engine's from the run's Pro
 
 from __future__ import annotations
 
+import base64
 import html
 import math
+import re
 from pathlib import Path
+from typing import NamedTuple
 
+import markdown
 import numpy as np
 from bokeh.embed import file_html
 from bokeh.layouts import column, row
@@ -38,6 +42,9 @@ ENGINE_SERIES = {  # name -> (PromQL, scale, chart)
     "prefix-cache hits (%)": (f"max({Engine.PREFIX_CACHE_HIT_RATIO})", 100, "ratios"),
     "spec-decode acceptance (%)": (f"max({Engine.SPEC_ACCEPTANCE_RATIO})", 100, "ratios"),
 }
+ENGINE_CHARTS = (("queue", "Engine: requests running and waiting", "requests"),
+                 ("kv", "Engine: KV cache usage (%)", "%"),
+                 ("ratios", "Engine: prefix-cache hits and spec-decode acceptance (%)", "%"))
 CLIENT_SERIES = {"users": f"sum({Client.USERS})", "in flight": f"sum({Client.IN_FLIGHT})"}
 COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
 
@@ -163,30 +170,21 @@ def _summary(report: dict) -> str:
     return figures + _table(["latency", "mean", "median", "p99"], rows) + slo
 
 
-def write_run_page(report: dict, results: Results, records: list[dict] | None, api: PrometheusAPI | None,
-                   out_dir: Path) -> Path:
-    """report.html beside report.md, from what the report already read."""
-    start, end = results.started_at, results.ended_at
-    w = report["window"]
-    parts: list = [Div(text=f"<h1>loadwatch report: run {html.escape(report['run_id'])}</h1>"
-                            f"<p>Target {html.escape(report['target'] or 'n/a')}, {w['start_utc']} to {w['end_utc']} "
-                            f"(UTC). Drag to pan, scroll to zoom (every chart follows), click a legend entry to "
-                            f"hide its series.</p>{STYLE}" + _summary(report), width=WIDTH)]
-    notes = [*report["notes"], *([report["engine_missing"]] if report.get("engine_missing") else [])]
+def time_charts(records: list[dict] | None, api: PrometheusAPI | None, start: float, end: float, marks: list,
+                notes: list[str]) -> list:
+    """Client latency, throughput and failures from the records, then the load and the engine from
+    Prometheus, on one shared time axis, each mark (stage, level) a dashed line; what could not be
+    read is added to `notes`."""
     engine: dict = {}
-    if api is not None and not report.get("engine_missing"):
+    if api is not None:
         try:
             engine = engine_over_time(api, start, end)
         except PrometheusError as exc:
             notes.append(f"The engine's charts are missing: {exc}.")
-    if notes:
-        text = "".join(f"<p class='note'>{html.escape(n, quote=False)}</p>" for n in notes)
-        parts.append(Div(text=text, width=WIDTH))
     charts = []
     if records:
         over = client_over_time(records, start, end)
         ttft = _chart(f"Client TTFT, p50 and p99 of the requests finishing in each {over['seconds']:g} s (ms)", "ms")
-        charts.append(ttft)
         _lines(ttft, {k: (over["t"], over[k]) for k in ("TTFT p50", "TTFT p99")})
         tokens = _chart("Client TPOT and ITL, p50 and p99 (ms)", "ms", ttft.x_range)
         _lines(tokens, {k: (over["t"], over[k]) for k in ("TPOT p50", "TPOT p99", "ITL p50", "ITL p99") if k in over})
@@ -196,39 +194,45 @@ def write_run_page(report: dict, results: Results, records: list[dict] | None, a
         _lines(failures, {reason: (over["t"], v) for reason, v in over["failures"].items()})
         if not over["failures"]:
             failures.add_layout(Label(x=10, y=HEIGHT / 2 - 30, x_units="screen", y_units="screen", text="no failure"))
-        charts += [tokens, throughput, failures]
+        charts += [ttft, tokens, throughput, failures]
     x_range = charts[0].x_range if charts else None
-    if engine.get("users", ([], []))[0] or engine.get("in flight", ([], []))[0]:
-        load = _chart("Users and requests in flight", "count", x_range)
-        _lines(load, {k: engine[k] for k in CLIENT_SERIES if engine[k][0]})
-        charts.append(load)
-        x_range = x_range or load.x_range
-    for chart_name, title, unit in (("queue", "Engine: requests running and waiting", "requests"),
-                                    ("kv", "Engine: KV cache usage (%)", "%"),
-                                    ("ratios", "Engine: prefix-cache hits and spec-decode acceptance (%)", "%")):
-        lines = {n: engine[n] for n, (_e, _s, c) in ENGINE_SERIES.items()
-                 if c == chart_name and engine.get(n, ([], []))[0]}
+    groups = [("Users and requests in flight", "count", list(CLIENT_SERIES)),
+              *((title, unit, [n for n, (_e, _s, c) in ENGINE_SERIES.items() if c == key])
+                for key, title, unit in ENGINE_CHARTS)]
+    for title, unit, names in groups:
+        lines = {n: engine[n] for n in names if engine.get(n, ([], []))[0]}
         if lines:
             chart = _chart(title, unit, x_range)
             _lines(chart, lines)
             charts.append(chart)
             x_range = x_range or chart.x_range
     for i, chart in enumerate(charts):
-        _stages(chart, results.stages, top=i == 0)
-    parts += charts
+        _stages(chart, marks, top=i == 0)
+    return charts
+
+
+def write_run_page(report: dict, results: Results, records: list[dict] | None, api: PrometheusAPI | None,
+                   out_dir: Path) -> Path:
+    """report.html beside report.md, from what the report already read."""
+    w = report["window"]
+    notes = [*report["notes"], *([report["engine_missing"]] if report.get("engine_missing") else [])]
+    charts = time_charts(records, None if report.get("engine_missing") else api, results.started_at,
+                         results.ended_at, list(results.stages), notes)
     if records:
         points, note = scatter_points(records)
         scatter = _chart(f"Each request's TTFT against when it was sent ({note}); hover for its id and cause", "ms",
-                         x_range, y_log=True)
+                         charts[0].x_range if charts else None, y_log=True)
         scatter.scatter("t", "ttft", source=ColumnDataSource(points), size=4, alpha=0.5, name="request")
         scatter.add_tools(HoverTool(tooltips=[("id", "@id"), ("scenario", "@scenario"), ("TTFT", "@ttft{0,0.0} ms"),
                                               ("E2E", "@e2e{0,0.0} ms"), ("cause", "@cause")]))
-        parts += [scatter, *distributions(records)]
-    parts.append(Div(text="<h2>Settings</h2>" + _table(["option", "value"], [
+        charts += [scatter, *distributions(records)]
+    charts.append(Div(text="<h2>Settings</h2>" + _table(["option", "value"], [
         [k, "" if v is None else str(v)] for k, v in sorted(results.options.items())]), width=WIDTH))
-    path = out_dir / PAGE
-    write_atomically(path, file_html(column(*parts), INLINE, title=f"loadwatch report {report['run_id']}"))
-    return path
+    body = (f"<h1>loadwatch report: run {html.escape(report['run_id'])}</h1>"
+            f"<p>Target {html.escape(report['target'] or 'n/a')}, {w['start_utc']} to {w['end_utc']} (UTC). Drag to "
+            "pan, scroll to zoom (every chart follows), click a legend entry to hide its series.</p>"
+            + _summary(report) + "".join(f"<p class='note'>{html.escape(n, quote=False)}</p>" for n in notes))
+    return write_page(out_dir / PAGE, f"loadwatch report {report['run_id']}", body, charts)
 
 
 def distributions(records: list[dict]) -> list:
@@ -247,6 +251,66 @@ def distributions(records: list[dict]) -> list:
     return [row(*charts)] if charts else []
 
 
-STYLE = ("<style>table.lw{border-collapse:collapse;margin:8px 0}table.lw td,table.lw th{padding:2px 12px 2px 0;"
-         "text-align:left}p.note{color:#a15c00}</style>")
+STYLE = ("<style>table{border-collapse:collapse;margin:8px 0}td,th{padding:2px 12px 2px 0;text-align:left}"
+         "p.note{color:#a15c00}body{font-family:sans-serif}</style>")
+
+
+class Mark(NamedTuple):
+    """A dashed line across the time charts: a stage, a capacity level."""
+
+    name: str
+    start: float
+
+
+def markdown_html(text: str, folder: Path) -> str:
+    """A report's Markdown as HTML (python-markdown, with its tables), each image of `folder` inlined
+    as a data URI so that the page needs no file beside it."""
+    def inline(match: re.Match) -> str:
+        path = folder / match.group(1)
+        if path.suffix == ".png" and path.is_file():
+            return f'src="data:image/png;base64,{base64.b64encode(path.read_bytes()).decode()}"'
+        return match.group(0)
+    return re.sub(r'src="([^":]+)"', inline, markdown.markdown(text, extensions=["tables"]))
+
+
+def write_page(path: Path, title: str, body: str, charts: list | None = None) -> Path:
+    """A page of HTML, with Bokeh charts under it (their script inlined) where there are any."""
+    if charts:
+        text = file_html(column(Div(text=STYLE + body, width=WIDTH), *charts), INLINE, title=title)
+    else:
+        text = (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+                f"{STYLE}</head><body>{body}</body></html>")
+    write_atomically(path, text)
+    return path
+
+
+def capacity_charts(result: dict, records: list[dict], api: PrometheusAPI | None, start: float,
+                    end: float) -> list:
+    """The capacity curve with the knee and operating point, then the search over time: client latency
+    and throughput from the levels' records, the engine from Prometheus, each level marked."""
+    levels = sorted(result["levels"], key=lambda lv: lv["level"])
+    x = [lv["level"] for lv in levels]
+    curve = figure(title="Latency against load (ms), with the knee and the operating point", width=WIDTH,
+                   height=HEIGHT + 60, y_axis_type="log", x_axis_label=f"load ({result['unit']})", y_axis_label="ms",
+                   tools="pan,wheel_zoom,box_zoom,reset,save,hover")
+    for i, (key, label) in enumerate((("median_ttft_ms", "TTFT p50"), ("p99_ttft_ms", "TTFT p99"),
+                                      ("p99_tpot_ms", "TPOT p99"))):
+        ys = [lv["client"][key] for lv in levels]
+        curve.line(x, ys, legend_label=label, color=COLOURS[i], line_width=2)
+        curve.scatter(x, ys, color=COLOURS[i], size=7, legend_label=label)
+    curve.legend.click_policy = "hide"
+    for value, label, colour in ((result["max_sustainable"], "knee", "red"),
+                                 (result["recommended"], "operating point", "green")):
+        if value is not None:
+            curve.add_layout(Span(location=value, dimension="height", line_dash="dashed", line_color=colour))
+            curve.add_layout(Label(x=value, y=10, y_units="screen", text=f"{label} {value:g}", text_color=colour,
+                                   text_font_size="9pt", x_offset=3))
+    throughput = figure(title="Output tokens/s against load", width=WIDTH, height=HEIGHT, x_range=curve.x_range,
+                        x_axis_label=f"load ({result['unit']})", tools="pan,wheel_zoom,box_zoom,reset,save,hover")
+    throughput.line(x, [lv["client"]["output_throughput"] for lv in levels], color=COLOURS[2], line_width=2)
+    charts: list = [curve, throughput]
+    marks = [Mark(lv["name"], lv["start"]) for lv in sorted(result["levels"], key=lambda lv: lv["start"])
+             if lv["start"]]
+    charts += time_charts(records, api, start, end, marks, [])
+    return charts
 

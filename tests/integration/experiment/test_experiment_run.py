@@ -71,6 +71,10 @@ load: {{users: [1, 3], duration: 2s, warmup_run: 1s}}
     assert any("broken/builtin/1-users/r1: the arm did not start" in n for n in summary["notes"])
     text = (exp_dir / "summary.md").read_text()
     assert "| fast | builtin | 3 users | 2 |" in text and "## Against slow" in text
+    page = (exp_dir / "summary.html").read_text()  # the same, one file: its plot inlined, each cell linked
+    assert "<table>" in page and 'src="data:image/png;base64,' in page
+    assert '<a href="fast/builtin/3-users/r2/report.html">' in page and (cell / "report.html").is_file()
+    assert "broken/builtin/1-users/r1: no report" in page
 
     # Two runs of one arm against a server of fixed timing: no change worth the name. Not the verdict
     # `same`: with one run a side the interval is a bootstrap over one run's requests, blind to what
@@ -111,6 +115,8 @@ load:
     assert found["six-streams"]["unit"] == "users" and found["two-streams"]["limit"] == "slo_only"
     assert (exp_dir / "two-streams" / "builtin" / "capacity" / "capacity.json").exists()
     assert "## Capacity" in (exp_dir / "summary.md").read_text()
+    assert (exp_dir / "two-streams" / "builtin" / "capacity" / "report.html").is_file()
+    assert '<a href="six-streams/builtin/capacity/report.html">' in (exp_dir / "summary.html").read_text()
 
 
 def test_an_interrupted_experiment_keeps_its_finished_cells_and_summarises_them(fake_server, tmp_path):

@@ -79,3 +79,4 @@ def test_a_search_that_could_not_judge_a_level_says_so_instead_of_a_knee():
     text = markdown(result)
     assert result["undecided"] and "The knee was not located" in text and "2 users held" in text
     assert "is the most this server sustained" not in text and "too few requests to judge: 3 of the 20" in text
+
