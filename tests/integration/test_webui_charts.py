@@ -92,6 +92,8 @@ def test_the_llm_tab_charts_client_latency_beside_the_engine(fake_server, tmp_pa
             page.get_by_role("link", name="Results JSON (loadwatch)").wait_for(timeout=10_000)
             links = [a.inner_text() for a in page.get_by_role("link").all()]
             download = get(ui + "loadwatch/download/results")
+            wait_for(lambda: (tmp_path / "report.html").exists(), 60, "the run's report.html")
+            page_download = get(ui + "loadwatch/download/report").decode()
             browser.close()
     finally:
         finish(locust)
@@ -111,3 +113,5 @@ def test_the_llm_tab_charts_client_latency_beside_the_engine(fake_server, tmp_pa
     assert dark is True
     assert "Results JSON (loadwatch)" in links and "Per-request records, JSON lines (loadwatch)" in links
     assert json.loads(download)["completed"] > 0
+    assert "Report page, report.html (loadwatch)" in links
+    assert "Bokeh" in page_download and "The engine's side is missing: this run has no Prometheus data" in page_download

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import logging
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -12,6 +14,7 @@ from loadwatch.loadgen.process import Process
 from loadwatch.metrics.results import Results
 from loadwatch.metrics.slo import Verdict
 from loadwatch.metrics.summary import format_block, summarize
+from loadwatch.settings import LoadSettings
 
 log = logging.getLogger(__name__)
 SLO_EXIT_CODE = 3
@@ -78,6 +81,15 @@ def finish(process: Process) -> int | None:
     if not verdicts:
         return None
     return 0 if all(v.passed for v in verdicts) else SLO_EXIT_CODE
+
+
+def make_page(settings: LoadSettings) -> None:
+    """A run from the web UI gets its report.html beside its results, for the downloads: `loadwatch
+    report` in a process of its own, so that the UI stays responsive while Bokeh draws (a second or
+    two), and client-only (Locust alone has no Prometheus), as the page says."""
+    if settings.results_json is not None:
+        subprocess.Popen([sys.executable, "-m", "loadwatch.cli", "report", str(settings.results_json)],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def print_summary(process: Process, exit_code: int) -> None:

@@ -96,6 +96,7 @@ class Summing(Role):
             # A run from the web UI has its files at its stop, to download there; the process may
             # run more (each rewrites them) before it quits and writes the last one's again.
             results.finish(self.process)
+            results.make_page(self.process.settings)
 
     def on_reset_stats(self, **_kwargs) -> None:
         self.process.recorder.reset_samples()

@@ -80,6 +80,8 @@ def downloads(settings: LoadSettings) -> dict[str, tuple[str, Path]]:
                           settings.results_json.with_suffix(".txt"))
     if settings.requests_path is not None:
         out["records"] = ("Per-request records, JSON lines (loadwatch)", settings.requests_path)
+    if settings.results_json is not None:
+        out["report"] = ("Report page, report.html (loadwatch)", settings.results_json.parent / "report.html")
     return out
 
 
