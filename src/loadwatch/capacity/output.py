@@ -12,8 +12,9 @@ from loadwatch.capacity.diagnose import Diagnosis
 from loadwatch.capacity.levels import Level
 from loadwatch.metrics.records import read_records
 from loadwatch.prometheus import PrometheusAPI
-from loadwatch.report.html import PAGE, capacity_charts, markdown_html, write_page
+from loadwatch.report.html import PAGE, capacity_charts
 from loadwatch.report.markdown import bands, table, where_the_time_goes
+from loadwatch.report.page import markdown_html, write_page
 
 PLOT = "capacity.png"
 

@@ -18,8 +18,9 @@ from loadwatch.metrics.repeats import MIN_RUNS
 from loadwatch.metrics.results import latency_key
 from loadwatch.report import compare
 from loadwatch.report.build import ReportError
-from loadwatch.report.html import PAGE, markdown_html, write_page
+from loadwatch.report.html import PAGE
 from loadwatch.report.markdown import number, share, table
+from loadwatch.report.page import markdown_html, write_page
 
 PARETO = "pareto.png"
 FIGURES = [("req/s", "request_throughput"), ("output tok/s", "output_throughput"),
