@@ -107,7 +107,8 @@ class LocustRun:
         out = open(log, "w") if log else None  # noqa: SIM115 (closed below, after Locust's last line)
         try:
             locust = subprocess.Popen(self.command(), env={**os.environ, "LOCUST_HOST": target},
-                                      stdout=out, stderr=subprocess.STDOUT if out else None)
+                                      stdout=out, stderr=subprocess.STDOUT if out else None,
+                                      preexec_fn=_interruptible)
             try:
                 return self._wait(locust, watch, watch_every)
             except KeyboardInterrupt:
@@ -144,3 +145,10 @@ class LocustRun:
                 locust.kill()
                 locust.wait()
             return False
+
+
+def _interruptible() -> None:
+    """In Locust's process before it starts: SIGINT, the graceful stop sent to it, at its default. A
+    process started in the background of a script (CI's, say) inherits SIGINT ignored, and Locust then
+    ran its whole time through every stop."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
