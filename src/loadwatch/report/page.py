@@ -54,7 +54,7 @@ def draw_marks(chart, stages, top: bool) -> None:
     for stage in stages:
         chart.add_layout(Span(location=stage.start * 1000, dimension="height", line_dash="dashed", line_color="grey"))
         if top:
-            chart.add_layout(Label(x=stage.start * 1000, y=HEIGHT - 60, y_units="screen", text=stage.name,
+            chart.add_layout(Label(x=stage.start * 1000, y=4, y_units="screen", text=stage.name,
                                    text_font_size="9pt", text_color="grey", x_offset=3))
 
 
