@@ -115,7 +115,7 @@ def search(options: CapacityOptions, template: LocustRun, api: PrometheusAPI, ta
     else:
         say(f"capacity: {best:g} {options.unit} sustained, {result['recommended']:g} {options.unit} recommended; "
             f"limit: {diagnosis.explanation}" if best is not None else "capacity: no level held its SLOs")
-    say(f"written: {run_dir}/capacity.json, report.md, {output.PLOT}")
+    say(f"written: {run_dir}/report.html (and capacity.json, report.md, {output.PLOT})")
     return result
 
 

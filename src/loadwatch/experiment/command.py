@@ -105,7 +105,7 @@ def experiment_command(options: ExperimentOptions, say) -> int:
         code = INTERRUPTED
         say("interrupted: the summary covers the cells that finished")
     written = summary.write(exp_dir, spec, outcomes, say)
-    say(f"summary: {written}")
+    say(f"summary: {written.with_suffix('.html')} (and {written.name}, summary.json)")
     failed = [o for o in outcomes if o.problem]
     short = [o for o in outcomes if o.too_few]
     if failed and code == 0:
