@@ -3,10 +3,15 @@ over a second of matplotlib and Bokeh, so in this tier."""
 
 import json
 
+import pytest
+
 from loadwatch.capacity.diagnose import Diagnosis
 from loadwatch.capacity.levels import Level
 from loadwatch.capacity.output import conclusion, write
+from tests.pages import open_offline
 from tests.unit.metrics.test_ttft_split import queued
+
+pytestmark = [pytest.mark.browser, pytest.mark.needs("chromium")]
 
 
 def test_the_capacity_page_has_the_curve_with_the_knee_and_the_search_over_time(tmp_path):
@@ -26,3 +31,7 @@ def test_the_capacity_page_has_the_curve_with_the_knee_and_the_search_over_time(
     assert "Latency against load (ms), with the knee and the operating point" in page and "knee 2" in page
     assert "Client TTFT, p50 and p99" in page and "level-02" in page  # over time, each level marked
     assert "data:image/png;base64," in page  # the Markdown's plot, inlined
+    drawn = open_offline(tmp_path / "report.html")
+    assert not drawn["errors"]
+    assert "Latency against load (ms), with the knee and the operating point" in drawn["titles"]
+    assert any(t.startswith("Client TTFT") for t in drawn["titles"])

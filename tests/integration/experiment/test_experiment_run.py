@@ -14,6 +14,7 @@ import pytest
 
 from tests.conftest import wait_for
 from tests.fakes.grafana import FakeGrafana
+from tests.pages import CHROMIUM, open_offline
 
 pytestmark = pytest.mark.needs("prometheus")
 
@@ -75,6 +76,10 @@ load: {{users: [1, 3], duration: 2s, warmup_run: 1s}}
     assert "<table>" in page and 'src="data:image/png;base64,' in page
     assert '<a href="fast/builtin/3-users/r2/report.html">' in page and (cell / "report.html").is_file()
     assert "broken/builtin/1-users/r1: no report" in page
+    if CHROMIUM:  # as a person opens it: the plot shown, every cell's page there to follow
+        drawn = open_offline(exp_dir / "summary.html")
+        assert not drawn["errors"] and drawn["images"] == [True]
+        assert all((exp_dir / link).is_file() for link in drawn["links"]) and len(drawn["links"]) == 8
 
     # Two runs of one arm against a server of fixed timing: no change worth the name. Not the verdict
     # `same`: with one run a side the interval is a bootstrap over one run's requests, blind to what
