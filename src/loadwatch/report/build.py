@@ -94,9 +94,10 @@ def build_report(results_path: Path, api: PrometheusAPI | None, out_dir: Path, r
         except PrometheusError as exc:
             missing = f"The engine's side is missing: {exc}."
     client = {key: results.field(key) for key in CLIENT_KEYS}
-    records_path = records_of(results_path, results)
-    turns = by_turn(read_records(records_path)) if records is not None else []
-    split = attribution(read_records(records_path), api, start, end) if records is not None else None
+    # Read once for the turns, the attribution and the page (the exact figures were read with the results).
+    rows = list(read_records(records_of(results_path, results))) if records is not None else None
+    turns = by_turn(rows) if rows is not None else []
+    split = attribution(rows, api, start, end) if rows is not None else None
     exact_engine_ttft(engine, split)
     mean_ttft = results.latency("ttft", "mean")
     if engine.get("engine_mean_ttft_ms") is not None and mean_ttft is not None:
@@ -119,7 +120,6 @@ def build_report(results_path: Path, api: PrometheusAPI | None, out_dir: Path, r
         "notes": notes,
     }
     out_dir.mkdir(parents=True, exist_ok=True)
-    rows = list(read_records(records_path)) if records is not None else None
     report["html"] = write_run_page(report, results, rows, api, out_dir).name
     write_atomically(out_dir / "report.json", json.dumps(report, indent=2) + "\n")
     write_atomically(out_dir / "report.md", render(report))
