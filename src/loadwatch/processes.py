@@ -108,6 +108,28 @@ def start(name: str, command: list[str], url: str, ready_path: str, log: Path, t
     about every ten seconds of waiting with the seconds waited. ComponentError, with the end of
     the log, when it exits or is not ready within `timeout` (then it is stopped).
     """
+    started = spawn(name, command, url, log, env, cpus)
+    try:
+        if on_spawn is not None:
+            on_spawn(started.component)
+    except BaseException:
+        stop_group(started.component.pid, 20.0)
+        raise
+    await_ready(started, ready_path, timeout, on_wait)
+    return started.component
+
+
+@dataclass
+class Spawned:
+    component: Component
+    process: subprocess.Popen
+    log: Path
+
+
+def spawn(name: str, command: list[str], url: str, log: Path, env: dict[str, str] | None = None,
+          cpus: set[int] | None = None) -> Spawned:
+    """The server's process, started detached with its log and without loadwatch's secrets; not yet
+    awaited (await_ready), so that servers that do not need each other start side by side."""
     log.parent.mkdir(parents=True, exist_ok=True)
     try:
         with open(log, "w") as out:
@@ -116,15 +138,18 @@ def start(name: str, command: list[str], url: str, ready_path: str, log: Path, t
                                        preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
     except FileNotFoundError:
         raise ComponentError(f"{name}: {command[0]} is not installed") from None
-    component = Component(name, process.pid, url, str(log))
+    return Spawned(Component(name, process.pid, url, str(log)), process, log)
+
+
+def await_ready(started: Spawned, ready_path: str, timeout: float,
+                on_wait: Callable[[float], None] | None = None) -> None:
+    """Until the server answers 200 at `ready_path`; ComponentError when it exits or is not ready
+    within `timeout`, and then it is stopped (as when the wait is interrupted)."""
     try:
-        if on_spawn is not None:
-            on_spawn(component)
-        _await_ready(component, process, ready_path, log, timeout, on_wait)
-    except BaseException:  # not ready, or interrupted (Ctrl-C, SIGTERM) while waiting: stop it
-        stop_group(component.pid, 20.0)
+        _await_ready(started.component, started.process, ready_path, started.log, timeout, on_wait)
+    except BaseException:
+        stop_group(started.component.pid, 20.0)
         raise
-    return component
 
 
 def _await_ready(component: Component, process: subprocess.Popen, ready_path: str, log: Path, timeout: float,
