@@ -19,7 +19,7 @@ from loadwatch.engine.small import SMALL_KV
 from loadwatch.stack.readback import prometheus_on
 from tests.conftest import REPO
 from tests.dashboard_queries import VALUES, queries, variable_selectors
-from tests.e2e.test_saturation_alert import short_rules
+from tests.e2e.test_small_kv_cache import short_rules
 from tests.fakes.grafana import FakeGrafana
 
 NO_GPU_HERE = "DCGM_FI_DEV_"  # NVIDIA's DCGM exporter: no GPU on this machine, so no such series

@@ -11,6 +11,8 @@ import pytest
 from loadwatch.metrics.sketch import ACCURACY
 from tests.conftest import locust_command
 
+pytestmark = pytest.mark.timing  # judged to the millisecond: run alone, not beside other tests
+
 
 def test_median_ttft_within_2ms_and_tpot_within_1ms_of_truth(fake_server, tmp_path):
     server = fake_server("--ttft", "0.1", "--itl", "0.02", "--tokens", "20")

@@ -8,10 +8,14 @@ import subprocess
 import sys
 from importlib import metadata
 
+import pytest
+
 from loadwatch.client.stream import Streamer
 from loadwatch.settings import LoadSettings
 from tests.conftest import REPO
 from tests.integration.test_fidelity import assert_faithful
+
+pytestmark = pytest.mark.timing  # judged to the millisecond: run alone, not beside other tests
 
 
 def test_the_stream_reader_is_not_built_on_urllib3_whichever_owns_that_package():

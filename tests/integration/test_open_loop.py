@@ -13,6 +13,8 @@ import pytest
 from loadwatch.metrics.records import read_records
 from tests.conftest import get, locust_command
 
+pytestmark = pytest.mark.timing  # judged to the millisecond: run alone, not beside other tests
+
 
 @pytest.mark.parametrize(("burstiness", "cv"), [(1.0, 1.0), (4.0, 0.5)])
 def test_arrivals_have_the_asked_rate_and_variation(fake_server, tmp_path, burstiness, cv):

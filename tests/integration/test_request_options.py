@@ -9,6 +9,8 @@ import pytest
 
 from tests.conftest import get, locust_command
 
+pytestmark = pytest.mark.timing  # judged to the millisecond: run alone, not beside other tests
+
 
 def test_the_extra_body_and_headers_reach_the_server(fake_server, tmp_path):
     server = fake_server("--tokens", "4")

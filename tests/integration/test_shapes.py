@@ -10,6 +10,8 @@ import pytest
 
 from tests.conftest import finish, free_port, locust_command, scrape
 
+pytestmark = pytest.mark.timing  # judged to the millisecond: run alone, not beside other tests
+
 
 def watch_stages(port: int, process: subprocess.Popen) -> list[str]:
     """The stage label of loadwatch_run_info, each time it changes, until the run ends."""

@@ -13,6 +13,8 @@ import pytest
 from loadwatch.metrics.records import read_records
 from tests.conftest import REPO, get, locust_command
 
+pytestmark = pytest.mark.timing  # judged to the millisecond: run alone, not beside other tests
+
 
 def test_a_tool_only_stream_is_a_success_timed_at_its_first_argument(fake_server, tmp_path):
     server = fake_server("--tool-calls", "--ttft", "0.2", "--itl", "0.01", "--tokens", "8")

@@ -29,7 +29,8 @@ def running(run_dir: Path, target: str | None, vllm_args: list[str], say, settin
     """The stack up for the body (the embedded engine unless `target`), then down. Starting raises
     ComponentError with the reason; nothing is left running either way."""
     settings = settings or StackSettings()
-    stack = up(settings, run_dir, target, vllm_args, client_port=port_or_free(client_port), say=say,
+    client_port = port_or_free(0 if settings.free_ports else client_port)
+    stack = up(settings, run_dir, target, vllm_args, client_port=client_port, say=say,
                dev_endpoints=dev_endpoints)
     describe(stack, say)
     try:

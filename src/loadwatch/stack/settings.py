@@ -29,6 +29,8 @@ class StackSettings(BaseSettings):
     group_interval: str = "1m"
     webhook_url: str | None = None
     start_timeout: float = 60.0
+    free_ports: bool = Field(False, description="every server on a free port rather than its default: stacks "
+                             "started side by side on one machine (parallel CI jobs) never race for a port")
 
     @property
     def state_file(self) -> Path:

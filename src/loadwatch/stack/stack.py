@@ -65,7 +65,7 @@ class Stack:
 
 
 def _start_all(stack: Stack, settings: StackSettings, run_dir: Path) -> None:
-    ports = {name: port_or_free(port) for name, port in DEFAULT_PORTS.items()}
+    ports = {name: port_or_free(0 if settings.free_ports else port) for name, port in DEFAULT_PORTS.items()}
     urls = {name: f"http://127.0.0.1:{port}" for name, port in ports.items()}
 
     spawned: list[tuple[processes.Spawned, str]] = []
