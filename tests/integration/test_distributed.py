@@ -197,3 +197,19 @@ def test_options_work_as_environment_variables_and_in_locust_conf(fake_server, t
     options = json.loads(results.read_text())["options"]
     assert options["max_tokens"] == 7 and options["endpoint"] == "completions"
     assert options["slo"] == ["ttft_p99_ms=5000", "failure_ratio=0.5"]
+
+
+def test_two_distributed_runs_at_once_on_one_host_each_count_only_their_own(fake_server, tmp_path):
+    """Each master takes a free port for its own workers: with Locust's fixed 5557, the second died
+    with a ZeroMQ traceback and its workers joined the first run's master."""
+    servers = [fake_server("--ttft", "0.02", "--itl", "0.01", "--tokens", "5") for _ in range(2)]
+    runs = [subprocess.Popen(
+        locust_command("-H", server.url, "--headless", "-u", "6", "-r", "6", "-t", "6s", "--processes", "2",
+                       "--metrics-port", "0", "--stop-timeout", "10", "--results-json", str(tmp_path / f"{i}.json")),
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for i, server in enumerate(servers)]
+    outputs = [finish(run, exit_within=60) for run in runs]
+    for i, (server, output) in enumerate(zip(servers, outputs, strict=True)):
+        assert "Traceback" not in output and "Socket bind failure" not in output, output[-2000:]
+        results = json.loads((tmp_path / f"{i}.json").read_text())
+        assert results["completed"] > 0 and results["completed"] + results["failed"] == server.stats()["arrivals"], \
+            (results["completed"], results["failed"], server.stats())

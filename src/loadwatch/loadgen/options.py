@@ -7,7 +7,10 @@ locust.conf and (unless hidden) a web-UI field; LoadSettings then validates what
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 import typing
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -18,6 +21,7 @@ from loadwatch.credentials import refused_on_command_line
 from loadwatch.defaults import LOOPBACK
 from loadwatch.metrics.slo import SLO, parse_slo
 from loadwatch.model_options import without_none
+from loadwatch.processes import port_or_free
 from loadwatch.settings import LoadSettings
 from loadwatch.workloads.datasets import DATASETS
 
@@ -77,3 +81,19 @@ def add_options(parser: LocustArgumentParser, **_kwargs) -> None:
                                                        "--api-key-file or $OPENAI_API_KEY_FILE."))
     # Nothing listens beyond this machine unless asked: Locust's own defaults are all interfaces.
     parser.set_defaults(web_host=LOOPBACK, master_bind_host=LOOPBACK)
+    if spawns_own_workers(sys.argv[1:], os.environ):
+        port = port_or_free()
+        parser.set_defaults(master_bind_port=port, master_port=port)
+
+
+def given(flag: str, argv: Sequence[str], environ: Mapping[str, str]) -> bool:
+    env = "LOCUST_" + flag.removeprefix("--").replace("-", "_").upper()
+    return any(a == flag or a.startswith(flag + "=") for a in argv) or bool(environ.get(env))
+
+
+def spawns_own_workers(argv: Sequence[str], environ: Mapping[str, str]) -> bool:
+    """Whether this is a master that forks its own workers (--processes, not --worker) on a port
+    nobody named: it then takes a free port rather than Locust's 5557, where a second run on the host
+    failed to bind with a traceback while its workers joined the first run's master."""
+    return (given("--processes", argv, environ) and not given("--worker", argv, environ)
+            and not given("--master-bind-port", argv, environ) and not given("--master-port", argv, environ))
