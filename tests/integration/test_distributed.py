@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import time
 import urllib.request
 
 import psutil
+import pytest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
 from tests.conftest import (
@@ -213,3 +215,17 @@ def test_two_distributed_runs_at_once_on_one_host_each_count_only_their_own(fake
         results = json.loads((tmp_path / f"{i}.json").read_text())
         assert results["completed"] > 0 and results["completed"] + results["failed"] == server.stats()["arrivals"], \
             (results["completed"], results["failed"], server.stats())
+
+
+@pytest.mark.parametrize("flag", ["--web-port", "--metrics-port"])
+def test_a_taken_port_is_one_line_naming_the_option_that_moves_it(flag, tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        other = "--metrics-port" if flag == "--web-port" else "--web-port"
+        run = subprocess.run(locust_command("-H", "http://127.0.0.1:1", "--autostart", "-u", "1", "-t", "2s",
+                                            flag, str(port), other, "0" if other == "--metrics-port" else
+                                            str(free_port())), capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr[-2000:]
+    assert f"127.0.0.1:{port}" in run.stderr and f"choose another {flag}" in run.stderr

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import sys
 
 from locust import events
@@ -15,10 +16,26 @@ events.init_command_line_parser.add_listener(add_options)
 
 
 @events.init.add_listener
-def on_init(environment, **_kwargs) -> None:
+def on_init(environment, web_ui=None, **_kwargs) -> None:
+    if web_ui is not None and (problem := cannot_bind(web_ui.host, web_ui.port)):
+        # Locust binds its web UI later, in a greenlet whose failure is a traceback.
+        print(f"loadwatch: cannot serve the web UI on {web_ui.host or '*'}:{web_ui.port}: {problem}; choose "
+              "another --web-port (or --web-host)", file=sys.stderr, flush=True)
+        sys.exit(BAD_OPTIONS)
     try:
         settings = settings_from(environment.parsed_options)
         roles.install(environment, settings, take_credentials(environment, settings))
     except ValueError as exc:  # invalid options, or a secret that cannot be read
         print(exc if str(exc).startswith("loadwatch:") else f"loadwatch: {exc}", file=sys.stderr, flush=True)
         sys.exit(BAD_OPTIONS)
+
+
+def cannot_bind(host: str, port: int) -> str | None:
+    """Why a server could not listen there (a port taken, an address not this host's), or None."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as Locust's server does
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            return exc.strerror or str(exc)
+    return None
