@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from importlib.metadata import version
+from pathlib import Path
 
 import gevent
 from locust.env import Environment
@@ -30,7 +31,15 @@ from loadwatch.workloads.datasets import DATASETS
 
 log = logging.getLogger(__name__)
 VERSION = version("loadwatch")
-HELLO = "loadwatch_hello"  # a worker's first message: its loadwatch version
+HELLO = "loadwatch_hello"  # a worker's first message: its loadwatch version, run name and locustfile
+
+
+def hello(environment, run_name: str) -> dict:
+    """What a worker tells its master of itself, and the master compares with its own. The locustfile
+    by its file names (paths differ across machines); none for a worker that takes its master's (-f -)."""
+    files = str(getattr(environment.parsed_options, "locustfile", "") or "")
+    names = "" if files in ("", "-") else ",".join(sorted(Path(f).name for f in files.split(",")))
+    return {"version": VERSION, "run_name": run_name, "locustfile": names}
 TICKET_BATCH = 4  # tickets a worker asks for at a time: few messages, little held back at the end
 
 
@@ -144,12 +153,21 @@ class Master(Summing):
         runner.register_message(HELLO, self.check_worker)
 
     def check_worker(self, msg, **_kwargs) -> None:
-        """A worker of another loadwatch version measures and reports differently: it is sent away."""
-        theirs = msg.data.get("version") if isinstance(msg.data, dict) else None
-        if theirs == VERSION:
+        """A worker of another loadwatch version measures and reports differently, and one of another
+        run (a --run-name or locustfile of its own, not this master's) came to the wrong master: it is
+        sent away. A worker given no --run-name takes the master's, as Locust ships it the options."""
+        theirs = msg.data if isinstance(msg.data, dict) else {}
+        ours = hello(self.environment, self.process.settings.run_name)
+        if theirs.get("version") != VERSION:
+            why = f"runs loadwatch {theirs.get('version')}, this master {VERSION} (its figures would not add up " \
+                  "with the others')"
+        elif theirs.get("run_name") and theirs["run_name"] != ours["run_name"]:
+            why = f"belongs to run {theirs.get('run_name')!r}, this master to {ours['run_name']!r}"
+        elif theirs.get("locustfile") and ours["locustfile"] and theirs["locustfile"] != ours["locustfile"]:
+            why = f"runs {theirs['locustfile']}, this master {ours['locustfile']}"
+        else:
             return
-        log.error("Worker %s runs loadwatch %s, this master %s: it is told to quit (its figures would not add "
-                  "up with the others')", msg.node_id, theirs, VERSION)
+        log.error("Worker %s %s: it is told to quit", msg.node_id, why)
         self.environment.runner.send_message("quit", None, msg.node_id)  # type: ignore[union-attr]
 
     def grant_tickets(self, msg, **_kwargs) -> None:
@@ -196,7 +214,7 @@ class Worker(Role):
         self.environment.events.report_to_master.add_listener(self.add_report)
         runner.register_message(FLUSH, self.send_final_report, concurrent=True)
         runner.register_message(LOAD_START, self.follow_load_start)
-        runner.send_message(HELLO, {"version": VERSION})
+        runner.send_message(HELLO, hello(self.environment, self.process.settings.run_name))
         # Locust connects a worker to its master before it fires init: the master's spawn can come
         # first, firing test_start before this handler exists. The users are spawned only after init
         # returns, so catching up here still comes before their first request.
