@@ -9,6 +9,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from typing import NoReturn
 
 import gevent
@@ -94,8 +95,9 @@ class InFlight:
 
 
 class LLMUser(User):
-    """A closed-loop client (send, wait for the end, send the next) or, with --request-rate, an
-    open-loop arrival process."""
+    """A client that streams completions: a closed loop (send, wait for the end, send the next), an
+    open-loop arrival process (--request-rate), or a trace replayed at its own times, chosen once
+    when the user starts, as is where its prompts come from (the workload, or its conversations)."""
 
     abstract = True
     scenario = "chat"  # the Locust request name and the `scenario` label
@@ -103,9 +105,9 @@ class LLMUser(User):
     dataset: str | None = None  # a locustfile's dataset, unless --dataset names another than builtin
     wait_time = constant(0)
     backoff = 0.0  # the closed loop's current pause after instant failures
-    sessions: Sessions | None = None  # --dataset sessions: this user is one conversation after another
-    trace: Trace | None = None  # --dataset trace: this user sends entries at their times
-    conversation: Conversation | None = None
+    conversation: Conversation | None = None  # --dataset sessions: the one this user is in
+    next_prompt: Callable[[], Prompt]
+    loop: Callable[[], None]  # how this user sends: closed, open or a replay
 
     def on_start(self) -> None:
         self.process = process_of(self.environment)
@@ -122,12 +124,12 @@ class LLMUser(User):
             self.environment.process_exit_code = 2  # a workload this server cannot take: README's bad options
             self.environment.runner.quit()
             raise StopUser() from None
-        if isinstance(workload, Sessions):
-            self.sessions = workload
-        elif isinstance(workload, Trace):
-            self.trace = workload
+        # Sessions and traces are closed loops of their own kind (their datasets refuse --request-rate).
+        if isinstance(workload, Trace):
+            self.loop = partial(self._replay, workload)  # each entry brings its prompt
         else:
-            self.next_prompt = workload
+            self.next_prompt = partial(self._next_turn, workload) if isinstance(workload, Sessions) else workload
+            self.loop = self._open_loop if settings.request_rate else self._closed_loop
 
     @property
     def worker(self) -> int:
@@ -149,12 +151,10 @@ class LLMUser(User):
 
     @task
     def generate(self) -> None:
-        if self.process.settings.request_rate:
-            self._open_loop()
-            return
-        if self.trace is not None:
-            self._replay(self.trace)
-            return
+        self.loop()
+
+    def _closed_loop(self) -> None:
+        """One request, then the pause its answer calls for (and, in a conversation, the think time)."""
         kind = self.process.run_quota.take()
         if kind is None:  # this run's --num-requests are all sent
             raise StopUser()
@@ -162,12 +162,10 @@ class LLMUser(User):
         if self.conversation is not None and self.process.settings.think_time:
             gevent.sleep(self.process.settings.think_time)
 
-    def _next_prompt(self) -> Prompt:
-        if self.sessions is None:
-            return self.next_prompt()
+    def _next_turn(self, sessions: Sessions) -> Prompt:
         while True:
             if self.conversation is None:
-                self.conversation = self.sessions.start(self.worker)
+                self.conversation = sessions.start(self.worker)
             prompt = self.conversation.next()
             if prompt is not None:
                 return prompt
@@ -249,7 +247,7 @@ class LLMUser(User):
     def send(self, kind: str, streamer: Streamer, prompt: Prompt | None = None) -> StreamResult:
         warmup = kind == WARMUP
         settings = self.process.settings
-        prompt = prompt or self._next_prompt()
+        prompt = prompt or self.next_prompt()
         model = self.pick_model()
         payload = build_payload(settings, model, prompt)
         labels = (model or UNKNOWN, self.scenario)
