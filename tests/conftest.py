@@ -86,6 +86,17 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+# Bound for the whole session and never listening: a connection to it is refused, always. A port that
+# was merely free a moment ago may be any other process's by the time a test connects (make test runs
+# two tiers at once).
+_CLOSED = socket.socket()
+_CLOSED.bind(("127.0.0.1", 0))
+
+
+def closed_port() -> int:
+    return _CLOSED.getsockname()[1]
+
+
 def get(url: str, timeout: float = 5.0) -> bytes:
     with urllib.request.urlopen(url, timeout=timeout) as response:
         return response.read()

@@ -161,7 +161,10 @@ def test_the_sample_trace_replays_once_with_its_shared_blocks_cached(engine, tmp
     assert run.returncode == 0 and (data["completed"], data["failed"]) == (40, 0), run.stderr[-2000:]
     # Entries that share hash ids share prompt blocks: three in four prompt tokens come from the cache.
     assert data["cached_prompt_tokens_ratio"] > 0.5
-    assert data["duration"] == pytest.approx(19.818 / 4, abs=1.0)  # the trace's last entry at 19.8 s
+    # From the first send to the last answer: the trace's last entry is sent at 19.8 s / 4, on time
+    # however slow the machine, and answered within about the slowest request's time.
+    last_sent = 19.818 / 4
+    assert last_sent - 0.1 <= data["duration"] <= last_sent + data["p99_e2el_ms"] / 1000 + 1.0, data
 
 
 def test_a_workload_over_the_context_stops_before_sending_with_a_clear_message(engine, tmp_path):

@@ -15,6 +15,7 @@ import pytest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
 from tests.conftest import (
+    closed_port,
     finish,
     free_port,
     get,
@@ -168,7 +169,7 @@ def test_met_slos_exit_0(fake_server):
 
 
 def test_unreachable_server_and_bad_slo_give_clear_messages(tmp_path):
-    port = free_port()  # nothing listens there
+    port = closed_port()  # nothing listens there
     run = subprocess.run(
         locust_command("-H", f"http://127.0.0.1:{port}", "--headless", "-u", "1", "-r", "1", "-t", "2s",
                        "--metrics-port", "0", "--results-json", str(tmp_path / "r.json")),

@@ -16,7 +16,7 @@ from prometheus_client.registry import CollectorRegistry
 from loadwatch.exporter.collector import EngineCollector
 from loadwatch.exporter.sampler import TargetSampler
 from loadwatch.exporter.settings import Target
-from tests.conftest import free_port
+from tests.conftest import closed_port
 
 PAYLOAD = (Path(__file__).resolve().parents[2] / "data" / "payloads" / "vllm-0.32-kv-pressure.txt").read_bytes()
 
@@ -77,7 +77,7 @@ def exposition(samplers) -> dict:
 def test_down_slow_and_garbage_targets_show_up_0_and_no_engine_series(serve):
     samplers = [
         sampler("good", serve()),
-        sampler("down", f"http://127.0.0.1:{free_port()}"),
+        sampler("down", f"http://127.0.0.1:{closed_port()}"),
         sampler("garbage", serve(b"<html>not metrics {{{</html>")),
         sampler("slow", serve(delay=2.0), timeout=0.3),
     ]
@@ -104,7 +104,7 @@ def test_two_targets_share_families_and_a_target_going_down_drops_its_series(ser
         s.sample_once()
     running = exposition([a, b])["loadwatch_engine_requests_running"]
     assert sorted(s.labels["target"] for s in running.samples) == ["a", "b"]
-    b.target = Target(name="b", url=f"http://127.0.0.1:{free_port()}")
+    b.target = Target(name="b", url=f"http://127.0.0.1:{closed_port()}")
     b.sample_once()
     running = exposition([a, b])["loadwatch_engine_requests_running"]
     assert [s.labels["target"] for s in running.samples] == ["a"]
@@ -112,7 +112,7 @@ def test_two_targets_share_families_and_a_target_going_down_drops_its_series(ser
 
 def test_a_state_change_is_logged_once(serve, caplog):
     good_url = serve()
-    s = sampler("flappy", f"http://127.0.0.1:{free_port()}")
+    s = sampler("flappy", f"http://127.0.0.1:{closed_port()}")
     with caplog.at_level(logging.INFO, logger="loadwatch.exporter.sampler"):
         for _ in range(3):
             s.sample_once()
