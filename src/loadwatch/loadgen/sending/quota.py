@@ -96,4 +96,6 @@ class Quota:
         if self.tickets is None:
             return MEASURED, None
         tickets = self.tickets.take()
-        return tickets[0] if tickets else None
+        # A worker's take may wait for the master's grant, and the run's end may come meanwhile: its
+        # last report has gone, so a request sent now would be seen by the server and counted nowhere.
+        return tickets[0] if tickets and not self.closed else None

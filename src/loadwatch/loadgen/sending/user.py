@@ -245,19 +245,24 @@ class LLMUser(User):
             in_flight.close()
 
     def send(self, kind: str, streamer: Streamer, prompt: Prompt | None = None) -> StreamResult:
-        warmup = kind == WARMUP
-        settings = self.process.settings
         prompt = prompt or self.next_prompt()
         model = self.pick_model()
-        payload = build_payload(settings, model, prompt)
+        payload = build_payload(self.process.settings, model, prompt)
         labels = (model or UNKNOWN, self.scenario)
+        # In flight until recorded: a worker's last report waits for none to be in flight, and counting
+        # its tokens may ask the server.
         in_flight = self.process.recorder.in_flight
         in_flight[labels] += 1
-        request_id = uuid.uuid4().hex
         try:
-            result = streamer.stream(settings.endpoint, payload, request_id)
+            return self._send_and_record(kind, streamer, prompt, model, payload, labels)
         finally:
             in_flight[labels] -= 1
+
+    def _send_and_record(self, kind: str, streamer: Streamer, prompt: Prompt, model: str | None, payload: dict,
+                         labels: tuple[str, str]) -> StreamResult:
+        warmup, endpoint = kind == WARMUP, self.process.settings.endpoint
+        request_id = uuid.uuid4().hex
+        result = streamer.stream(endpoint, payload, request_id)
         failure = result.failure
         timing, tokens_from = result.timing, "usage"
         if timing is not None and result.text_without_usage is not None:
@@ -291,6 +296,6 @@ class LLMUser(User):
             context={"llm": record},
             exception=failure,
             start_time=result.started_at,
-            url=streamer.prefix + PATHS[settings.endpoint],
+            url=streamer.prefix + PATHS[endpoint],
         )
         return result

@@ -36,3 +36,14 @@ def test_open_loop_lag_is_counted_outside_warmup_and_every_drop_is_counted():
     (_, lag), = recorder.counts.histograms_named(d.ARRIVAL_LAG.name)
     assert sum(lag.counts) == 1
     assert dict(recorder.counts.counters_named(Client.ARRIVALS_DROPPED)) == {labels: 2.0}
+
+
+def test_a_ticket_granted_after_the_run_began_to_stop_sends_nothing():
+    """A worker waits for the master's grant; the run's end (its last report gone) may come meanwhile."""
+    class SlowGrant:
+        def take(self):
+            q.closed = True  # the master's flush arrives while this worker waits
+            return [(MEASURED, 7)]
+
+    q = Quota(SlowGrant(), warmup_seconds=0)  # type: ignore[arg-type]
+    assert q.take() is None
