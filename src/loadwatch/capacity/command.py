@@ -20,7 +20,7 @@ from loadwatch.prometheus import PrometheusAPI, PrometheusError
 from loadwatch.report.engine import engine_figures
 from loadwatch.settings import records_beside
 
-MAX_STRETCH = 4  # a level runs up to this many times --level-duration to complete the requests it needs
+MAX_STRETCH = 8  # a level runs up to this many times --level-duration to complete the requests it needs
 MIN_REQUESTS = 20
 NO_KNEE = 1  # nothing held, or the search could not locate the knee
 
