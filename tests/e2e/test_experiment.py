@@ -18,7 +18,7 @@ def test_the_prefix_caching_experiment(tmp_path):
     run = subprocess.run([sys.executable, "-m", "loadwatch.cli", "experiment", "prefix-caching", "--repeats", "2",
                           "--duration", "6s", "--warmup-run", "2s", "--cool-down", "1s",
                           "--out", str(tmp_path / "runs")],
-                         capture_output=True, text=True, timeout=600, env=env)
+                         capture_output=True, text=True, timeout=900, env=env)
     output = run.stdout + run.stderr
     print(output[-3000:])
     assert run.returncode == 0 and "Traceback" not in output
