@@ -78,7 +78,9 @@ def test_distributed_run_counts_what_the_engine_served_and_the_sidecar_saw_it(en
     served = [r for r in (json.loads(line) for line in records_beside(results).read_text().splitlines())
               if r["failure"] is None and r["stage"] != "warmup"]
     assert served and all(r["engine_prefill_s"] > 0 and r["engine_queue_s"] >= 0 for r in served)
-    assert min(r["ttft_rest_s"] for r in served) > -0.002, min(served, key=lambda r: r["ttft_rest_s"])
+    # Within twice README's clock tolerance of 1 ms: this checks the join, not the clocks.
+    overshoot = max(served, key=lambda r: r["engine_queue_s"] + r["engine_prefill_s"] - r["ttft_s"])
+    assert overshoot["engine_queue_s"] + overshoot["engine_prefill_s"] <= overshoot["ttft_s"] + 0.002, overshoot
 
     assert watch.peaks["loadwatch_engine_requests_running"] > 0
     # The sidecar samples every 0.5 s: give it a sample or two to catch up with the engine.

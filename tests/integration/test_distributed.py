@@ -171,9 +171,10 @@ def test_met_slos_exit_0(fake_server):
 def test_unreachable_server_and_bad_slo_give_clear_messages(tmp_path):
     port = closed_port()  # nothing listens there
     run = subprocess.run(
-        locust_command("-H", f"http://127.0.0.1:{port}", "--headless", "-u", "1", "-r", "1", "-t", "2s",
-                       "--metrics-port", "0", "--results-json", str(tmp_path / "r.json")),
-        capture_output=True, text=True, timeout=60,
+        # Three requests, however long a busy machine takes to start the user (a 2 s run could end first).
+        locust_command("-H", f"http://127.0.0.1:{port}", "--headless", "-u", "1", "-r", "1", "-t", "60s",
+                       "--num-requests", "3", "--metrics-port", "0", "--results-json", str(tmp_path / "r.json")),
+        capture_output=True, text=True, timeout=120,
     )
     output = run.stdout + run.stderr
     assert "Traceback" not in output

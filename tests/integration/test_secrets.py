@@ -49,15 +49,19 @@ def test_the_key_reaches_the_server_and_nothing_else(fake_server, tmp_path):
         env=with_key, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)]
     started.append(subprocess.Popen(locust_command("--worker", "--master-port", str(master_port)), env=with_key,
                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-    # A stranger's worker: no key of its own; it keeps what the master sends.
-    files = f"{REPO / 'locustfiles' / 'chat.py'},{REPO / 'tests' / 'integration' / 'locustfiles' / 'rogue.py'}"
+    # A stranger's worker: no key of its own; it keeps what the master sends. Its locustfile bears the
+    # master's name, as a master sends away a worker of another locustfile.
+    stranger = tmp_path / "stranger" / "chat.py"
+    stranger.parent.mkdir()
+    stranger.write_text((REPO / "locustfiles" / "chat.py").read_text()
+                        + (REPO / "tests" / "integration" / "locustfiles" / "rogue.py").read_text())
     started.append(subprocess.Popen(
-        [sys.executable, "-m", "locust", "-f", files, "--worker", "--master-port", str(master_port)],
+        [sys.executable, "-m", "locust", "-f", str(stranger), "--worker", "--master-port", str(master_port)],
         env={k: v for k, v in {**os.environ, "ROGUE_DUMP": str(dump)}.items() if k != "OPENAI_API_KEY"},
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
     ui = f"http://127.0.0.1:{web}"
     try:
-        wait_for(lambda: json.loads(get(ui + "/stats/requests"))["worker_count"] == 2, 30, "two workers")
+        wait_for(lambda: json.loads(get(ui + "/stats/requests"))["worker_count"] == 2, 90, "two workers")
         page = get(ui + "/").decode()
         refused_path = post_form(ui + "/swarm", {"user_count": 2, "spawn_rate": 2, "results_json": str(stray)})
         refused_host = post_form(ui + "/swarm", {"user_count": 2, "spawn_rate": 2,

@@ -1,4 +1,4 @@
-"""Given beside a real locustfile to a worker, it writes down everything its master sends: what a
+"""Appended to a real locustfile given to a worker, it writes down everything its master sends: what a
 stranger who reaches the master's port 5557 would receive."""
 
 import json
