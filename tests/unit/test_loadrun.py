@@ -4,6 +4,7 @@ of defaults whether they come from the command line or an experiment file."""
 from __future__ import annotations
 
 import argparse
+import time
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ import pytest
 from loadwatch.capacity.options import CapacityOptions
 from loadwatch.durations import parse_duration
 from loadwatch.experiment.pace import MIN_COMPLETED, Pace, too_few
-from loadwatch.loadrun.locust import OPEN_LOOP_USERS, Load, LocustRun
+from loadwatch.loadrun.locust import MAX_STRETCH, OPEN_LOOP_USERS, WATCH_SECONDS, Load, LocustRun, enough
 from loadwatch.model_options import add_model_options, model_from_args
 
 
@@ -42,6 +43,16 @@ def test_the_figures_are_read_from_the_results_or_the_checkpoint_beside_them(tmp
     assert run.figures(partial=True) == {"completed": 3} and run.figures() is None
     (tmp_path / "r.json").write_text('{"completed": 7')  # cut short: unreadable, not a crash
     assert run.figures() is None
+
+
+def test_a_stretched_run_may_go_on_to_its_limit_and_has_enough_once_it_ran_its_length_and_completed_them():
+    run = LocustRun(Path("chat.py"), load=Load.at(2, "users", 25, warmup_seconds=5)).stretched()
+    assert run.load is not None and run.load.duration == 5 + MAX_STRETCH * 20  # the warm-up is not stretched
+    assert run.checkpoint_interval == WATCH_SECONDS  # the watch reads the checkpoint
+    began = time.time()
+    assert not enough({"completed": 50}, began, 10, 50)  # its length not yet run
+    assert not enough({"completed": 49}, began - 10, 10, 50)
+    assert enough({"completed": 50}, began - 10, 10, 50)
 
 
 def test_capacity_options_have_one_set_of_defaults_on_the_command_line_and_in_a_file():

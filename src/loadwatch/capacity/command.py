@@ -10,17 +10,16 @@ from pathlib import Path
 
 from loadwatch.capacity import output
 from loadwatch.capacity.diagnose import diagnose
-from loadwatch.capacity.levels import WATCH_SECONDS, Level, run_level
+from loadwatch.capacity.levels import Level, run_level
 from loadwatch.capacity.options import CapacityOptions
 from loadwatch.capacity.search import Search
-from loadwatch.loadrun.locust import INTERRUPTED, Load, LocustRun
+from loadwatch.loadrun.locust import INTERRUPTED, MAX_STRETCH, Load, LocustRun
 from loadwatch.loadrun.stack import new_run_dir, running
 from loadwatch.metrics.slo import FAILURE_RATIO, parse_slo
 from loadwatch.prometheus import PrometheusAPI, PrometheusError
 from loadwatch.report.engine import engine_figures
 from loadwatch.settings import records_beside
 
-MAX_STRETCH = 8  # a level runs up to this many times --level-duration to complete the requests it needs
 MIN_REQUESTS = 20
 NO_KNEE = 1  # nothing held, or the search could not locate the knee
 
@@ -62,9 +61,8 @@ def capacity(options: CapacityOptions, template: LocustRun, target: str | None, 
 
 def level_run(options: CapacityOptions, template: LocustRun, level: Level, results: Path) -> LocustRun:
     """The level's Locust run: long enough to stretch; the watch ends it once it has enough."""
-    seconds = options.warmup + MAX_STRETCH * options.level_duration
-    load = Load.at(level.value, level.unit, seconds, warmup_seconds=options.warmup)
-    return replace(template, results=results, load=load, stage_name=level.name, checkpoint_interval=WATCH_SECONDS)
+    load = Load.at(level.value, level.unit, options.warmup + options.level_duration, warmup_seconds=options.warmup)
+    return replace(template, results=results, load=load, stage_name=level.name).stretched()
 
 
 def search(options: CapacityOptions, template: LocustRun, api: PrometheusAPI, target: str, run_dir: Path,

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from loadwatch.catalogue import Engine
-from loadwatch.loadrun.locust import INTERRUPTED, LocustRun
+from loadwatch.loadrun.locust import ENOUGH, INTERRUPTED, WATCH_SECONDS, LocustRun, enough
 from loadwatch.metrics.records import read_records
 from loadwatch.metrics.results import latency_key
 from loadwatch.prometheus import PrometheusAPI, PrometheusError
@@ -17,7 +17,6 @@ from loadwatch.report.attribution import attribution, exact_engine_ttft
 from loadwatch.report.build import CLIENT_KEYS
 
 log = logging.getLogger(__name__)
-WATCH_SECONDS = 2.0
 LOST_FACTOR = 2.0  # an SLO measured over twice its limit...
 LOST_AFTER = 20  # ...over at least this many requests: the level is lost, whatever the rest would say
 QUEUE_WINDOW = 20.0  # seconds over which a waiting queue that only grows...
@@ -94,9 +93,6 @@ def queue_unbounded(api: PrometheusAPI | None, since: float) -> str | None:
     return None
 
 
-ENOUGH = "enough requests"  # the watch's reason to end a level that has what it needs
-
-
 def run_level(level: Level, locust: LocustRun, target: str, api: PrometheusAPI | None, warmup: float,
               duration: float, needed: int, log_file: Path, say) -> Level:
     """Run Locust for the level and fill it in. The level lasts `duration` after its warm-up, then
@@ -110,7 +106,7 @@ def run_level(level: Level, locust: LocustRun, target: str, api: PrometheusAPI |
         # Lost first: a level that has its requests and is far over an SLO says by how much.
         if reason := lost(partial) or queue_unbounded(api, began + warmup):
             return reason
-        if time.time() - began >= warmup + duration and partial.get("completed", 0) >= needed:
+        if enough(partial, began, warmup + duration, needed):
             return ENOUGH
         return None
 

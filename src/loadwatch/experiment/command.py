@@ -14,10 +14,10 @@ from loadwatch.experiment import cells as cells_of
 from loadwatch.experiment import summary
 from loadwatch.experiment.cells import Cell
 from loadwatch.experiment.outcome import Outcome
-from loadwatch.experiment.pace import Pace, too_few
+from loadwatch.experiment.pace import MIN_COMPLETED, Pace, too_few
 from loadwatch.experiment.server import ServerError, reset_prefix_cache, restart
 from loadwatch.experiment.spec import Arm, Experiment, ExperimentError, load
-from loadwatch.loadrun.locust import INTERRUPTED, LocustRun
+from loadwatch.loadrun.locust import ENOUGH, INTERRUPTED, WATCH_SECONDS, LocustRun, enough
 from loadwatch.loadrun.stack import new_run_dir, running
 from loadwatch.processes import ComponentError
 from loadwatch.prometheus import PrometheusAPI
@@ -179,7 +179,8 @@ def warm_up(spec: Experiment, cell: Cell, exp_dir: Path, target: str, template: 
     seconds = pace.seconds(locust.load.users, locust.load.rate, spec.load.warmup_seconds)
     if seconds > spec.load.duration:
         say(f"  {cell.arm} / {cell.workload}: requests take {pace.e2e:.1f} s here (warm-up p90 E2E, "
-            f"{pace.completed} completed), so its cells run {seconds:.0f} s instead of {spec.load.duration:g} s")
+            f"{pace.completed} completed), so its cells run {seconds:.0f} s instead of {spec.load.duration:g} s, "
+            f"longer if they need to")
     return pace
 
 
@@ -188,8 +189,16 @@ def run_cell(spec: Experiment, outcome: Outcome, target: str, template: LocustRu
     outcome.folder.mkdir(parents=True, exist_ok=True)
     locust = cells_of.cell_run(spec, outcome.cell, template, outcome.folder / "results.json",
                                options.file.resolve().parent, pace)
+    assert locust.load is not None
+    # Its length, or on until it has the requests it needs: the warm-up's pace is a guess on a busy machine.
+    planned, locust, began = locust.load.duration, locust.stretched(), time.time()
+    assert locust.load is not None
+
+    def watch() -> str | None:
+        return ENOUGH if enough(locust.figures(partial=True) or {}, began, planned, MIN_COMPLETED) else None
+
     log = outcome.folder / "locust.log"
-    code = locust.run(target, log, say).code
+    code = locust.run(target, log, say, watch=watch, watch_every=WATCH_SECONDS).code
     if code == INTERRUPTED:
         raise KeyboardInterrupt
     results = locust.results
@@ -197,7 +206,6 @@ def run_cell(spec: Experiment, outcome: Outcome, target: str, template: LocustRu
         outcome.problem = f"Locust wrote no results (exit code {code}); see {log}"
         return
     outcome.results = results
-    assert locust.load is not None
     figures = locust.figures()
     outcome.too_few = None if figures is None else too_few(figures, locust.load, pace)
     time.sleep(spec.cool_down)  # the engine's counters reach Prometheus before they are read

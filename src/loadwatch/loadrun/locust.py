@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from pydantic import BaseModel, Field
@@ -26,6 +26,11 @@ INTERRUPTED = 130  # as a shell reports a command ended by Ctrl-C
 OPEN_LOOP_USERS = 16  # arrival processes sharing an open-loop rate (each sends without waiting)
 WRITE_GRACE = 30.0  # seconds Locust gets, beyond its --stop-timeout, to write what it measured
 KILL_GRACE = 10.0
+# A run that must complete some requests to be judged (a capacity level, an experiment cell) goes on
+# past its length, up to this many times it, until it has them: a slow server's requests take longer.
+MAX_STRETCH = 8
+WATCH_SECONDS = 2.0  # how often such a run's figures are checkpointed and looked at
+ENOUGH = "enough requests"  # the watch's reason to end a stretched run that has what it needs
 
 
 class Load(BaseModel):
@@ -86,6 +91,15 @@ class LocustRun:
                 *(part for flag, value in named if value is not None for part in (flag, str(value))),
                 *self.load.arguments(), *self.options]
 
+    def stretched(self) -> LocustRun:
+        """This run allowed MAX_STRETCH times its load's length after the warm-up, its figures
+        checkpointed for a watch that ends it once `enough`."""
+        assert self.load is not None
+        warmup = self.load.warmup_seconds
+        longest = warmup + MAX_STRETCH * (self.load.duration - warmup)
+        return replace(self, load=self.load.model_copy(update={"duration": longest}),
+                       checkpoint_interval=WATCH_SECONDS)
+
     def figures(self, partial: bool = False) -> dict | None:
         """The results Locust wrote (with `partial`, the checkpoint a run with --checkpoint-interval
         keeps up to date), None where there are none that read."""
@@ -145,6 +159,12 @@ class LocustRun:
                 locust.kill()
                 locust.wait()
             return False
+
+
+def enough(partial: dict, began: float, seconds: float, needed: int) -> bool:
+    """Whether a stretched run begun at `began` (time.time()) has run its `seconds` and completed the
+    `needed` requests, by its checkpoint `partial`."""
+    return time.time() - began >= seconds and partial.get("completed", 0) >= needed
 
 
 def _interruptible() -> None:

@@ -1,15 +1,10 @@
 """Each request's TTFT split by the engine's own account: exact parts, over the joined requests."""
 
-import json
-
 import pytest
 
-from loadwatch.cli import main
 from loadwatch.metrics.records import as_record
 from loadwatch.metrics.timing import EngineAccount, RequestMetrics
 from loadwatch.metrics.ttft_split import cause, measured, medians, ttft_split
-from tests.conftest import free_port
-from tests.unit.report.test_report import RESULTS
 
 
 def record(i: int, prefill: float | None) -> dict:
@@ -29,16 +24,6 @@ def test_the_parts_are_exact_over_the_joined_requests_and_the_rest_is_what_the_e
     assert parts["engine_prefill_s"]["p99_ms"] == pytest.approx(10 + 0.01 * 1990)  # numpy's linear p99
     assert parts["ttft_rest_s"]["mean_ms"] == pytest.approx(3)  # 4 ms after the prefill, 1 ms of it queued
     assert ttft_split([record(0, None)]) is None
-
-
-def test_the_report_says_request_by_request_where_the_time_went(tmp_path):
-    (tmp_path / "results.json").write_text(json.dumps({**RESULTS, "records": "results.requests.jsonl"}))
-    (tmp_path / "results.requests.jsonl").write_text(
-        "".join(json.dumps(record(i, 0.010)) + "\n" for i in range(20)))
-    assert main(["report", str(tmp_path), "--prometheus", f"http://127.0.0.1:{free_port()}"]) == 0
-    text = (tmp_path / "report.md").read_text()
-    assert "## Request by request" in text and "20 of the 20 measured requests" in text
-    assert "| engine: scheduled to first token (prefill) | 10.0 ms | 10.0 ms | 10.0 ms |" in text
 
 
 def queued(i: int, queue: float) -> dict:

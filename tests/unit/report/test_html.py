@@ -3,11 +3,9 @@ Chromium opens it offline in the integration tier (tests/integration/test_report
 
 import json
 import math
-import re
 
 import pytest
 
-from loadwatch.cli import main
 from loadwatch.report import timeline
 from tests.unit.metrics.test_ttft_split import queued
 from tests.unit.report.test_report import RESULTS
@@ -17,16 +15,6 @@ def run_folder(tmp_path, records):
     (tmp_path / "results.json").write_text(json.dumps({**RESULTS, "records": "results.requests.jsonl"}))
     (tmp_path / "results.requests.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     return tmp_path
-
-
-def test_the_page_is_one_file_with_its_script_inlined_and_says_what_is_missing(tmp_path):
-    run = run_folder(tmp_path, [queued(i, 0.001) for i in range(30)])
-    assert main(["report", str(run), "--prometheus", "http://127.0.0.1:9"]) == 0
-    page = (run / "report.html").read_text()
-    assert "Bokeh" in page and not re.search(r"<(script|link)[^>]+(src|href)=", page)  # nothing to fetch: offline
-    assert "The engine's side is missing: cannot read from Prometheus" in page
-    assert "all 30 measured requests" in page and '"q7"' in page  # the scatter's ids, for hover
-    assert json.loads((run / "report.json").read_text())["html"] == "report.html"
 
 
 def test_a_large_run_draws_its_slowest_one_percent_and_a_sample_of_the_rest(monkeypatch):
