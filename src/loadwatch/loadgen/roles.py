@@ -32,6 +32,7 @@ from loadwatch.workloads.datasets import DATASETS
 log = logging.getLogger(__name__)
 VERSION = version("loadwatch")
 HELLO = "loadwatch_hello"  # a worker's first message: its loadwatch version, run name and locustfile
+TICKET_BATCH = 4  # tickets a worker asks for at a time: few messages, little held back at the end
 
 
 def hello(environment, run_name: str) -> dict:
@@ -40,7 +41,6 @@ def hello(environment, run_name: str) -> dict:
     files = str(getattr(environment.parsed_options, "locustfile", "") or "")
     names = "" if files in ("", "-") else ",".join(sorted(Path(f).name for f in files.split(",")))
     return {"version": VERSION, "run_name": run_name, "locustfile": names}
-TICKET_BATCH = 4  # tickets a worker asks for at a time: few messages, little held back at the end
 
 
 def _scenarios(environment: Environment) -> list[str]:
