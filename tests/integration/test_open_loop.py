@@ -35,7 +35,13 @@ def test_arrivals_have_the_asked_rate_and_variation(fake_server, tmp_path, burst
     mean = statistics.fmean(gaps)
     assert mean == pytest.approx(0.025, rel=0.08)
     assert statistics.pstdev(gaps) / mean == pytest.approx(cv, abs=0.15)
-    assert json.loads((tmp_path / "r.json").read_text())["completed"] == 600
+    results = json.loads((tmp_path / "r.json").read_text())
+    assert results["completed"] == 600
+    # The results state the schedule asked, drawn and kept: the server's own clock agrees with the last.
+    arrivals = results["arrivals"]
+    assert arrivals["requested_rate"] == 40 and not arrivals["fell_short"], arrivals
+    assert arrivals["achieved_rate"] == pytest.approx(599 / (times[-1] - times[0]), rel=0.02)
+    assert arrivals["lag_ms"]["median"] < 5
 
 
 def test_dropped_arrivals_use_up_no_request_of_num_requests(fake_server, tmp_path):

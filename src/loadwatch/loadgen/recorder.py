@@ -135,13 +135,18 @@ class Recorder:
         """Locust's reset_stats: the figures of the summary start again, the counts go on."""
         self.samples.clear()
 
-    def record_lag(self, labels: tuple[str, str], lag: float, warmup: bool) -> None:
+    def record_arrival(self, labels: tuple[str, str], stage: str, due: float, at: float, warmup: bool) -> None:
+        """An open-loop arrival went out at `at`, due at `due` (wall-clock seconds)."""
         if not warmup:
-            self.counts.observe(d.ARRIVAL_LAG.name, labels, max(0.0, lag))
+            lag = max(0.0, at - due)
+            self.counts.observe(d.ARRIVAL_LAG.name, labels, lag)
             self.late_arrivals += lag > LATE_ARRIVAL
+            self.samples.of((*labels, stage)).arrivals.add(due, at, sent=True)
 
-    def record_drop(self, labels: tuple[str, str]) -> None:
+    def record_drop(self, labels: tuple[str, str], stage: str, due: float) -> None:
+        """An arrival due at `due` was not sent: the concurrency cap was reached."""
         self.counts.inc(Client.ARRIVALS_DROPPED, labels)
+        self.samples.of((*labels, stage)).arrivals.add(due, due, sent=False)
 
     def on_request(self, context: dict | None = None, **_kwargs) -> None:
         req = (context or {}).get("llm")

@@ -34,7 +34,7 @@ def write_results(path: Path, result: dict, summary: str) -> None:
 
 def _results(process: Process, partial: bool = False) -> tuple[Results, list[Verdict]]:
     state, settings = process.state, process.settings
-    figures, verdicts = summarize(state.recorder.samples, settings.slo, state.stages())
+    figures, verdicts = summarize(state.recorder.samples, settings.slo, state.stages(), settings.request_rate)
     result = Results.model_validate({
         "run_id": state.run_id, "target": state.target, **figures,
         # Wall clock, warm-up included: the window a report reads from Prometheus.

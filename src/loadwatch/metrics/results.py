@@ -25,6 +25,22 @@ def latency_key(metric: str, stat: str) -> str:
 LATENCY_KEYS = tuple(latency_key(m, s) for m in LATENCY_METRICS for s in STATS)
 
 
+KEPT_AT_LEAST = 0.95  # of an open loop's schedule: below, the load generator, not the server, set the pace
+
+
+class Arrivals(BaseModel):
+    """An open loop's schedule and what the load generator kept of it (metrics/samples.py: Arrivals)."""
+
+    sent: int
+    dropped: int = 0  # at --max-concurrency
+    requested_rate: float | None = None  # --request-rate or the stage's level; None for a trace
+    scheduled_rate: float | None = None  # the schedule as drawn: a gamma process only averages the request
+    achieved_rate: float | None = None  # arrivals sent per second
+    kept: float | None = None  # the schedule's span over the sends' span: 1 when every arrival was on time
+    lag_ms: dict[str, float | None] = {}  # how late arrivals went out: median, p90, p99, max
+    fell_short: bool = False  # kept < KEPT_AT_LEAST
+
+
 class Figures(BaseModel):
     """The figures of one window: the whole run, a scenario, or a load-shape stage."""
 
@@ -48,6 +64,7 @@ class Figures(BaseModel):
     total_reasoning_tokens: int = 0
     total_cached_tokens: int = 0
     cached_prompt_tokens_ratio: float | None = None
+    arrivals: Arrivals | None = None  # an open loop's or a trace's; None in a closed loop
 
     @model_validator(mode="after")
     def _latencies_are_numbers(self) -> Figures:

@@ -1,7 +1,8 @@
 """What the end-of-run figures are made of, in memory that does not grow with the run.
 
 One `Series` per (model, scenario, stage): a sketch per latency, counts and token sums, the
-requests within the run's goodput limits, and the window the requests spanned. Workers ship
+requests within the run's goodput limits, the window the requests spanned, and an open loop's
+`Arrivals` (how well the schedule was kept). Workers ship
 their series as deltas with each report and the master merges them exactly.
 """
 
@@ -23,6 +24,53 @@ DISTRIBUTIONS = (*LATENCY_METRICS, HEADERS, AFTER_HEADERS, TTFA)
 TALLIES = ("cached_tokens", "cache_reported_prompt_tokens", "reasoning_tokens", "tool_calls")
 
 
+class Arrivals:
+    """An open loop's arrivals: how many went out and how many were dropped at the concurrency cap,
+    how late each went out (a sketch of seconds), and the first and last of their due and actual
+    times. Due times span the schedule as drawn, actual times what the load generator kept of it:
+    their ratio is free of the draw's chance, which at a few hundred arrivals moves a measured
+    rate by several percent either way."""
+
+    def __init__(self, distribution: type = Sketch) -> None:
+        self.sent = 0
+        self.dropped = 0
+        self.lag = distribution()
+        self.due = [math.inf, -math.inf]
+        self.at = [math.inf, -math.inf]
+
+    @property
+    def scheduled(self) -> int:
+        return self.sent + self.dropped
+
+    def add(self, due: float, at: float, sent: bool) -> None:
+        if sent:
+            self.sent += 1
+            self.lag.add(max(0.0, at - due))
+        else:
+            self.dropped += 1
+        self.due = [min(self.due[0], due), max(self.due[1], due)]
+        self.at = [min(self.at[0], at), max(self.at[1], at)]
+
+    def merge(self, other: Arrivals) -> None:
+        self.sent += other.sent
+        self.dropped += other.dropped
+        self.lag.merge(other.lag)
+        self.due = [min(self.due[0], other.due[0]), max(self.due[1], other.due[1])]
+        self.at = [min(self.at[0], other.at[0]), max(self.at[1], other.at[1])]
+
+    def to_wire(self) -> dict:
+        return {"sent": self.sent, "dropped": self.dropped, "lag": self.lag.to_wire(), "due": self.due,
+                "at": self.at}
+
+    @classmethod
+    def from_wire(cls, wire: dict) -> Arrivals:
+        arrivals = cls()
+        arrivals.sent, arrivals.dropped = wire["sent"], wire["dropped"]
+        arrivals.due, arrivals.at = wire["due"], wire["at"]
+        arrivals.lag = Sketch.from_wire(wire["lag"])
+        return arrivals
+
+
 class Series:
     def __init__(self, distribution: type = Sketch) -> None:
         # Sketches in a run; Exact for a per-request file read back.
@@ -36,6 +84,7 @@ class Series:
         self.tallies = dict.fromkeys(TALLIES, 0)
         self.first_start = math.inf
         self.last_end = -math.inf
+        self.arrivals = Arrivals(distribution)
 
     @property
     def failed(self) -> int:
@@ -89,12 +138,13 @@ class Series:
             self.tallies[name] += value
         self.first_start = min(self.first_start, other.first_start)
         self.last_end = max(self.last_end, other.last_end)
+        self.arrivals.merge(other.arrivals)
 
     def to_wire(self) -> dict:
         return {"latency": {name: s.to_wire() for name, s in self.latency.items()}, "completed": self.completed,
                 "good": self.good, "failures": dict(self.failures), "prompt_tokens": self.prompt_tokens,
                 "completion_tokens": self.completion_tokens, "tallies": self.tallies,
-                "span": [self.first_start, self.last_end]}
+                "span": [self.first_start, self.last_end], "arrivals": self.arrivals.to_wire()}
 
     @classmethod
     def from_wire(cls, wire: dict) -> Series:
@@ -105,6 +155,7 @@ class Series:
         series.prompt_tokens, series.completion_tokens = wire["prompt_tokens"], wire["completion_tokens"]
         series.tallies.update(wire["tallies"])
         series.first_start, series.last_end = wire["span"]
+        series.arrivals = Arrivals.from_wire(wire["arrivals"])
         return series
 
 

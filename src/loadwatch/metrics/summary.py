@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from loadwatch.metrics.results import STATS, Results, Stage, latency_key
+from loadwatch.metrics.results import KEPT_AT_LEAST, STATS, Arrivals, Results, Stage, latency_key
 from loadwatch.metrics.samples import DISTRIBUTIONS, Samples, Series
+from loadwatch.metrics.samples import Arrivals as ArrivalSamples
 from loadwatch.metrics.sketch import Sketch
 from loadwatch.metrics.slo import FAILURE_RATIO, SLO, Verdict
 
@@ -30,8 +31,24 @@ def verdicts(series: Series, slos: list[SLO]) -> list[Verdict]:
     return out
 
 
-def figures(series: Series, duration: float | None = None) -> dict:
-    """vllm-bench-compatible figures of one series, over its own window unless told."""
+def arrival_figures(arrivals: ArrivalSamples, requested_rate: float | None) -> dict:
+    """How an open loop's schedule was kept: its rates from the span of the arrivals' due and actual
+    times ((n - 1) gaps over a span), and the lag's percentiles."""
+    n = arrivals.scheduled
+    due_span, at_span = arrivals.due[1] - arrivals.due[0], arrivals.at[1] - arrivals.at[0]
+    timed = n > 1 and due_span > 0 and at_span > 0
+    kept = due_span / at_span if timed else None
+    lag = {stat: statistic(arrivals.lag, stat) for stat in ("median", "p90", "p99")}
+    lag["max"] = arrivals.lag.high * 1000.0 if arrivals.sent else None
+    return Arrivals(sent=arrivals.sent, dropped=arrivals.dropped, requested_rate=requested_rate,
+                    scheduled_rate=(n - 1) / due_span if timed else None,
+                    achieved_rate=(n - 1) / at_span * arrivals.sent / n if timed else None,
+                    kept=kept, lag_ms=lag, fell_short=kept is not None and kept < KEPT_AT_LEAST).model_dump()
+
+
+def figures(series: Series, duration: float | None = None, requested_rate: float | None = None) -> dict:
+    """vllm-bench-compatible figures of one series, over its own window unless told; with an open
+    loop's arrivals (`requested_rate`: the rate asked of it, if one was)."""
     duration = series.window() if duration is None else duration
     prompt, output = series.prompt_tokens, series.completion_tokens
     finished = series.completed + series.failed
@@ -61,19 +78,26 @@ def figures(series: Series, duration: float | None = None) -> dict:
     for metric in DISTRIBUTIONS:
         for stat in STATS:
             out[latency_key(metric, stat)] = statistic(series.latency[metric], stat)
+    if series.arrivals.scheduled:  # absent, not None, where none were seen: per-request records carry none
+        out["arrivals"] = arrival_figures(series.arrivals, requested_rate)
     return out
 
 
-def summarize(samples: Samples, slos: list[SLO], stages: list[dict] | None = None) -> tuple[dict, list[Verdict]]:
+def summarize(samples: Samples, slos: list[SLO], stages: list[dict] | None = None,
+              request_rate: float | None = None) -> tuple[dict, list[Verdict]]:
     """Figures of the whole run, one entry per scenario under `scenarios` and per load-shape stage
     under `stages` (each {name, level, unit, start, end}: its requests are those sent in it, over
-    the stage's own time), and the SLO verdicts."""
+    the stage's own time), and the SLO verdicts. `request_rate`: the open loop's, without a shape
+    (a shape's stages each ask their own level)."""
     total = samples.total()
-    result = figures(total)
+    result = figures(total, requested_rate=None if stages else request_rate)
     result["scenarios"] = {f"{scenario} ({model})": figures(series)
                            for (model, scenario), series in sorted(samples.by_scenario().items())}
-    result["stages"] = [{**stage, **figures(samples.of_stage(stage["name"]), stage["end"] - stage["start"])}
+    result["stages"] = [{**stage, **figures(samples.of_stage(stage["name"]), stage["end"] - stage["start"],
+                                            None if stage["unit"] == "users" else stage["level"])}
                         for stage in stages or []]
+    if any(stage.get("arrivals") and stage["arrivals"]["fell_short"] for stage in result["stages"]):
+        result["arrivals"]["fell_short"] = True  # the run's mark: a stage whose schedule was not kept
     run_verdicts = verdicts(total, slos)
     result["slo"] = [v.as_dict() for v in run_verdicts]
     return result, run_verdicts
@@ -100,6 +124,23 @@ def format_stages(stages: list[Stage]) -> list[str]:
         lines.append(f"{st.name:<10} {level:>8} {st.request_throughput:>7.2f} {st.output_throughput:>8.1f} "
                      f"{_cell(st.latency('ttft', 'median')):>9} {_cell(st.latency('ttft', 'p99')):>9} "
                      f"{_cell(st.latency('tpot', 'median')):>9} {st.failed:>6}")
+    return lines
+
+
+def format_arrivals(arrivals: Arrivals) -> list[str]:
+    """The schedule asked, drawn and kept, and how late arrivals went out; a run that kept under
+    KEPT_AT_LEAST of its schedule's pace is marked."""
+    lag = arrivals.lag_ms
+    lines = [_row("Requested rate (req/s):", arrivals.requested_rate)] if arrivals.requested_rate else []
+    lines += [_row("Scheduled rate, as drawn (req/s):", arrivals.scheduled_rate),
+              _row("Achieved rate (req/s):", arrivals.achieved_rate),
+              _row("Arrival lag median / p99 (ms):", f"{_cell(lag.get('median'))} / {_cell(lag.get('p99'))}")]
+    if arrivals.dropped:
+        lines.append(_row("Dropped at --max-concurrency:", arrivals.dropped))
+    if arrivals.fell_short:
+        kept = f"{arrivals.kept:.0%} of" if arrivals.kept is not None else "short of"
+        lines.append(f"sent at {kept} the schedule's pace: the load generator, not the server, "
+                     "was the limit; add --processes")
     return lines
 
 
@@ -147,6 +188,9 @@ def format_block(result: Results, verdict_list: list[Verdict]) -> str:
     if result.failures:
         lines.append("{s:{c}^{n}}".format(s="Failures", n=50, c="-"))
         lines += [_row(f"{reason}:", n) for reason, n in result.failures.items()]
+    if result.arrivals is not None:
+        lines.append("{s:{c}^{n}}".format(s="Open loop", n=50, c="-"))
+        lines += format_arrivals(result.arrivals)
     if result.saturated:
         lines.append("{s:{c}^{n}}".format(s="Load generator saturated", n=50, c="-"))
         lines += [f"process {name}: {why}" for name, why in sorted(result.saturated.items())]

@@ -45,3 +45,20 @@ def test_ttft_and_e2e_carry_the_request_id_as_an_exemplar_in_openmetrics_only():
     assert '# {request_id="abc123"} 0.3 1000.3' in open_metrics  # E2E
     assert open_metrics.count("request_id=") == 2  # not on ITL or TPOT
     assert "request_id" not in generate_latest(registry).decode()  # the text format has no exemplars
+
+
+def test_open_loop_arrivals_are_counted_outside_warmup_and_every_drop_is_counted():
+    from loadwatch.catalogue import Client
+    from loadwatch.metrics import definitions as d
+
+    recorder = RunState(["chat"], "http://x").recorder
+    labels = ("m", "chat")
+    recorder.record_arrival(labels, "load", 100.0, 100.002, warmup=False)
+    recorder.record_arrival(labels, "load", 100.1, 100.6, warmup=True)
+    recorder.record_drop(labels, "load", 100.2)
+    recorder.record_drop(labels, "load", 100.3)
+    (_, lag), = recorder.counts.histograms_named(d.ARRIVAL_LAG.name)
+    assert sum(lag.counts) == 1
+    assert dict(recorder.counts.counters_named(Client.ARRIVALS_DROPPED)) == {labels: 2.0}
+    arrivals = recorder.samples.of((*labels, "load")).arrivals
+    assert (arrivals.sent, arrivals.dropped, arrivals.due, arrivals.at) == (1, 2, [100.0, 100.3], [100.002, 100.3])

@@ -116,3 +116,74 @@ def test_each_stage_counts_the_requests_sent_in_it_over_its_own_time():
     assert second["p99_ttft_ms"] == pytest.approx(np.percentile([*range(150, 200), 900], 99), rel=WITHIN)
     assert second["mean_itl_ms"] == pytest.approx((50 * 9 * 20.0 + 50.0) / (50 * 9 + 1))
     assert "step-2" in format_block(as_results(result), [])
+
+
+def _open_loop(samples: Samples, rate: float, n: int, late_by: float, stage: str = "load", start: float = 0.0) -> None:
+    """`n` arrivals due every 1/rate s from `start`, each sent `late_by` times its due offset later (0: on time)."""
+    arrivals = samples.of(("m", "chat", stage)).arrivals
+    for i in range(n):
+        due = start + i / rate
+        arrivals.add(due, due + late_by * (due - start) + 0.001, sent=True)
+
+
+def test_an_open_loop_that_kept_its_schedule_states_the_rates_and_lag_and_is_not_marked():
+    samples = Samples()
+    _open_loop(samples, 40.0, 401, late_by=0.0)
+    result, _ = summarize(samples, [], request_rate=42.0)
+    arrivals = Results.model_validate({"run_id": "r", "started_at": 0, "ended_at": 10, **result}).arrivals
+    assert arrivals is not None and arrivals.sent == 401 and not arrivals.fell_short
+    # The schedule as drawn, not the rate asked, is what the sends are held to.
+    assert arrivals.requested_rate == 42.0 and arrivals.scheduled_rate == pytest.approx(40.0)
+    assert arrivals.achieved_rate == pytest.approx(40.0) and arrivals.kept == pytest.approx(1.0)
+    assert arrivals.lag_ms["median"] == pytest.approx(1.0, rel=0.01) and arrivals.lag_ms["max"] == pytest.approx(1.0)
+
+
+def test_an_open_loop_whose_sends_fell_over_5_percent_behind_is_marked_in_its_results_and_block():
+    samples = Samples()
+    _open_loop(samples, 40.0, 401, late_by=0.08)  # the last arrival went out 0.8 s late over a 10 s schedule
+    result, verdicts = summarize(samples, [], request_rate=40.0)
+    results = Results.model_validate({"run_id": "r", "started_at": 0, "ended_at": 10, **result})
+    assert results.arrivals is not None and results.arrivals.fell_short
+    assert results.arrivals.achieved_rate == pytest.approx(40.0 / 1.08, rel=0.001)
+    block = format_block(results, verdicts)
+    assert "Requested rate (req/s):                  40.00" in block
+    assert "sent at 93% of the schedule's pace: the load generator, not the server, was the limit" in block
+
+
+def test_dropped_arrivals_count_toward_the_schedule_kept_but_not_the_achieved_rate():
+    samples = Samples()
+    arrivals = samples.of(("m", "chat", "load")).arrivals
+    for i in range(100):
+        arrivals.add(i / 10, i / 10, sent=i % 2 == 0)
+    result, verdicts = summarize(samples, [], request_rate=10.0)
+    figures = result["arrivals"]
+    assert (figures["sent"], figures["dropped"], figures["fell_short"]) == (50, 50, False)
+    assert figures["achieved_rate"] == pytest.approx(5.0)
+    results = Results.model_validate({"run_id": "r", "started_at": 0, "ended_at": 10, **result})
+    assert "Dropped at --max-concurrency:            50" in format_block(results, verdicts)
+
+
+def test_a_closed_loop_has_no_arrivals_and_a_stage_that_fell_behind_marks_the_run():
+    closed = Samples()
+    closed.of(("m", "chat", "load")).add_success(0.0, request_metrics(RawTiming(0.0, (0.1, 0.2), 5, 2)))
+    assert "arrivals" not in summarize(closed, [])[0]
+    swept = Samples()
+    _open_loop(swept, 10.0, 101, late_by=0.0, stage="s1")
+    _open_loop(swept, 40.0, 401, late_by=0.2, stage="s2", start=10.0)
+    stages = [{"name": "s1", "level": 10.0, "unit": "requests/s", "start": 0.0, "end": 10.0},
+              {"name": "s2", "level": 40.0, "unit": "requests/s", "start": 10.0, "end": 20.0}]
+    result, _ = summarize(swept, [], stages, request_rate=40.0)
+    assert [s["arrivals"]["requested_rate"] for s in result["stages"]] == [10.0, 40.0]
+    assert [s["arrivals"]["fell_short"] for s in result["stages"]] == [False, True]
+    assert result["arrivals"]["requested_rate"] is None and result["arrivals"]["fell_short"]
+
+
+def test_arrivals_merge_exactly_across_workers():
+    one, two = Samples(), Samples()
+    _open_loop(one, 20.0, 200, late_by=0.0)
+    _open_loop(two, 20.0, 200, late_by=0.0, start=0.025)
+    master = Samples()
+    master.merge(one.drain())
+    master.merge(two.drain())
+    figures = summarize(master, [], request_rate=40.0)[0]["arrivals"]
+    assert figures["sent"] == 400 and figures["scheduled_rate"] == pytest.approx(40.0, rel=0.01)

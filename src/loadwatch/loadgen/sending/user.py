@@ -186,7 +186,7 @@ class LLMUser(User):
 
     def _open_loop(self) -> None:
         """Send at scheduled times whatever the answers: no coordinated omission."""
-        settings = self.process.settings
+        settings, state = self.process.settings, self.process.state
         users = run_users(self.environment.parsed_options)
         cap = math.ceil(settings.max_concurrency / users) if settings.max_concurrency else None
         # Reproducible for a seed: the same worker and user draw the same arrival times every run.
@@ -208,13 +208,16 @@ class LLMUser(User):
                         # flight finish, rather than wait out the stop timeout between arrivals.
                         in_flight.finish()
                 # Checked before a ticket is taken: a dropped arrival must not use up --num-requests.
+                now = time.time()
+                due = now - (time.monotonic() - scheduled)  # the schedule runs on the monotonic clock
                 if cap is not None and len(in_flight) >= cap:
-                    self.process.recorder.record_drop(labels)
+                    self.process.recorder.record_drop(labels, state.stage_of(now), due)
                     continue
                 kind = self.process.run_quota.take()
                 if kind is None:
                     in_flight.finish()
-                self.process.recorder.record_lag(labels, time.monotonic() - scheduled, warmup=kind == WARMUP)
+                now = time.time()  # take() may wait for the master's tickets: that wait is lag too
+                self.process.recorder.record_arrival(labels, state.stage_of(now), due, now, warmup=kind == WARMUP)
                 in_flight.send(kind)
         finally:
             in_flight.close()
@@ -238,7 +241,8 @@ class LLMUser(User):
                     gevent.sleep(min(wait, RATE_CHECK_SECONDS))
                     if self._state == LOCUST_STATE_STOPPING:
                         in_flight.finish()
-                self.process.recorder.record_lag(labels, time.time() - due, warmup=False)
+                now = time.time()
+                self.process.recorder.record_arrival(labels, state.stage_of(now), due, now, warmup=False)
                 in_flight.send(kind, prompt)
             in_flight.finish()
         finally:

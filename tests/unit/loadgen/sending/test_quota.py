@@ -23,21 +23,6 @@ def test_warmup_seconds_take_no_ticket(monkeypatch):
     assert [q.take(), q.take(), q.take()] == [MEASURED, MEASURED, None]
 
 
-def test_open_loop_lag_is_counted_outside_warmup_and_every_drop_is_counted():
-    from loadwatch.loadgen.recorder import Recorder
-    from loadwatch.metrics import definitions as d
-
-    recorder = Recorder()
-    labels = ("m", "chat")
-    recorder.record_lag(labels, 0.002, warmup=False)
-    recorder.record_lag(labels, 0.5, warmup=True)
-    recorder.record_drop(labels)
-    recorder.record_drop(labels)
-    (_, lag), = recorder.counts.histograms_named(d.ARRIVAL_LAG.name)
-    assert sum(lag.counts) == 1
-    assert dict(recorder.counts.counters_named(Client.ARRIVALS_DROPPED)) == {labels: 2.0}
-
-
 def test_a_ticket_granted_after_the_run_began_to_stop_sends_nothing():
     """A worker waits for the master's grant; the run's end (its last report gone) may come meanwhile."""
     class SlowGrant:

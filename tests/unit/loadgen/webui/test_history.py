@@ -49,9 +49,9 @@ def test_a_point_says_how_late_sends_went_out_over_the_window():
     history = h.History(state, lambda: 1)
     assert history.sample(now=1000.0)["lag_ms"] is None  # a closed loop schedules nothing
     for lag in (0.001, 0.003):
-        state.recorder.record_lag(("m", "trace"), lag, warmup=False)
+        state.recorder.record_arrival(("m", "trace"), "load", 1000.0, 1000.0 + lag, warmup=False)
     assert history.sample(now=1001.0)["lag_ms"] == pytest.approx(2.0)
-    state.recorder.record_lag(("m", "trace"), 0.010, warmup=False)
+    state.recorder.record_arrival(("m", "trace"), "load", 1000.0, 1000.01, warmup=False)
     assert history.sample(now=1000.0 + h.WINDOW + 1)["lag_ms"] == pytest.approx(10.0)  # the window moved on
 
 
