@@ -14,6 +14,7 @@ import psutil
 import pytest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
+from loadwatch.loadgen.cores import auto_processes, usable_cores
 from tests.conftest import (
     closed_port,
     finish,
@@ -231,3 +232,21 @@ def test_a_taken_port_is_one_line_naming_the_option_that_moves_it(flag, tmp_path
                                             str(free_port())), capture_output=True, text=True, timeout=60)
     assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr[-2000:]
     assert f"127.0.0.1:{port}" in run.stderr and f"choose another {flag}" in run.stderr
+
+
+def test_processes_auto_forks_a_worker_per_core_left_and_the_results_say_how_busy_each_was(fake_server, tmp_path):
+    server = fake_server("--ttft", "0.02", "--itl", "0.005", "--tokens", "5")
+    run = subprocess.run(
+        locust_command("-H", server.url, "--headless", "-u", "2", "-r", "2", "--num-requests", "200",
+                       "--processes", "auto", "--metrics-port", "0", "--results-json", str(tmp_path / "r.json")),
+        capture_output=True, text=True, timeout=120)
+    output = run.stdout + run.stderr
+    assert run.returncode == 0 and "Traceback" not in output, output
+    busy = json.loads((tmp_path / "r.json").read_text())["busy"]
+    workers = {name: used for name, used in busy.items() if name != "master"}
+    assert len(workers) == auto_processes(False, usable_cores()) and "master" in busy, busy
+    assert all(0 < used < 1.5 for used in busy.values()), busy
+    assert "Load generator CPU (of a core):" in output
+    refused = subprocess.run(locust_command("--headless", "--processes", "many"), capture_output=True, text=True,
+                             timeout=60)
+    assert refused.returncode == 2 and "--processes takes a number or `auto`, not 'many'" in refused.stderr

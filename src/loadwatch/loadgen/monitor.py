@@ -24,6 +24,7 @@ CPU_LIMIT = 0.9  # of one core: a Locust process runs its users on one
 STARVED_BELOW = 0.5  # a late loop in a process using less than this of a core waits for the CPU, not on itself
 LATE_ARRIVALS = 10  # open-loop arrivals sent over ARRIVAL_LATE late within the window
 ARRIVAL_LATE = 0.1
+COUNT_EVERY = 1.0  # seconds between additions to the CPU counter: how busy a process was over a run is read from it
 
 
 def verdict(lags: list[float], cpu_share: float, late_arrivals: int) -> str | None:
@@ -56,6 +57,7 @@ class Monitor:
         cpu = sum(process.cpu_times()[:2])
         lags: deque[float] = deque(maxlen=round(WINDOW / TICK))
         window_start, window_cpu, window_late = time.monotonic(), cpu, self.recorder.late_arrivals
+        counted_at = window_start
         # The first window holds the process's start (imports on first use, the first connections):
         # measured and exported, but no verdict.
         judged = False
@@ -66,12 +68,13 @@ class Monitor:
             lags.append(lag)
             self.recorder.counts.observe(Client.EVENT_LOOP_LAG, (self.name,), lag)
             now = time.monotonic()
+            if now - counted_at >= COUNT_EVERY:
+                spent = sum(process.cpu_times()[:2])
+                self.recorder.counts.inc(Client.CPU, (self.name,), spent - cpu)
+                cpu, counted_at = spent, now
             if now - window_start < WINDOW:
                 continue
-            spent = sum(process.cpu_times()[:2])
-            self.recorder.counts.inc(Client.CPU, (self.name,), spent - cpu)
-            cpu = spent
-            reason = verdict(list(lags), (spent - window_cpu) / (now - window_start),
+            reason = verdict(list(lags), (cpu - window_cpu) / (counted_at - window_start),
                              self.recorder.late_arrivals - window_late) if judged else None
             judged = True
             if reason and self.name not in self.recorder.saturated:
@@ -80,4 +83,4 @@ class Monitor:
                     log.warning("The load generator is a bottleneck: Locust process %s is saturated (%s). Its "
                                 "figures include its own delays and it may not deliver the load asked; give it "
                                 "more processes (--processes N), cores or machines.", self.name, reason)
-            window_start, window_cpu, window_late = now, spent, self.recorder.late_arrivals
+            window_start, window_cpu, window_late = counted_at, cpu, self.recorder.late_arrivals

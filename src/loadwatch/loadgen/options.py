@@ -19,6 +19,7 @@ from pydantic.fields import FieldInfo
 
 from loadwatch.credentials import refused_on_command_line
 from loadwatch.defaults import LOOPBACK
+from loadwatch.loadgen.cores import accept_auto
 from loadwatch.metrics.slo import SLO, parse_slo
 from loadwatch.model_options import without_none
 from loadwatch.processes import port_or_free
@@ -79,6 +80,7 @@ def add_options(parser: LocustArgumentParser, **_kwargs) -> None:
     parser.add_argument("--api-key", help=argparse.SUPPRESS, include_in_web_ui=False,
                         action=refused_on_command_line("Put the key in $OPENAI_API_KEY, or in a file named by "
                                                        "--api-key-file or $OPENAI_API_KEY_FILE."))
+    accept_auto(parser, worker=given("--worker", sys.argv[1:], os.environ))
     # Nothing listens beyond this machine unless asked: Locust's own defaults are all interfaces.
     parser.set_defaults(web_host=LOOPBACK, master_bind_host=LOOPBACK)
     if spawns_own_workers(sys.argv[1:], os.environ):

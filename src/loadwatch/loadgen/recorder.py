@@ -73,6 +73,7 @@ class Recorder:
         # slowest with the part that made each slow. Bounded: a worker ships SHIPPED_SLOW a report.
         self.recent: deque[dict] = deque(maxlen=RECENT)
         self.saturated: dict[str, str] = {}  # Locust process -> why it could not keep up (loadgen/monitor.py)
+        self.cpu_at_start: dict[str, float] = {}  # Locust process -> its CPU seconds as the run started
 
     def configure(self, slos: list[SLO], keep_records: bool, keep_itl: bool) -> None:
         """What this run's settings ask of the recorder."""
@@ -130,6 +131,18 @@ class Recorder:
         self.tokens_from.clear()
         self.saturated.clear()
         self.recent.clear()
+        self.cpu_at_start = self.cpu_seconds()
+
+    def cpu_seconds(self) -> dict[str, float]:
+        """Each Locust process's CPU seconds so far, as its monitor counts them (workers' from their reports)."""
+        return {labels[0]: seconds for labels, seconds in self.counts.counters_named(Client.CPU)}
+
+    def busy(self, seconds: float) -> dict[str, float]:
+        """The share of a core each Locust process used over the run's `seconds`."""
+        if seconds <= 0:
+            return {}
+        return {name: (spent - self.cpu_at_start.get(name, 0.0)) / seconds
+                for name, spent in sorted(self.cpu_seconds().items())}
 
     def reset_samples(self) -> None:
         """Locust's reset_stats: the figures of the summary start again, the counts go on."""

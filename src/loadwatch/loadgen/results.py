@@ -35,12 +35,13 @@ def write_results(path: Path, result: dict, summary: str) -> None:
 def _results(process: Process, partial: bool = False) -> tuple[Results, list[Verdict]]:
     state, settings = process.state, process.settings
     figures, verdicts = summarize(state.recorder.samples, settings.slo, state.stages(), settings.request_rate)
+    ended_at = state.stopped_at or time.time()
     result = Results.model_validate({
         "run_id": state.run_id, "target": state.target, **figures,
         # Wall clock, warm-up included: the window a report reads from Prometheus.
-        "started_at": state.started_at, "ended_at": state.stopped_at or time.time(),
+        "started_at": state.started_at, "ended_at": ended_at,
         "warmup_requests": state.recorder.warmup_finished, "partial": partial,
-        "saturated": dict(state.recorder.saturated),
+        "saturated": dict(state.recorder.saturated), "busy": state.recorder.busy(ended_at - state.started_at),
         "output_tokens_counted_by": dict(state.recorder.tokens_from), "options": settings.public_options(),
         "records": records_reference(settings.results_json, settings.requests_path)})
     return result, verdicts

@@ -96,6 +96,7 @@ class Results(Figures):
     target: str | None = None
     partial: bool = False  # a checkpoint written during the run, not its end
     saturated: dict[str, str] = {}  # Locust process -> why it was a bottleneck (none: it kept up)
+    busy: dict[str, float] = {}  # Locust process -> the share of a core it used over the run
     started_at: float
     ended_at: float
     warmup_requests: int = 0

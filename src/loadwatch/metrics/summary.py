@@ -127,6 +127,18 @@ def format_stages(stages: list[Stage]) -> list[str]:
     return lines
 
 
+def process_name(name: str) -> str:
+    """A Locust process as people name it: `worker 0` (its index), `master` or `local`."""
+    return f"worker {name}" if name.isdigit() else name
+
+
+def busy_text(busy: dict[str, float]) -> str:
+    """`worker 0 45%, worker 1 43%, master 4%`: how busy each Locust process was (one alone: its share only)."""
+    if len(busy) == 1:
+        return f"{next(iter(busy.values())):.0%}"
+    return ", ".join(f"{process_name(name)} {share:.0%}" for name, share in busy.items())
+
+
 def format_arrivals(arrivals: Arrivals) -> list[str]:
     """The schedule asked, drawn and kept, and how late arrivals went out; a run that kept under
     KEPT_AT_LEAST of its schedule's pace is marked."""
@@ -191,6 +203,8 @@ def format_block(result: Results, verdict_list: list[Verdict]) -> str:
     if result.arrivals is not None:
         lines.append("{s:{c}^{n}}".format(s="Open loop", n=50, c="-"))
         lines += format_arrivals(result.arrivals)
+    if result.busy:
+        lines.append(_row("Load generator CPU (of a core):", busy_text(result.busy)))
     if result.saturated:
         lines.append("{s:{c}^{n}}".format(s="Load generator saturated", n=50, c="-"))
         lines += [f"process {name}: {why}" for name, why in sorted(result.saturated.items())]

@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from loadwatch.atomic import write_atomically
 from loadwatch.metrics.records import read_records
-from loadwatch.metrics.results import KEPT_AT_LEAST, Arrivals, Results, latency_key
+from loadwatch.metrics.results import KEPT_AT_LEAST, Results, latency_key
 from loadwatch.metrics.samples import DISTRIBUTIONS
 from loadwatch.metrics.turns import by_turn
 from loadwatch.prometheus import PrometheusAPI, PrometheusError
@@ -65,27 +65,6 @@ def read_exact(path: Path) -> tuple[Results, int | None]:
         raise ReportError(str(exc)) from None
 
 
-def arrivals_note(arrivals: Arrivals) -> str:
-    asked = f"asked {arrivals.requested_rate:g} requests/s, " if arrivals.requested_rate else ""
-    lag = arrivals.lag_ms
-    note = (f"Open loop: {asked}drawn {_rate(arrivals.scheduled_rate)}, sent {_rate(arrivals.achieved_rate)}; "
-            f"arrivals went out {_ms(lag.get('median'))} late at the median, {_ms(lag.get('p99'))} at p99.")
-    if arrivals.dropped:
-        note += f" {arrivals.dropped} were dropped at --max-concurrency."
-    if arrivals.fell_short:
-        note += (f" The load generator kept under {KEPT_AT_LEAST:.0%} of its schedule's pace: it, not the server, "
-                 "was the limit. Run more processes (--processes N).")
-    return note
-
-
-def _rate(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.2f}/s"
-
-
-def _ms(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.1f} ms"
-
-
 def build_report(results_path: Path, api: PrometheusAPI | None, out_dir: Path, rate_window: str = "30s",
                  settle: float = SETTLE_SECONDS) -> dict:
     results, records = read_exact(results_path)
@@ -94,8 +73,9 @@ def build_report(results_path: Path, api: PrometheusAPI | None, out_dir: Path, r
     for process, why in sorted(results.saturated.items()):
         notes.append(f"The load generator was a bottleneck: Locust process {process} was saturated ({why}); "
                      "its latencies include its own delays. Run more processes (--processes N).")
-    if results.arrivals is not None:
-        notes.append(arrivals_note(results.arrivals))
+    if results.arrivals is not None and results.arrivals.fell_short:
+        notes.append(f"The open loop's sends kept under {KEPT_AT_LEAST:.0%} of its schedule's pace: the load "
+                     "generator, not the server, was the limit. Run more processes (--processes N).")
     source = (f"exact, from the {records} records of {records_of(results_path, results).name}" if records is not None
               else "from the run's sketches (percentiles within 0.5 %)")
     engine: dict = {}
@@ -133,6 +113,9 @@ def build_report(results_path: Path, api: PrometheusAPI | None, out_dir: Path, r
                    "end_utc": datetime.fromtimestamp(end, UTC).isoformat(timespec="seconds")},
         "client": client,
         "client_source": source,
+        # How the load generator itself fared: each process's share of a core, an open loop's schedule.
+        "load_generator": {"busy": results.busy,
+                           "arrivals": results.arrivals.model_dump() if results.arrivals else None},
         "engine": engine,
         "engine_missing": missing,
         "stages": [{k: s.field(k) for k in STAGE_KEYS} for s in results.stages],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from loadwatch.metrics.results import latency_key
+from loadwatch.metrics.summary import process_name
 from loadwatch.report.engine_at import EngineState
 
 
@@ -101,6 +102,26 @@ def engine_words(engine: dict | None) -> str:
     return EngineState(**engine).words()
 
 
+def load_generator_words(load_generator: dict) -> list[str]:
+    """How busy each Locust process was, and how an open loop's schedule was kept."""
+    lines = []
+    if busy := load_generator.get("busy"):
+        used = (f"{share(next(iter(busy.values())))} of a core" if len(busy) == 1
+                else ", ".join(f"{share(cpu)} ({process_name(name)})" for name, cpu in busy.items()))
+        lines.append(f"Load generator: each Locust process used {used} over the run; near 100 %, a process delays "
+                     "its own measurements.")
+    if arrivals := load_generator.get("arrivals"):
+        asked = f"asked {arrivals['requested_rate']:g} requests/s, " if arrivals["requested_rate"] else ""
+        lag = arrivals["lag_ms"]
+        words = (f"Open loop: {asked}drawn {number(arrivals['scheduled_rate'])}/s, sent "
+                 f"{number(arrivals['achieved_rate'])}/s; arrivals went out {ms(lag.get('median'))} late at the "
+                 f"median, {ms(lag.get('p99'))} at p99.")
+        if arrivals["dropped"]:
+            words += f" {arrivals['dropped']} were dropped at --max-concurrency."
+        lines.append(words)
+    return lines
+
+
 def render(report: dict) -> str:
     c, e, w = report["client"], report["engine"], report["window"]
     lines = [
@@ -120,6 +141,8 @@ def render(report: dict) -> str:
     ]
     if report.get("client_source"):
         lines += ["", f"Client figures {report['client_source']}."]
+    for words in load_generator_words(report.get("load_generator") or {}):
+        lines += ["", words]
     if c["failures"]:
         lines += ["", "Failures: " + ", ".join(f"{reason} {n}" for reason, n in c["failures"].items()) + "."]
     if report.get("engine_missing"):

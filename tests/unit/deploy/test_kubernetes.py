@@ -144,3 +144,11 @@ def test_network_policies_deny_by_default_and_open_each_port_to_its_client_only(
     assert allowed(9646) == [prometheus] and allowed(9647) == [master, prometheus]  # master: the LLM tab's charts
     assert allowed(8000) == [worker, prometheus]
     assert allowed(8089) == []  # the web UI: kubectl port-forward only
+
+
+def test_a_worker_pod_runs_a_process_per_cpu_of_its_limit():
+    """`--processes auto` reads the container's CPU quota: without a CPU limit a pod would fork one
+    worker per core of its node while asking for a few."""
+    (container,) = by_kind("Deployment", "locust-worker")["spec"]["template"]["spec"]["containers"]
+    assert container["args"][-2:] == ["--processes", "auto"] and "--worker" in container["args"]
+    assert container["resources"]["limits"]["cpu"] == container["resources"]["requests"]["cpu"]

@@ -62,3 +62,15 @@ def test_open_loop_arrivals_are_counted_outside_warmup_and_every_drop_is_counted
     assert dict(recorder.counts.counters_named(Client.ARRIVALS_DROPPED)) == {labels: 2.0}
     arrivals = recorder.samples.of((*labels, "load")).arrivals
     assert (arrivals.sent, arrivals.dropped, arrivals.due, arrivals.at) == (1, 2, [100.0, 100.3], [100.002, 100.3])
+
+
+def test_how_busy_each_process_was_counts_from_the_runs_start():
+    from loadwatch.catalogue import Client
+
+    recorder = RunState(["chat"], "http://x").recorder
+    recorder.counts.inc(Client.CPU, ("1",), 3.0)  # before the run: imports and connections
+    recorder.start_run()
+    recorder.counts.inc(Client.CPU, ("1",), 5.0)
+    recorder.counts.inc(Client.CPU, ("master",), 0.5)
+    assert recorder.busy(10.0) == {"1": 0.5, "master": 0.05}
+    assert recorder.busy(0.0) == {}

@@ -147,6 +147,9 @@ def test_an_open_loop_whose_sends_fell_over_5_percent_behind_is_marked_in_its_re
     assert results.arrivals.achieved_rate == pytest.approx(40.0 / 1.08, rel=0.001)
     block = format_block(results, verdicts)
     assert "Requested rate (req/s):                  40.00" in block
+    assert "Load generator CPU (of a core):" not in block  # nothing measured it
+    busy = format_block(results.model_copy(update={"busy": {"1": 0.52, "master": 0.03}}), verdicts)
+    assert "Load generator CPU (of a core):          worker 1 52%, master 3%" in busy
     assert "sent at 93% of the schedule's pace: the load generator, not the server, was the limit" in block
 
 

@@ -35,19 +35,26 @@ def test_a_run_folder_without_results_is_named(tmp_path, capsys):
 
 
 def test_a_saturated_load_generator_is_a_note_of_the_report(tmp_path):
-    (tmp_path / "results.json").write_text(json.dumps({**RESULTS, "saturated": {"1": "it used 97% of a CPU core"}}))
+    (tmp_path / "results.json").write_text(json.dumps({**RESULTS, "saturated": {"1": "it used 97% of a CPU core"},
+                                                       "busy": {"1": 0.97, "2": 0.41, "master": 0.04}}))
     assert main(["report", str(tmp_path), "--prometheus", f"http://127.0.0.1:{free_port()}"]) == 0
     notes = json.loads((tmp_path / "report.json").read_text())["notes"]
     assert any("Locust process 1 was saturated (it used 97% of a CPU core)" in n for n in notes)
     assert "Run more processes" in (tmp_path / "report.md").read_text()
+    assert ("Load generator: each Locust process used 97.0 % (worker 1), 41.0 % (worker 2), 4.0 % (master) over the run"
+            in (tmp_path / "report.md").read_text())
 
 
 def test_an_open_loop_states_its_schedule_kept_and_one_that_fell_short_is_a_note(tmp_path):
     arrivals = {"sent": 380, "dropped": 3, "requested_rate": 40.0, "scheduled_rate": 39.2, "achieved_rate": 31.0,
                 "kept": 0.8, "lag_ms": {"median": 250.0, "p90": 700.0, "p99": 900.0, "max": 950.0}, "fell_short": True}
-    (tmp_path / "results.json").write_text(json.dumps({**RESULTS, "arrivals": arrivals}))
+    (tmp_path / "results.json").write_text(json.dumps({**RESULTS, "arrivals": arrivals, "busy": {"local": 0.35}}))
     assert main(["report", str(tmp_path), "--prometheus", f"http://127.0.0.1:{free_port()}"]) == 0
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["load_generator"] == {"busy": {"local": 0.35}, "arrivals": arrivals}
     text = (tmp_path / "report.md").read_text()
+    assert "Load generator: each Locust process used 35.0 % of a core over the run" in text
     assert ("Open loop: asked 40 requests/s, drawn 39.20/s, sent 31.00/s; arrivals went out 250.0 ms late at the "
-            "median, 900.0 ms at p99. 3 were dropped at --max-concurrency. The load generator kept under 95% of "
-            "its schedule's pace: it, not the server, was the limit.") in text
+            "median, 900.0 ms at p99. 3 were dropped at --max-concurrency.") in text
+    assert any("kept under 95% of its schedule's pace: the load generator, not the server, was the limit" in note
+               for note in report["notes"])

@@ -1,4 +1,3 @@
-from loadwatch.catalogue import Client
 from loadwatch.loadgen.sending import quota
 from loadwatch.loadgen.sending.quota import MEASURED, WARMUP, Quota, Tickets
 
