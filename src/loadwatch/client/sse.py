@@ -18,14 +18,21 @@ class SSEDecoder:
         self._data: list[str] = []
 
     def feed(self, chunk: bytes) -> list[str]:
-        buf = self._pending + chunk
-        *lines, self._pending = buf.split(b"\n")
+        buf = self._pending + chunk if self._pending else chunk
+        end = buf.rfind(b"\n")
+        if end < 0:
+            self._pending = buf
+            return []
+        self._pending = buf[end + 1:]
+        try:  # every complete line at once: one decode, one split (the per-chunk path, see client/lines.py)
+            text = buf[:end].decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise RequestFailed(Reason.MALFORMED_CHUNK, f"not UTF-8: {buf[max(0, exc.start - 40):exc.start + 40]!r}") \
+                from exc
         events: list[str] = []
-        for raw in lines:
-            try:
-                line = raw.rstrip(b"\r").decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise RequestFailed(Reason.MALFORMED_CHUNK, f"not UTF-8: {raw[:80]!r}") from exc
+        for line in text.split("\n"):
+            if line.endswith("\r"):
+                line = line[:-1]
             if not line:
                 if self._data:
                     events.append("\n".join(self._data))

@@ -1,7 +1,8 @@
 """Send one streamed completion request and record when each chunk with text arrived.
 
-geventhttpclient (Locust's own fast HTTP stack) reads the stream: `readline` returns each SSE
-line as soon as its bytes are in, and the timestamp is taken right then, before any parsing.
+geventhttpclient (Locust's own fast HTTP stack) reads the stream: client/lines.py returns the
+SSE lines of each read as soon as its bytes are in, and the timestamp is taken right then, before
+any parsing.
 benchmarks/stream_readers.py compares it with requests' `iter_lines`.
 """
 
@@ -24,7 +25,7 @@ from loadwatch.client.answer import Answer
 from loadwatch.client.chunks import Usage, parse_chunk
 from loadwatch.client.endpoints import PATHS, Endpoint
 from loadwatch.client.failures import Reason, RequestFailed, http_reason
-from loadwatch.client.lines import read_line
+from loadwatch.client.lines import read_lines
 from loadwatch.client.sse import SSEDecoder
 from loadwatch.credentials import split_credentials
 from loadwatch.metrics.timing import RawTiming
@@ -111,7 +112,9 @@ class Streamer:
                 self.origin,
                 concurrency=1,
                 connection_timeout=min(self.timeout, 30.0),
-                network_timeout=self.timeout,
+                # No timeout of the socket's own: each request has one gevent.Timeout over all of it,
+                # and a socket timeout costs a Timeout armed and cancelled on every read of every chunk.
+                network_timeout=None,
             )
         return self._client
 
@@ -203,12 +206,12 @@ class Streamer:
         received = 0
         while True:
             try:
-                line = read_line(response, self.max_line_bytes)
+                lines = read_lines(response, self.max_line_bytes)
             except _NETWORK_ERRORS as exc:
                 raise RequestFailed(Reason.STREAM_CUT, f"after {len(arrivals)} chunks: {exc}") from exc
             now = perf_counter()
-            received += len(line)
-            for data in decoder.feed(line) if line else decoder.close():
+            received += len(lines)
+            for data in decoder.feed(lines) if lines else decoder.close():
                 if done:
                     continue
                 if data == "[DONE]":
@@ -222,7 +225,7 @@ class Streamer:
                 answer.add(chunk)
                 if chunk.usage is not None and chunk.usage.completion_tokens is not None:
                     usage, engine = chunk.usage, chunk.engine  # vLLM's account rides on its usage chunk
-            if not line:
+            if not lines:
                 break
         if not done:
             raise RequestFailed(Reason.STREAM_CUT, f"stream ended before [DONE] after {len(arrivals)} chunks")
