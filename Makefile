@@ -57,6 +57,7 @@ benchmark: setup
 	$(VENV)/bin/loadwatch engine setup
 	$(VENV)/bin/python benchmarks/fidelity.py
 	$(VENV)/bin/python benchmarks/long_prompts.py
+	$(VENV)/bin/python benchmarks/event_loops.py
 	$(VENV)/bin/python benchmarks/master_memory.py
 	$(VENV)/bin/python benchmarks/exporter_cpu.py
 	$(VENV)/bin/python benchmarks/stream_readers.py
