@@ -38,6 +38,15 @@ def sse(obj: object) -> bytes:
     return b"data: " + (obj if isinstance(obj, bytes) else json.dumps(obj).encode()) + b"\n\n"
 
 
+def event(obj: dict) -> bytes:
+    """One event of the Responses API, as vLLM writes it: its type named twice."""
+    return f"event: {obj['type']}\n".encode() + sse(obj)
+
+
+def response_event(kind: str, **fields: object) -> bytes:
+    return event({"type": kind, "sequence_number": 0, **fields})
+
+
 def content_chunk(model: str, text: str, completions: bool, tool: bool = False, reasoning: bool = False) -> dict:
     if completions:
         choice = {"index": 0, "text": text, "finish_reason": None}
@@ -81,6 +90,7 @@ class Config:
         self.retry_after = args.retry_after
         self.authorization = args.authorization
         self.tool_calls = args.tool_calls
+        self.no_responses = args.no_responses
         self.reasoning, self.cached_tokens = args.reasoning, args.cached_tokens
         # A server of known capacity: at most this many streams at once, the others wait their turn.
         self.slots = asyncio.Semaphore(args.max_concurrency) if args.max_concurrency else None
@@ -167,15 +177,16 @@ class Connection(asyncio.Protocol):
                 self._respond(200, self.stats.request_ids)
             elif method == "GET" and path == "/stats/last-request":
                 self._respond(200, self.stats.last_request)
-            elif method == "POST" and path in ("/v1/chat/completions", "/v1/completions"):
+            elif method == "POST" and path in ("/v1/chat/completions", "/v1/completions", "/v1/responses") \
+                    and not (path == "/v1/responses" and self.config.no_responses):
+                api = path.rsplit("/", 1)[1]
                 if self.config.slots is not None:
                     async with self.config.slots:
                         # The stream's timing starts once it has a slot; its true TTFT still counts the wait.
                         waited = self.loop.time() - arrival
-                        done = await self._complete(json.loads(body), path.endswith("/v1/completions"),
-                                                    arrival + waited, arrival)
+                        done = await self._complete(json.loads(body), api, arrival + waited, arrival)
                 else:
-                    done = await self._complete(json.loads(body), path.endswith("/v1/completions"), arrival)
+                    done = await self._complete(json.loads(body), api, arrival)
                 if not done:
                     return
             else:
@@ -186,9 +197,10 @@ class Connection(asyncio.Protocol):
         if self.buffer:
             self._next_request()
 
-    async def _complete(self, request: dict, completions: bool, arrival: float, came: float | None = None) -> bool:
+    async def _complete(self, request: dict, api: str, arrival: float, came: float | None = None) -> bool:
         """Stream one completion timed from `arrival` (when it got its slot); `came`, when it waited for
-        one, is when it really arrived. False when the connection was closed on purpose."""
+        one, is when it really arrived. False when the connection was closed on purpose. `api`: chat,
+        completions or responses (its events as vLLM sends them; the faults are chat's)."""
         stats, config = self.stats, self.config
         came = arrival if came is None else came
         stats.arrivals += 1
@@ -233,7 +245,13 @@ class Connection(asyncio.Protocol):
             await asyncio.sleep(max(0.0, arrival + config.ttft + i * config.itl - self.loop.time()))
             if self.transport.is_closing():
                 return False
-            if i == 0 and not config.tool_calls:  # as vLLM sends it: the role with the first token
+            if i == 0 and api == "responses":  # the response and its message opened, as vLLM does
+                for kind in ("response.created", "response.in_progress"):
+                    self._chunk(response_event(kind, response={"id": "resp_x", "status": "in_progress"}))
+                self._chunk(response_event("response.output_item.added", output_index=0,
+                                           item={"type": "message", "id": "msg_x", "role": "assistant"}))
+                self._chunk(response_event("response.content_part.added", output_index=0, content_index=0))
+            elif i == 0 and not config.tool_calls:  # as vLLM sends it: the role with the first token
                 self._chunk(sse(role))
             if i == n // 2 and fault == "stall_mid":
                 await asyncio.sleep(config.stall)
@@ -258,12 +276,17 @@ class Connection(asyncio.Protocol):
                     await asyncio.sleep(0.001 if self.transport.get_write_buffer_size() > 2**20 else 0)
                 self.transport.close()
                 return False
-            chunk = content_chunk(model, f"tok{i} ", completions, config.tool_calls, i < config.reasoning)
+            if api == "responses":
+                self._chunk(response_event("response.output_text.delta", item_id="msg_x", output_index=0,
+                                           content_index=0, delta=f"tok{i} ", logprobs=[]))
+                sent.append(self.loop.time())
+                continue
+            chunk = content_chunk(model, f"tok{i} ", api == "completions", config.tool_calls, i < config.reasoning)
             if fault == "error_null":
                 chunk["error"] = None
             self._chunk(sse(chunk))
             sent.append(self.loop.time())
-        prompt_tokens = len(json.dumps(request.get("messages") or request.get("prompt"))) // 4
+        prompt_tokens = len(json.dumps(request.get("messages") or request.get("prompt") or request.get("input"))) // 4
         usage = {"prompt_tokens": prompt_tokens, "completion_tokens": n, "total_tokens": prompt_tokens + n}
         if config.cached_tokens is not None:
             usage["prompt_tokens_details"] = {"cached_tokens": min(config.cached_tokens, prompt_tokens)}
@@ -271,10 +294,16 @@ class Connection(asyncio.Protocol):
             usage["completion_tokens_details"] = {"reasoning_tokens": min(config.reasoning, n)}
         if fault == "tokens_string":
             usage["completion_tokens"] = str(n)
-        if fault != "no_usage":
-            self._chunk(sse({"id": "x", "object": "chat.completion.chunk", "model": model, "choices": [],
-                             "usage": usage}))
-        self._chunk(sse(b"[DONE]"))
+        if api == "responses":
+            self._chunk(response_event("response.completed", response={
+                "id": "resp_x", "status": "completed", "usage": {
+                    "input_tokens": prompt_tokens, "output_tokens": n, "total_tokens": prompt_tokens + n,
+                    "input_tokens_details": {"cached_tokens": config.cached_tokens or 0}}}))
+        else:
+            if fault != "no_usage":
+                self._chunk(sse({"id": "x", "object": "chat.completion.chunk", "model": model, "choices": [],
+                                 "usage": usage}))
+            self._chunk(sse(b"[DONE]"))
         self.transport.write(b"0\r\n\r\n")
         if not fault or EXPECTED[fault] is None:
             stats.outcomes["completed"] += 1
@@ -302,6 +331,7 @@ def main() -> None:
     parser.add_argument("--cached-tokens", type=int, help="usage says this many prompt tokens were cached")
     parser.add_argument("--authorization", help="the Authorization header /v1/ requests must carry, else 401")
     parser.add_argument("--max-concurrency", type=int, help="streams served at once; the others wait")
+    parser.add_argument("--no-responses", action="store_true", help="no /v1/responses: a 404, as an older server")
     args = parser.parse_args()
     config, stats = Config(args), Stats()
 

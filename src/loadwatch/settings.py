@@ -78,8 +78,8 @@ class LoadSettings(BaseSettings):
     model: str = Field("", description="Model to request; default: the first one the server lists at /v1/models. "
                                        "NAME=SHARE,NAME=SHARE splits the traffic across models or LoRA adapters "
                                        "(shares are weights), the model label following each request")
-    endpoint: Endpoint = Field("chat", description="OpenAI API to stream from: /v1/chat/completions or "
-                                                   "/v1/completions")
+    endpoint: Endpoint = Field("chat", description="OpenAI API to stream from: /v1/chat/completions, "
+                                                   "/v1/completions or /v1/responses")
     max_tokens: int = Field(128, gt=0, description="max_tokens of each request")
     temperature: float | None = Field(None, ge=0, description="Sampling temperature; default: the server's")
     ignore_eos: bool = Field(False, description="Ask vLLM to generate max_tokens whatever the model says "

@@ -179,3 +179,25 @@ def test_a_workload_over_the_context_stops_before_sending_with_a_clear_message(e
     assert engine_figures(engine.url)["success"] == before["success"]
     data = json.loads((tmp_path / "results.json").read_text())
     assert data["completed"] + data["failed"] == 0  # not one refused request sent
+
+
+def test_the_responses_api_is_timed_as_chat_and_counts_what_the_engine_served(engine, tmp_path):
+    """vLLM's /v1/responses, streamed: TTFT at the first output-text delta, the tokens and the engine's
+    account from the completed event; a session's history is its whole input, turn after turn."""
+    before = engine_figures(engine.url)
+    results = tmp_path / "results.json"
+    run = headless(engine.url, results, "-u", "2", "-r", "2", "--num-requests", "12", "--endpoint", "responses",
+                   "--dataset", "sessions", "--turns", "3", "--max-tokens", "16", "--ignore-eos",
+                   "--system-len", "64", "--turn-len", "16")
+    data = json.loads(results.read_text())
+    assert run.returncode == 0 and (data["completed"], data["failed"]) == (12, 0), run.stderr[-2000:]
+    wait_for(lambda: engine_figures(engine.url)["success"] - before["success"] >= 12, 5,
+             "the engine's success counter to take in the last requests")
+    after = engine_figures(engine.url)
+    assert after["success"] - before["success"] == 12
+    assert data["total_output_tokens"] == after["generation"] - before["generation"] == 12 * 16
+    assert data["output_tokens_counted_by"] == {"usage": 12} and data["median_ttft_ms"] > 0
+    served = [json.loads(line) for line in records_beside(results).read_text().splitlines()]
+    assert all(r["engine_prefill_s"] > 0 for r in served if r["stage"] != "warmup")  # the account came too
+    turns = sorted((r["turn"], r["prompt_tokens"]) for r in served)
+    assert turns[0][0] == 1 and turns[-1][0] == 3 and turns[-1][1] > turns[0][1]  # the input grew with the answers

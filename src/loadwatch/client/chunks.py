@@ -1,4 +1,4 @@
-"""Reading one streamed chunk of the OpenAI chat or completions API."""
+"""Reading one streamed chunk of the OpenAI chat or completions API, or one event of the Responses API."""
 
 from __future__ import annotations
 
@@ -35,6 +35,7 @@ class Chunk:
     tool_calls: tuple[ToolCallDelta, ...] = ()
     usage: Usage | None = None
     engine: EngineAccount | None = None  # the usage chunk's `metrics`, where vLLM sends them
+    final: bool = False  # the stream's last word: the Responses API ends with an event, not [DONE]
 
     @property
     def arguments(self) -> str:
@@ -116,6 +117,8 @@ def parse_chunk(data: str, endpoint: str) -> Chunk:
         raise RequestFailed(Reason.MALFORMED_CHUNK, f"not JSON: {data[:120]!r}") from exc
     if not isinstance(obj, dict):
         raise RequestFailed(Reason.MALFORMED_CHUNK, f"not a JSON object: {data[:120]!r}")
+    if endpoint == "responses":
+        return _response_event(obj, data)
     error = obj.get("error")
     if error is not None:  # `"error": null` is no error
         message = error.get("message", error) if isinstance(error, dict) else error
@@ -149,3 +152,43 @@ def _engine(metrics: object) -> EngineAccount | None:
                          _seconds(metrics, "generation_time_ms"), _seconds(metrics, "mean_itl_ms"),
                          float(length) if isinstance(length, int | float) else None,
                          float(rate) if isinstance(rate, int | float) else None)
+
+
+def _response_event(event: dict, data: str) -> Chunk:
+    """One event of the Responses API, by its `type`: text and reasoning deltas and a function call's
+    arguments are output (its name, in the item that opens it, is not yet); `response.completed` (or
+    `.incomplete`, at max_output_tokens) ends the stream with the usage and vLLM's account; the
+    others (created, in_progress, parts opened and done) carry nothing the metrics need."""
+    kind = event.get("type")
+    if kind == "response.output_text.delta":
+        return Chunk(content=_string(event.get("delta"), "delta"))
+    if kind == "response.reasoning_text.delta":
+        return Chunk(reasoning=_string(event.get("delta"), "delta"))
+    if kind == "response.function_call_arguments.delta":
+        index = event.get("output_index", 0)
+        return Chunk(tool_calls=(ToolCallDelta(index if isinstance(index, int) else 0, None, None,
+                                               _string(event.get("delta"), "delta") or ""),))
+    if kind == "response.output_item.added":
+        item = event.get("item")
+        if isinstance(item, dict) and item.get("type") == "function_call":
+            index = event.get("output_index", 0)
+            return Chunk(tool_calls=(ToolCallDelta(index if isinstance(index, int) else 0,
+                                                   _string(item.get("call_id"), "item.call_id"),
+                                                   _string(item.get("name"), "item.name"), ""),))
+        return Chunk()
+    if kind in ("response.completed", "response.incomplete"):
+        response = event.get("response")
+        usage = response.get("usage") if isinstance(response, dict) else None
+        if not isinstance(usage, dict):
+            raise RequestFailed(Reason.MALFORMED_CHUNK, f"{kind} carries no usage: {data[:120]!r}")
+        assert isinstance(response, dict)
+        return Chunk(usage=Usage(_count(usage, "input_tokens"), _count(usage, "output_tokens"),
+                                 _details(usage, "input_tokens_details", "cached_tokens"),
+                                 _details(usage, "output_tokens_details", "reasoning_tokens")),
+                     engine=_engine(response.get("metrics")), final=True)
+    if kind in ("error", "response.failed"):
+        response = event.get("response")
+        error = response.get("error") if isinstance(response, dict) else event
+        message = error.get("message", error) if isinstance(error, dict) else error
+        raise RequestFailed(Reason.STREAM_ERROR, str(message)[:300])
+    return Chunk()

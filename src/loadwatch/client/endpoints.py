@@ -4,5 +4,6 @@ from __future__ import annotations
 
 from typing import Literal
 
-Endpoint = Literal["chat", "completions"]
-PATHS: dict[Endpoint, str] = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
+Endpoint = Literal["chat", "completions", "responses"]
+PATHS: dict[Endpoint, str] = {"chat": "/v1/chat/completions", "completions": "/v1/completions",
+                              "responses": "/v1/responses"}

@@ -225,10 +225,12 @@ class Streamer:
                 answer.add(chunk)
                 if chunk.usage is not None and chunk.usage.completion_tokens is not None:
                     usage, engine = chunk.usage, chunk.engine  # vLLM's account rides on its usage chunk
+                done = done or chunk.final
             if not lines:
                 break
         if not done:
-            raise RequestFailed(Reason.STREAM_CUT, f"stream ended before [DONE] after {len(arrivals)} chunks")
+            last = "response.completed" if endpoint == "responses" else "[DONE]"
+            raise RequestFailed(Reason.STREAM_CUT, f"stream ended before {last} after {len(arrivals)} chunks")
         if not arrivals or (usage is not None and usage.completion_tokens == 0):
             raise RequestFailed(Reason.EMPTY_COMPLETION, "the stream carried no generated text")
         usage = usage or Usage(None, None)

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from itertools import count
 
+import gevent
 from gevent.lock import Semaphore
 from pydantic import ValidationError
 
@@ -84,6 +85,7 @@ class Process:
     user_numbers: Iterator[int] = field(default_factory=count)  # for the users' arrival seeds
     tokenize_works: bool | None = None  # whether the server's /tokenize counts output tokens; None: untried
     told_no_engine_account: bool = False
+    told_not_found: bool = False
     _building: Semaphore = field(default_factory=Semaphore)
     _probing: Semaphore = field(default_factory=Semaphore)
 
@@ -134,6 +136,17 @@ class Process:
                         "sends them with --enable-per-request-metrics; README: Why this request was slow)",
                         origin)
 
+    def not_found(self, environment, url: str, message: str) -> None:
+        """The server answered 404 Not Found to the streamed API: it has no such API (another
+        --endpoint) or no such model. Said once, and the run ends with README's bad-options exit code
+        rather than measure nothing but failures; what was sent is counted and written."""
+        if not self.told_not_found:
+            self.told_not_found = True
+            log.error("loadwatch: POST %s answered 404 Not Found (%s): the server has no such API or model; "
+                      "check --endpoint and --model", url, message)
+            environment.process_exit_code = 2
+            gevent.spawn(environment.runner.quit)
+
     def count_output_tokens(self, streamer: Streamer, model: str | None, text: str) -> tuple[int, str]:
         """Output tokens of a stream that carried no usage, and how they were counted: with the
         server's /tokenize (as vllm bench serve counts with the tokenizer), else approximated."""
@@ -172,7 +185,7 @@ class Process:
                 tokenizer = tokenizer_for(streamer, model) if DATASETS[settings.dataset].tokenized else None
                 workload = build(settings, tokenizer)
                 check_context(streamer, model, list(workload.prompts), settings.max_tokens,
-                              settings.endpoint == "chat", settings.dataset)
+                              settings.endpoint != "completions", settings.dataset)
                 self.workloads[settings.dataset] = workload
             return self.workloads[settings.dataset]
 

@@ -69,12 +69,14 @@ def output_len(settings: LoadSettings) -> int:
 
 
 def tools(settings: LoadSettings) -> list[dict] | None:
-    """The tools every chat request offers: --tools, or loadwatch's sample for a dataset that offers it."""
+    """The tools every chat request offers: --tools, or loadwatch's sample for a dataset that offers it
+    (over chat only: the Responses API's function tools are of another shape)."""
     if settings.tools == "none":
         return None
     if settings.tools:
         return read_tools(Path(settings.tools))
-    return read_tools(SAMPLE_TOOLS) if DATASETS[settings.dataset].sample_tools else None
+    sampled = DATASETS[settings.dataset].sample_tools and settings.endpoint == "chat"
+    return read_tools(SAMPLE_TOOLS) if sampled else None
 
 
 def dataset_named(name: str) -> Dataset:
@@ -261,8 +263,8 @@ class Conversations(Dataset):
     summary = "each user a conversation that grows with the model's answers"
 
     def check(self, settings: LoadSettings) -> LoadSettings:
-        if settings.endpoint != "chat":
-            raise DatasetError("sessions are conversations: they need --endpoint chat")
+        if settings.endpoint == "completions":
+            raise DatasetError("sessions are conversations: they need --endpoint chat or responses")
         if settings.request_rate is not None:
             raise DatasetError("sessions are closed loops (each user a conversation, answer then next turn): "
                                "use -u users and --think-time, not --request-rate")

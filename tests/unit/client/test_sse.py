@@ -7,6 +7,7 @@ from loadwatch.client.failures import Reason, RequestFailed
 from loadwatch.client.sse import SSEDecoder
 
 SAMPLE = (Path(__file__).parents[2] / "data" / "vllm-0.32-chat-stream-sse.txt").read_bytes()
+RESPONSES = (Path(__file__).parents[2] / "data" / "vllm-0.32-responses-stream-sse.txt").read_bytes()
 
 
 def decode_all(data: bytes, split: int) -> list[str]:
@@ -126,3 +127,70 @@ def test_bad_chunks_fail_with_a_reason(data, reason):
     with pytest.raises(RequestFailed) as failed:
         parse_chunk(data, "chat")
     assert failed.value.reason == reason
+
+
+@pytest.mark.parametrize("split", [1, 7, 1000, len(RESPONSES)])
+def test_a_real_vllm_responses_stream_decodes_the_same_in_any_split(split):
+    events = decode_all(RESPONSES, split)
+    chunks = [parse_chunk(e, "responses") for e in events]
+    assert [c.final for c in chunks] == [False] * (len(chunks) - 1) + [True]  # no [DONE]: its last event ends it
+    assert sum(c.has_text for c in chunks) == 7 and not chunks[0].has_text
+    last = chunks[-1]
+    assert (last.usage.prompt_tokens, last.usage.completion_tokens, last.usage.cached_tokens) == (22, 8, 0)
+    assert last.engine.prefill == pytest.approx(0.010065, rel=1e-3)
+
+
+RESPONSE_EVENTS = [  # the events of tests/data/vllm-0.32-responses-stream-sse.txt, shortened
+    '{"type":"response.created","sequence_number":0,"response":{"id":"resp_1","status":"in_progress"}}',
+    '{"type":"response.output_item.added","sequence_number":2,"output_index":0,'
+    '"item":{"type":"message","id":"msg_1","role":"assistant","content":[]}}',
+    '{"type":"response.output_text.delta","sequence_number":4,"item_id":"msg_1","output_index":0,'
+    '"content_index":0,"delta":" Paris","logprobs":[]}',
+    '{"type":"response.output_text.done","sequence_number":5,"text":" Paris"}',
+    '{"type":"response.completed","sequence_number":8,"response":{"id":"resp_1","status":"completed",'
+    '"usage":{"input_tokens":12,"input_tokens_details":{"cached_tokens":8},"output_tokens":1,'
+    '"output_tokens_details":{"reasoning_tokens":0},"total_tokens":13},'
+    '"metrics":{"queue_time_ms":1.5,"time_to_first_token_ms":20.0}}}',
+]
+
+
+def test_a_responses_stream_is_text_at_its_deltas_and_ends_at_its_completed_event():
+    chunks = [parse_chunk(e, "responses") for e in RESPONSE_EVENTS]
+    assert [c.has_text for c in chunks] == [False, False, True, False, False]
+    assert chunks[2].content == " Paris" and not any(c.final for c in chunks[:-1])
+    last = chunks[-1]
+    assert last.final and (last.usage.prompt_tokens, last.usage.completion_tokens) == (12, 1)
+    assert (last.usage.cached_tokens, last.usage.reasoning_tokens) == (8, 0)
+    assert last.engine.queue == pytest.approx(0.0015)
+
+
+def test_a_responses_function_call_is_output_at_its_arguments_and_named_by_its_item():
+    from loadwatch.client.answer import Answer
+
+    opened = parse_chunk('{"type":"response.output_item.added","output_index":1,"item":{"type":"function_call",'
+                         '"call_id":"call_9","name":"get_weather","arguments":""}}', "responses")
+    argument = parse_chunk('{"type":"response.function_call_arguments.delta","output_index":1,"delta":"{}"}',
+                           "responses")
+    thought = parse_chunk('{"type":"response.reasoning_text.delta","output_index":0,"delta":"hmm"}', "responses")
+    assert not opened.has_text and argument.has_answer and thought.has_text and not thought.has_answer
+    answer = Answer()
+    for chunk in (opened, argument):
+        answer.add(chunk)
+    assert answer.message()["tool_calls"][0] == {"id": "call_9", "type": "function",
+                                                 "function": {"name": "get_weather", "arguments": "{}"}}
+
+
+@pytest.mark.parametrize("data", [
+    '{"type":"error","code":"server_error","message":"engine died"}',
+    '{"type":"response.failed","response":{"status":"failed","error":{"code":"x","message":"engine died"}}}',
+])
+def test_a_responses_error_event_fails_the_request_with_its_message(data):
+    with pytest.raises(RequestFailed) as failed:
+        parse_chunk(data, "responses")
+    assert failed.value.reason == Reason.STREAM_ERROR and "engine died" in str(failed.value)
+
+
+def test_a_responses_completed_event_without_usage_is_malformed():
+    with pytest.raises(RequestFailed) as failed:
+        parse_chunk('{"type":"response.completed","response":{"status":"completed"}}', "responses")
+    assert failed.value.reason == Reason.MALFORMED_CHUNK

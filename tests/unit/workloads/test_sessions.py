@@ -3,7 +3,7 @@
 import pytest
 
 from loadwatch.settings import LoadSettings
-from loadwatch.workloads.datasets import SAMPLES, build, validate
+from loadwatch.workloads.datasets import SAMPLES, build, tools, validate
 from loadwatch.workloads.errors import DatasetError
 from loadwatch.workloads.sessions import MAX_TOOL_ROUNDS, STATIC_STAMP, Script, Session, Sessions
 from loadwatch.workloads.tokens import ApproximateTokenizer
@@ -104,12 +104,19 @@ def test_sessions_from_a_jsonl_file_and_from_sharegpt(tmp_path):
 
 
 @pytest.mark.parametrize(("options", "why"), [
-    ({"endpoint": "completions"}, "need --endpoint chat"),
+    ({"endpoint": "completions"}, "need --endpoint chat or responses"),
     ({"request_rate": 2.0}, "closed loops"),
+    ({"endpoint": "responses", "tools": str(SAMPLES / "tools.json")}, "--tools needs --endpoint chat"),
 ])
 def test_sessions_refuse_what_they_cannot_be(options, why):
     with pytest.raises(DatasetError, match=why):
         validate(LoadSettings(dataset="sessions", **options))
+
+
+def test_sessions_over_the_responses_api_offer_no_sample_tools():
+    assert tools(LoadSettings(dataset="sessions"))
+    assert tools(LoadSettings(dataset="sessions", endpoint="responses")) is None
+    validate(LoadSettings(dataset="sessions", endpoint="responses"))
 
 
 def test_a_split_of_models_is_read_and_checked():

@@ -19,7 +19,7 @@ from locust.exception import StopUser
 from locust.user.task import LOCUST_STATE_STOPPING
 
 from loadwatch.client.endpoints import PATHS
-from loadwatch.client.failures import RequestFailed
+from loadwatch.client.failures import RequestFailed, http_reason
 from loadwatch.client.stream import Streamer, StreamResult
 from loadwatch.loadgen.process import process_of, run_users
 from loadwatch.loadgen.recorder import LLMRequest
@@ -42,17 +42,19 @@ REPLAY_LEAD = 1.0
 
 
 def build_payload(settings: LoadSettings, model: str | None, prompt: Prompt) -> dict:
-    payload: dict = {
-        "max_tokens": prompt.max_tokens or settings.max_tokens,
-        "stream": True,
-        "stream_options": {"include_usage": True},
-    }
+    max_tokens = prompt.max_tokens or settings.max_tokens
+    if settings.endpoint == "responses":
+        # The conversation as input items, the output limit by its own name; the usage always comes
+        # with the last event.
+        payload: dict = {"input": list(prompt.messages), "max_output_tokens": max_tokens, "stream": True}
+    else:
+        payload = {"max_tokens": max_tokens, "stream": True, "stream_options": {"include_usage": True}}
+        if settings.endpoint == "chat":
+            payload["messages"] = list(prompt.messages)
+        else:
+            payload["prompt"] = prompt.text
     if model:
         payload["model"] = model
-    if settings.endpoint == "chat":
-        payload["messages"] = list(prompt.messages)
-    else:
-        payload["prompt"] = prompt.text
     if settings.temperature is not None:
         payload["temperature"] = settings.temperature
     if settings.ignore_eos:
@@ -268,6 +270,8 @@ class LLMUser(User):
         request_id = uuid.uuid4().hex
         result = streamer.stream(endpoint, payload, request_id)
         failure = result.failure
+        if failure is not None and failure.reason == http_reason(404):
+            self.process.not_found(self.environment, streamer.origin + streamer.prefix + PATHS[endpoint], str(failure))
         timing, tokens_from = result.timing, "usage"
         if timing is not None and result.text_without_usage is not None:
             n, tokens_from = self.process.count_output_tokens(streamer, model, result.text_without_usage)
