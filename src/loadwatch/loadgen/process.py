@@ -138,14 +138,15 @@ class Process:
 
     def not_found(self, environment, url: str, message: str) -> None:
         """The server answered 404 Not Found to the streamed API: it has no such API (another
-        --endpoint) or no such model. Said once, and the run ends with README's bad-options exit code
-        rather than measure nothing but failures; what was sent is counted and written."""
+        --endpoint) or no such model. Said once, and the run ends (headless, with README's bad-options
+        exit code) rather than measure nothing but failures; what was sent is counted and written."""
         if not self.told_not_found:
             self.told_not_found = True
             log.error("loadwatch: POST %s answered 404 Not Found (%s): the server has no such API or model; "
                       "check --endpoint and --model", url, message)
             environment.process_exit_code = 2
-            gevent.spawn(environment.runner.quit)
+            # From the web UI the run stops and the UI stays, to choose another endpoint there.
+            gevent.spawn(environment.runner.stop if environment.web_ui else environment.runner.quit)
 
     def count_output_tokens(self, streamer: Streamer, model: str | None, text: str) -> tuple[int, str]:
         """Output tokens of a stream that carried no usage, and how they were counted: with the
