@@ -16,6 +16,7 @@ from bokeh.plotting import figure
 from loadwatch.metrics.results import Results
 from loadwatch.metrics.ttft_split import measured
 from loadwatch.prometheus import PrometheusAPI, PrometheusError
+from loadwatch.report.markdown import load_generator_words
 from loadwatch.report.page import (
     COLOURS,
     HEIGHT,
@@ -49,7 +50,10 @@ def _summary(report: dict) -> str:
     slo = html_table(["SLO", "limit", "measured", "verdict"], [
         [s["name"], f"{s['limit']:g}", "n/a" if s["measured"] is None else f"{s['measured']:.4g}",
          "met" if s["passed"] else "BROKEN"] for s in report["slo"]]) if report["slo"] else "<p>No SLO was set.</p>"
-    return figures + html_table(["latency", "mean", "median", "p99"], rows) + slo
+    # The load generator's own account (each process's share of a core, an open loop's schedule), as report.md says it.
+    load_generator = "".join(f"<p>{html.escape(words, quote=False)}</p>"
+                             for words in load_generator_words(report.get("load_generator") or {}))
+    return figures + html_table(["latency", "mean", "median", "p99"], rows) + load_generator + slo
 
 
 def time_charts(records: list[dict] | None, api: PrometheusAPI | None, start: float, end: float, marks: list,

@@ -58,3 +58,5 @@ def test_an_open_loop_states_its_schedule_kept_and_one_that_fell_short_is_a_note
             "median, 900.0 ms at p99. 3 were dropped at --max-concurrency.") in text
     assert any("kept under 95% of its schedule's pace: the load generator, not the server, was the limit" in note
                for note in report["notes"])
+    page = (tmp_path / "report.html").read_text()
+    assert "Open loop: asked 40 requests/s, drawn 39.20/s" in page and "used 35.0 % of a core" in page
