@@ -34,6 +34,9 @@ EXPECTED = {"connection": "connection", "http_500": "http_500", "http_429": "htt
             "no_usage": None, "stall_first": "timeout", "stall_mid": "timeout"}
 
 
+API_OF = {"/v1/chat/completions": "chat", "/v1/completions": "completions", "/v1/responses": "responses"}
+
+
 def sse(obj: object) -> bytes:
     return b"data: " + (obj if isinstance(obj, bytes) else json.dumps(obj).encode()) + b"\n\n"
 
@@ -177,9 +180,9 @@ class Connection(asyncio.Protocol):
                 self._respond(200, self.stats.request_ids)
             elif method == "GET" and path == "/stats/last-request":
                 self._respond(200, self.stats.last_request)
-            elif method == "POST" and path in ("/v1/chat/completions", "/v1/completions", "/v1/responses") \
+            elif method == "POST" and path in API_OF \
                     and not (path == "/v1/responses" and self.config.no_responses):
-                api = path.rsplit("/", 1)[1]
+                api = API_OF[path]
                 if self.config.slots is not None:
                     async with self.config.slots:
                         # The stream's timing starts once it has a slot; its true TTFT still counts the wait.
