@@ -26,6 +26,7 @@ class Client:
     TOOL_CALLS = CLIENT_PREFIX + "tool_calls"
     REQUESTS = CLIENT_PREFIX + "requests"
     FAILURES = CLIENT_PREFIX + "request_failures"
+    CANCELLED = CLIENT_PREFIX + "requests_cancelled"
     PROMPT_TOKENS = CLIENT_PREFIX + "prompt_tokens"
     GENERATION_TOKENS = CLIENT_PREFIX + "generation_tokens"
     ARRIVALS_DROPPED = CLIENT_PREFIX + "arrivals_dropped"

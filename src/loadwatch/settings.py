@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from loadwatch.client.endpoints import Endpoint
@@ -137,6 +137,13 @@ class LoadSettings(BaseSettings):
                                                      "burstier")
     max_concurrency: int | None = Field(None, gt=0, description="Open loop: requests in flight at most; an "
                                                                 "arrival over it is dropped and counted")
+    cancel_ratio: float = Field(0.0, ge=0, le=1, description="Share of requests the client hangs up on, closing "
+                                                            "the stream (with --cancel-after or --cancel-after-tokens)"
+                                                            ": counted as cancelled, neither success nor failure")
+    cancel_after: float | None = Field(None, gt=0, description="Seconds after sending that a cancelled request "
+                                                               "hangs up")
+    cancel_after_tokens: int | None = Field(None, gt=0, description="Chunks of output after which a cancelled "
+                                                                    "request hangs up")
     num_requests: int | None = Field(None, gt=0, description="Stop after exactly this many measured requests, "
                                                              "across all workers (vllm bench serve's "
                                                              "--num-prompts)")
@@ -253,6 +260,15 @@ class LoadSettings(BaseSettings):
         if isinstance(value, str):
             return [v.strip() for v in value.split(",") if v.strip()]
         return value
+
+    @model_validator(mode="after")
+    def _one_way_to_hang_up(self) -> LoadSettings:
+        ways = (self.cancel_after is not None) + (self.cancel_after_tokens is not None)
+        if self.cancel_ratio > 0 and ways != 1:
+            raise ValueError("--cancel-ratio needs one of --cancel-after SECONDS or --cancel-after-tokens N")
+        if ways and self.cancel_ratio == 0:
+            raise ValueError("--cancel-after and --cancel-after-tokens need --cancel-ratio R (the share cancelled)")
+        return self
 
     @classmethod
     def from_options(cls, options: object) -> LoadSettings:

@@ -58,3 +58,14 @@ def test_no_loadwatch_variable_sets_an_option_behind_the_users_back(monkeypatch)
     monkeypatch.setenv("LOADWATCH_MAX_TOKENS", "7")
     settings = LoadSettings()
     assert (settings.dataset, settings.max_tokens) == ("builtin", 128)
+
+
+@pytest.mark.parametrize("options, why", [
+    ({"cancel_ratio": 0.3}, "needs one of --cancel-after SECONDS or --cancel-after-tokens N"),
+    ({"cancel_ratio": 0.3, "cancel_after": 1.0, "cancel_after_tokens": 4}, "needs one of"),
+    ({"cancel_after_tokens": 4}, "need --cancel-ratio R"),
+    ({"cancel_ratio": 1.5, "cancel_after": 1.0}, "less than or equal to 1"),
+])
+def test_a_share_of_hang_ups_needs_one_moment_to_hang_up(options, why):
+    with pytest.raises(ValueError, match=why):
+        LoadSettings(**options)

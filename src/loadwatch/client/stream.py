@@ -66,6 +66,21 @@ class StreamResult:
     # The generated text, kept only when the server sent no usage: its tokens are counted afterwards.
     text_without_usage: str | None = None
     answer: Answer | None = None  # what the stream said, for a session's history
+    cancelled: bool = False  # the client hung up on purpose (HangUp)
+    first_chunk: float | None = None  # a cancelled request's TTFT, where it got that far
+
+
+@dataclass(frozen=True)
+class HangUp:
+    """A client that closes the stream before its end: `after` seconds from the send, or once
+    `after_chunks` chunks of output came (--cancel-after, --cancel-after-tokens)."""
+
+    after: float | None = None
+    after_chunks: int | None = None
+
+
+class _HungUp(Exception):
+    """Raised inside the stream's reading when it has had the chunks a HangUp waits for."""
 
 
 def server_error_message(body: bytes) -> str:
@@ -146,8 +161,10 @@ class Streamer:
         except ValueError as exc:
             raise RequestFailed(Reason.MALFORMED_CHUNK, f"{path} did not return JSON") from exc
 
-    def stream(self, endpoint: Endpoint, payload: dict, request_id: str | None = None) -> StreamResult:
-        """One streamed request; `request_id` goes in X-Request-Id, which vLLM takes as its own."""
+    def stream(self, endpoint: Endpoint, payload: dict, request_id: str | None = None,
+               hang_up: HangUp | None = None) -> StreamResult:
+        """One streamed request; `request_id` goes in X-Request-Id, which vLLM takes as its own. With
+        `hang_up`, the connection is closed early, as a client that cancels: vLLM aborts the request."""
         body = json.dumps(payload).encode()
         headers = {**self.headers, "X-Request-Id": request_id} if request_id else self.headers
         received = 0
@@ -155,12 +172,21 @@ class Streamer:
         t0 = perf_counter()
         timer = gevent.Timeout(self.timeout)
         timer.start()
+        hang = gevent.Timeout(hang_up.after) if hang_up is not None and hang_up.after is not None else None
+        if hang is not None:
+            hang.start()
+        arrivals: list[float] = []
         try:
-            timing, received, answer = self._read_stream(endpoint, body, headers, t0)
+            timing, received, answer = self._read_stream(endpoint, body, headers, t0, arrivals,
+                                                         hang_up.after_chunks if hang_up else None)
         except RequestFailed as failure:
             self.close()
             return StreamResult(started_at, perf_counter() - t0, received, failure=failure)
+        except _HungUp:
+            return self._hung_up(started_at, t0, received, arrivals)
         except gevent.Timeout as fired:
+            if fired is hang:
+                return self._hung_up(started_at, t0, received, arrivals)
             if fired is not timer:
                 raise
             self.close()
@@ -177,11 +203,18 @@ class Streamer:
             return StreamResult(started_at, perf_counter() - t0, received, failure=failed)
         finally:
             timer.close()
+            if hang is not None:
+                hang.close()
         return StreamResult(started_at, perf_counter() - t0, received, timing=timing, answer=answer,
                             text_without_usage=answer.text() if timing.completion_tokens is None else None)
 
-    def _read_stream(self, endpoint: Endpoint, body: bytes, headers: dict[str, str],
-                     t0: float) -> tuple[RawTiming, int, Answer]:
+    def _hung_up(self, started_at: float, t0: float, received: int, arrivals: list[float]) -> StreamResult:
+        self.close()  # the server sees the connection go, and aborts the request
+        return StreamResult(started_at, perf_counter() - t0, received, cancelled=True,
+                            first_chunk=arrivals[0] - t0 if arrivals else None)
+
+    def _read_stream(self, endpoint: Endpoint, body: bytes, headers: dict[str, str], t0: float,
+                     arrivals: list[float], hang_up_after: int | None) -> tuple[RawTiming, int, Answer]:
         try:
             response = self._http().post(self.prefix + PATHS[endpoint], body, headers=headers)
             headers_at = perf_counter()
@@ -197,7 +230,6 @@ class Streamer:
                                 retry_after(_first(response.get("retry-after"))))
 
         decoder = SSEDecoder()
-        arrivals: list[float] = []
         answer_at: float | None = None  # the first answer output, after any reasoning
         answer = Answer()
         usage = None
@@ -220,6 +252,8 @@ class Streamer:
                 chunk = parse_chunk(data, endpoint)
                 if chunk.has_text:
                     arrivals.append(now)
+                    if hang_up_after is not None and len(arrivals) >= hang_up_after:
+                        raise _HungUp
                     if answer_at is None and chunk.has_answer:
                         answer_at = now
                 answer.add(chunk)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from loadwatch.catalogue import Client
 from loadwatch.metrics import definitions as d
 from loadwatch.metrics.counts import MetricCounts
-from loadwatch.metrics.records import as_record
+from loadwatch.metrics.records import CANCELLED, as_record
 from loadwatch.metrics.samples import Samples
 from loadwatch.metrics.slo import SLO, goodput_limits, within
 from loadwatch.metrics.timing import RequestMetrics
@@ -42,6 +42,8 @@ class LLMRequest:
     request_id: str = ""  # sent as X-Request-Id
     stage: str = "load"  # the load-shape stage it was sent in
     turn: int | None = None  # a session's turn, from 1; None outside sessions
+    cancelled: bool = False  # the client hung up on purpose (--cancel-ratio): neither success nor failure
+    cancelled_ttft: float | None = None  # how long its first chunk took, where it came before the hang-up
 
     @property
     def labels(self) -> tuple[str, str]:
@@ -50,8 +52,9 @@ class LLMRequest:
     def record(self, worker: str, with_itl: bool) -> dict:
         m = self.metrics
         return as_record(self.request_id, self.started_at, worker, self.model, self.scenario,
-                         "warmup" if self.warmup else self.stage, self.elapsed, self.failure_reason, m,
-                         self.tokens_from, with_itl, self.turn)
+                         "warmup" if self.warmup else self.stage, self.elapsed,
+                         CANCELLED if self.cancelled else self.failure_reason, m, self.tokens_from, with_itl,
+                         self.turn, self.cancelled_ttft)
 
 
 class Recorder:
@@ -96,6 +99,12 @@ class Recorder:
         self.counts.inc(Client.REQUESTS, labels)
         m = req.metrics
         series = self.samples.of((*labels, req.stage))
+        if req.cancelled:  # out of every latency but TTFT, where it got that far
+            self.counts.inc(Client.CANCELLED, labels)
+            if req.cancelled_ttft is not None:
+                self.counts.observe(d.TTFT.name, (*labels, d.turn_bucket(req.turn)), req.cancelled_ttft)
+            series.add_cancelled(req.started_at, req.elapsed, req.cancelled_ttft)
+            return
         if m is None:
             reason = req.failure_reason or "unknown"
             self.counts.inc(Client.FAILURES, (*labels, reason))

@@ -108,6 +108,7 @@ COUNTER_HELP = {
     Client.PROMPT_TOKENS: "Prompt tokens of successful requests (usage.prompt_tokens).",
     Client.GENERATION_TOKENS: "Generated tokens of successful requests (usage.completion_tokens).",
     Client.ARRIVALS_DROPPED: "Open loop: arrivals not sent because the concurrency cap was reached.",
+    Client.CANCELLED: "Requests the client hung up on before their end (--cancel-ratio); also in requests_total.",
     Client.TOOL_CALLS: "Tool calls the model made in successful requests.",
     Client.CPU: "CPU time (user and system) of a Locust process; rate() is the cores it uses.",
 }

@@ -26,13 +26,17 @@ def _rounded(seconds: float | None) -> float | None:
     return None if seconds is None else round(seconds, 6)
 
 
+CANCELLED = "cancelled"  # a record's `failure` when the client hung up: not a success, though not the server's failure
+
+
 def as_record(request_id: str, started_at: float, worker: str, model: str, scenario: str, stage: str,
               elapsed: float, failure: str | None, m: RequestMetrics | None, tokens_from: str,
-              with_itl: bool, turn: int | None = None) -> dict:
+              with_itl: bool, turn: int | None = None, cancelled_ttft: float | None = None) -> dict:
+    ttft = m.ttft if m else cancelled_ttft
     record = {"id": request_id, "start": round(started_at, 6), "worker": worker, "model": model,
               "scenario": scenario, "stage": stage, "failure": failure,
               "elapsed_s": round(m.e2e if m else elapsed, 6),
-              "ttft_s": round(m.ttft, 6) if m else None,
+              "ttft_s": round(ttft, 6) if ttft is not None else None,
               "headers_s": round(m.headers, 6) if m and m.headers is not None else None,
               "tpot_s": round(m.tpot, 6) if m and m.tpot is not None else None,
               "prompt_tokens": m.prompt_tokens if m else None,
@@ -81,6 +85,9 @@ def exact_samples(path: Path, slos: list[SLO]) -> tuple[Samples, bool]:
         if r["stage"] == "warmup":
             continue
         series = samples.of((r["model"], r["scenario"], r["stage"]))
+        if r["failure"] == CANCELLED:
+            series.add_cancelled(r["start"], r["elapsed_s"], r["ttft_s"])
+            continue
         if r["failure"] is not None:
             series.add_failure(r["start"], r["elapsed_s"], r["failure"])
             continue

@@ -49,6 +49,7 @@ class Figures(BaseModel):
 
     completed: int
     failed: int = 0
+    cancelled: int = 0  # hung up on by the client (--cancel-ratio): neither completed nor failed
     duration: float = 0.0
     total_input_tokens: int = 0
     total_output_tokens: int = 0

@@ -77,6 +77,7 @@ class Series:
         self.distribution = distribution
         self.latency = {name: distribution() for name in DISTRIBUTIONS}  # seconds
         self.completed = 0
+        self.cancelled = 0  # the client hung up: in no latency but TTFT, where it got that far
         self.good = 0  # completed within every goodput limit
         self.failures: Counter[str] = Counter()
         self.prompt_tokens = 0.0
@@ -116,6 +117,12 @@ class Series:
         self.tallies["reasoning_tokens"] += m.reasoning_tokens or 0
         self.tallies["tool_calls"] += m.tool_calls
 
+    def add_cancelled(self, started_at: float, elapsed: float, ttft: float | None) -> None:
+        self._span(started_at, elapsed)
+        self.cancelled += 1
+        if ttft is not None:
+            self.latency["ttft"].add(ttft)
+
     def add_failure(self, started_at: float, elapsed: float, reason: str) -> None:
         self._span(started_at, elapsed)
         self.failures[reason] += 1
@@ -130,6 +137,7 @@ class Series:
         for name, sketch in other.latency.items():
             self.latency[name].merge(sketch)
         self.completed += other.completed
+        self.cancelled += other.cancelled
         self.good += other.good
         self.failures.update(other.failures)
         self.prompt_tokens += other.prompt_tokens
@@ -142,15 +150,15 @@ class Series:
 
     def to_wire(self) -> dict:
         return {"latency": {name: s.to_wire() for name, s in self.latency.items()}, "completed": self.completed,
-                "good": self.good, "failures": dict(self.failures), "prompt_tokens": self.prompt_tokens,
-                "completion_tokens": self.completion_tokens, "tallies": self.tallies,
-                "span": [self.first_start, self.last_end], "arrivals": self.arrivals.to_wire()}
+                "cancelled": self.cancelled, "good": self.good, "failures": dict(self.failures),
+                "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
+                "tallies": self.tallies, "span": [self.first_start, self.last_end], "arrivals": self.arrivals.to_wire()}
 
     @classmethod
     def from_wire(cls, wire: dict) -> Series:
         series = cls()
         series.latency = {name: Sketch.from_wire(s) for name, s in wire["latency"].items()}
-        series.completed, series.good = wire["completed"], wire["good"]
+        series.completed, series.cancelled, series.good = wire["completed"], wire["cancelled"], wire["good"]
         series.failures = Counter(wire["failures"])
         series.prompt_tokens, series.completion_tokens = wire["prompt_tokens"], wire["completion_tokens"]
         series.tallies.update(wire["tallies"])

@@ -59,6 +59,7 @@ def figures(series: Series, duration: float | None = None, requested_rate: float
     out: dict = {
         "completed": series.completed,
         "failed": series.failed,
+        "cancelled": series.cancelled,
         "duration": duration,
         "total_input_tokens": int(prompt),
         "total_output_tokens": int(output),
@@ -162,6 +163,7 @@ def format_block(result: Results, verdict_list: list[Verdict]) -> str:
         "{s:{c}^{n}}".format(s=" Serving Benchmark Result ", n=50, c="="),
         _row("Successful requests:", result.completed),
         _row("Failed requests:", result.failed),
+        *([_row("Cancelled requests (hung up):", result.cancelled)] if result.cancelled else []),
         _row("Benchmark duration (s):", result.duration),
         _row("Total input tokens:", result.total_input_tokens),
         _row("Total generated tokens:", result.total_output_tokens),

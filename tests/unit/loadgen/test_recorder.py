@@ -74,3 +74,22 @@ def test_how_busy_each_process_was_counts_from_the_runs_start():
     recorder.counts.inc(Client.CPU, ("master",), 0.5)
     assert recorder.busy(10.0) == {"1": 0.5, "master": 0.05}
     assert recorder.busy(0.0) == {}
+
+
+def test_a_cancelled_request_is_counted_apart_with_its_ttft_only_where_it_got_that_far():
+    from loadwatch.catalogue import Client
+    from loadwatch.metrics import definitions as d
+    from loadwatch.metrics.records import CANCELLED
+
+    state = RunState(["chat"], "http://x")
+    recorder = state.recorder
+    recorder.configure([], keep_records=True, keep_itl=False)
+    recorder.record(LLMRequest("m", "chat", 1000.0, 0.3, cancelled=True, cancelled_ttft=0.1, request_id="a"))
+    recorder.record(LLMRequest("m", "chat", 1001.0, 0.05, cancelled=True, request_id="b"))  # before its first token
+    series = recorder.samples.of(("m", "chat", "load"))
+    assert (series.cancelled, series.completed, series.failed, recorder.finished) == (2, 0, 0, 2)
+    assert series.latency["ttft"].count == 1 and series.latency["e2el"].count == 0
+    assert dict(recorder.counts.counters_named(Client.CANCELLED)) == {("m", "chat"): 2.0}
+    (_, ttft), = recorder.counts.histograms_named(d.TTFT.name)
+    assert sum(ttft.counts) == 1
+    assert [(r["failure"], r["ttft_s"]) for r in recorder.take_records()] == [(CANCELLED, 0.1), (CANCELLED, None)]

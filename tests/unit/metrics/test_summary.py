@@ -190,3 +190,14 @@ def test_arrivals_merge_exactly_across_workers():
     master.merge(two.drain())
     figures = summarize(master, [], request_rate=40.0)[0]["arrivals"]
     assert figures["sent"] == 400 and figures["scheduled_rate"] == pytest.approx(40.0, rel=0.01)
+
+
+def test_cancelled_requests_are_neither_completed_nor_failed_and_merge_across_workers():
+    worker = Samples()
+    worker.of(("m", "chat", "load")).add_cancelled(0.0, 0.2, 0.05)
+    master = Samples()
+    master.merge(worker.drain())
+    result, verdicts = summarize(master, [])
+    assert (result["cancelled"], result["completed"], result["failed"], result["failure_ratio"]) == (1, 0, 0, 0.0)
+    results = Results.model_validate({"run_id": "r", "started_at": 0, "ended_at": 1, **result})
+    assert "Cancelled requests (hung up):            1" in format_block(results, verdicts)

@@ -20,7 +20,7 @@ from locust.user.task import LOCUST_STATE_STOPPING
 
 from loadwatch.client.endpoints import PATHS
 from loadwatch.client.failures import RequestFailed, http_reason
-from loadwatch.client.stream import Streamer, StreamResult
+from loadwatch.client.stream import HangUp, Streamer, StreamResult
 from loadwatch.loadgen.process import process_of, run_users
 from loadwatch.loadgen.recorder import LLMRequest
 from loadwatch.loadgen.sending.models import UNKNOWN, resolve_model
@@ -266,9 +266,12 @@ class LLMUser(User):
 
     def _send_and_record(self, kind: str, streamer: Streamer, prompt: Prompt, model: str | None, payload: dict,
                          labels: tuple[str, str]) -> StreamResult:
-        warmup, endpoint = kind == WARMUP, self.process.settings.endpoint
+        settings = self.process.settings
+        warmup, endpoint = kind == WARMUP, settings.endpoint
         request_id = uuid.uuid4().hex
-        result = streamer.stream(endpoint, payload, request_id)
+        hang_up = HangUp(settings.cancel_after, settings.cancel_after_tokens) \
+            if settings.cancel_ratio and random.random() < settings.cancel_ratio else None
+        result = streamer.stream(endpoint, payload, request_id, hang_up)
         failure = result.failure
         if failure is not None and failure.reason == http_reason(404):
             self.process.not_found(self.environment, streamer.origin + streamer.prefix + PATHS[endpoint], str(failure))
@@ -291,13 +294,16 @@ class LLMUser(User):
             request_id=request_id,
             stage=self.process.state.stage_of(result.started_at),
             turn=prompt.turn,
+            cancelled=result.cancelled,
+            cancelled_ttft=result.first_chunk,
         )
         if self.conversation is not None:
             self.conversation.answered(result.answer.message() if metrics and result.answer else None)
         self.environment.events.request.fire(
             request_type="POST",
-            # Locust's own table keeps warm-up apart too.
-            name=f"{self.scenario} (warm-up)" if warmup else self.scenario,
+            # Locust's own table keeps warm-up and hang-ups apart too.
+            name=f"{self.scenario} (warm-up)" if warmup else f"{self.scenario} (cancelled)" if result.cancelled
+            else self.scenario,
             response_time=(metrics.e2e if metrics else result.elapsed) * 1000.0,
             response_length=result.received_bytes,
             response=None,
