@@ -201,3 +201,26 @@ def test_the_responses_api_is_timed_as_chat_and_counts_what_the_engine_served(en
     assert all(r["engine_prefill_s"] > 0 for r in served if r["stage"] != "warmup")  # the account came too
     turns = sorted((r["turn"], r["prompt_tokens"]) for r in served)
     assert turns[0][0] == 1 and turns[-1][0] == 3 and turns[-1][1] > turns[0][1]  # the input grew with the answers
+
+
+def test_requests_the_client_hangs_up_on_are_what_the_engine_aborted(engine, tmp_path):
+    """vLLM 0.32 counts no abort in request_success_total{finished_reason="abort"}: a request it
+    aborts is one that got its first token (time_to_first_token_seconds_count) and never finished."""
+    before, results = engine_figures(engine.url), tmp_path / "results.json"
+    run = headless(engine.url, results, "-u", "2", "-r", "2", "--num-requests", "20", "--max-tokens", "64",
+                   "--ignore-eos", "--cancel-ratio", "0.5", "--cancel-after-tokens", "4")
+    data = json.loads(results.read_text())
+    assert run.returncode == 0 and data["failed"] == 0 and data["completed"] + data["cancelled"] == 20, run.stderr
+    assert data["cancelled"] > 0 and data["total_output_tokens"] == data["completed"] * 64
+
+    def engine_idle() -> bool:
+        samples = scrape(engine.url + "/metrics")
+        return total(samples, "vllm:num_requests_running") == 0 and total(samples, "vllm:kv_cache_usage_perc") == 0
+
+    wait_for(engine_idle, 10, "the engine to drop the requests hung up on and free their KV cache")
+    after = engine_figures(engine.url)
+    started, finished = after["ttft_count"] - before["ttft_count"], after["success"] - before["success"]
+    assert (finished, started - finished) == (data["completed"], data["cancelled"])
+    # Each aborted request stopped generating soon after its fourth token, far short of 64.
+    cut_short = after["generation"] - before["generation"] - data["total_output_tokens"]
+    assert data["cancelled"] * 4 <= cut_short < data["cancelled"] * 32
