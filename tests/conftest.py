@@ -152,6 +152,12 @@ def locust_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "locust", "-f", str(REPO / "locustfiles" / "chat.py"), *args]
 
 
+def headless_run(url: str, results: Path, *options: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    """A headless run of the chat locustfile against `url`, its results written to `results`."""
+    return subprocess.run(locust_command("-H", url, "--headless", "--metrics-port", "0", "--results-json",
+                                         str(results), *options), capture_output=True, text=True, timeout=timeout)
+
+
 def finish(process: subprocess.Popen, timeout: float = 60, exit_within: float = 0) -> str:
     """End a Locust started by a test (after `exit_within` seconds for it to end by itself), killing
     it if it will not go, so no stray holds a port. With --processes, the workers go too: a master

@@ -7,15 +7,12 @@ import json
 import subprocess
 import sys
 
-from tests.conftest import locust_command
+from tests.conftest import headless_run
 
 
 def run(server, tmp_path, *options: str) -> dict:
     results = tmp_path / "r.json"
-    done = subprocess.run(
-        locust_command("-H", server.url, "--headless", "-u", "4", "-r", "4", "--num-requests", "40",
-                       "--metrics-port", "0", "--results-json", str(results), *options),
-        capture_output=True, text=True, timeout=120)
+    done = headless_run(server.url, results, "-u", "4", "-r", "4", "--num-requests", "40", *options)
     assert done.returncode == 0 and "Traceback" not in done.stdout + done.stderr, done.stdout + done.stderr
     assert "Cancelled requests (hung up):" in done.stdout
     return json.loads(results.read_text())

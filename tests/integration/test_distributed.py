@@ -20,6 +20,7 @@ from tests.conftest import (
     finish,
     free_port,
     get,
+    headless_run,
     locust_command,
     scrape,
     total,
@@ -236,10 +237,8 @@ def test_a_taken_port_is_one_line_naming_the_option_that_moves_it(flag, tmp_path
 
 def test_processes_auto_forks_a_worker_per_core_left_and_the_results_say_how_busy_each_was(fake_server, tmp_path):
     server = fake_server("--ttft", "0.02", "--itl", "0.005", "--tokens", "5")
-    run = subprocess.run(
-        locust_command("-H", server.url, "--headless", "-u", "2", "-r", "2", "--num-requests", "200",
-                       "--processes", "auto", "--metrics-port", "0", "--results-json", str(tmp_path / "r.json")),
-        capture_output=True, text=True, timeout=120)
+    run = headless_run(server.url, tmp_path / "r.json", "-u", "2", "-r", "2", "--num-requests", "200",
+                       "--processes", "auto")
     output = run.stdout + run.stderr
     assert run.returncode == 0 and "Traceback" not in output, output
     busy = json.loads((tmp_path / "r.json").read_text())["busy"]

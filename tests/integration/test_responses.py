@@ -4,22 +4,18 @@ over the deltas, the tokens from the completed event; a server without it is a c
 from __future__ import annotations
 
 import json
-import subprocess
 
 import pytest
 
-from tests.conftest import get, locust_command
+from tests.conftest import get, headless_run
 
 pytestmark = pytest.mark.timing  # judged to the millisecond: run alone, not beside other tests
 
 
 def test_a_responses_stream_is_timed_to_the_millisecond_and_counted_from_its_completed_event(fake_server, tmp_path):
     server = fake_server("--ttft", "0.08", "--itl", "0.01", "--tokens", "12")
-    run = subprocess.run(
-        locust_command("-H", server.url, "--headless", "-u", "4", "-r", "4", "--num-requests", "60",
-                       "--metrics-port", "0", "--endpoint", "responses", "--max-tokens", "12",
-                       "--results-json", str(tmp_path / "r.json")),
-        capture_output=True, text=True, timeout=120)
+    run = headless_run(server.url, tmp_path / "r.json", "-u", "4", "-r", "4", "--num-requests", "60",
+                       "--endpoint", "responses", "--max-tokens", "12")
     assert run.returncode == 0, run.stdout + run.stderr
     data = json.loads((tmp_path / "r.json").read_text())
     truth = server.stats()
@@ -34,10 +30,7 @@ def test_a_responses_stream_is_timed_to_the_millisecond_and_counted_from_its_com
 def test_a_server_without_the_responses_api_ends_the_run_at_its_first_404_with_a_clear_message(fake_server,
                                                                                                tmp_path):
     server = fake_server("--tokens", "4", "--no-responses")
-    run = subprocess.run(
-        locust_command("-H", server.url, "--headless", "-u", "1", "-r", "1", "-t", "60s",
-                       "--metrics-port", "0", "--endpoint", "responses", "--results-json", str(tmp_path / "r.json")),
-        capture_output=True, text=True, timeout=60)
+    run = headless_run(server.url, tmp_path / "r.json", "-u", "1", "-r", "1", "-t", "60s", "--endpoint", "responses")
     output = run.stdout + run.stderr
     assert run.returncode == 2 and "Traceback" not in output, output
     assert f"POST {server.url}/v1/responses answered 404 Not Found" in output and "check --endpoint" in output
