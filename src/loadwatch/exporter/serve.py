@@ -20,6 +20,10 @@ def samplers_for(settings: ExporterSettings) -> list[TargetSampler]:
     return [TargetSampler(t, settings.interval, settings.window, settings.timeout) for t in settings.targets]
 
 
+def _terminate(*_args: object) -> None:
+    raise KeyboardInterrupt
+
+
 def serve(settings: ExporterSettings) -> None:
     samplers = samplers_for(settings)
     registry = CollectorRegistry(auto_describe=False)
@@ -33,10 +37,11 @@ def serve(settings: ExporterSettings) -> None:
     names = ", ".join(f"{t.name}={t.shown_url}" for t in settings.targets)
     log.info("engine sidecar on http://%s:%d/metrics, sampling every %g s: %s",
              settings.host, settings.port, settings.interval, names)
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    # SIGTERM ends the wait as Ctrl-C does, by an exception in the main thread: a handler that sets an
+    # Event takes the Event's own lock, which the interrupted wait may hold (a stuck stop, seen once in CI).
+    signal.signal(signal.SIGTERM, _terminate)
     try:
-        stop.wait()
+        threading.Event().wait()
     except KeyboardInterrupt:
         pass
     for sampler in samplers:
