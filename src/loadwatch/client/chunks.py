@@ -164,24 +164,21 @@ def _response_event(event: dict, data: str) -> Chunk:
         return Chunk(content=_string(event.get("delta"), "delta"))
     if kind == "response.reasoning_text.delta":
         return Chunk(reasoning=_string(event.get("delta"), "delta"))
+    index = event.get("output_index", 0)
+    index = index if isinstance(index, int) else 0
     if kind == "response.function_call_arguments.delta":
-        index = event.get("output_index", 0)
-        return Chunk(tool_calls=(ToolCallDelta(index if isinstance(index, int) else 0, None, None,
-                                               _string(event.get("delta"), "delta") or ""),))
+        return Chunk(tool_calls=(ToolCallDelta(index, None, None, _string(event.get("delta"), "delta") or ""),))
     if kind == "response.output_item.added":
         item = event.get("item")
         if isinstance(item, dict) and item.get("type") == "function_call":
-            index = event.get("output_index", 0)
-            return Chunk(tool_calls=(ToolCallDelta(index if isinstance(index, int) else 0,
-                                                   _string(item.get("call_id"), "item.call_id"),
+            return Chunk(tool_calls=(ToolCallDelta(index, _string(item.get("call_id"), "item.call_id"),
                                                    _string(item.get("name"), "item.name"), ""),))
         return Chunk()
     if kind in ("response.completed", "response.incomplete"):
         response = event.get("response")
         usage = response.get("usage") if isinstance(response, dict) else None
-        if not isinstance(usage, dict):
+        if not isinstance(response, dict) or not isinstance(usage, dict):
             raise RequestFailed(Reason.MALFORMED_CHUNK, f"{kind} carries no usage: {data[:120]!r}")
-        assert isinstance(response, dict)
         return Chunk(usage=Usage(_count(usage, "input_tokens"), _count(usage, "output_tokens"),
                                  _details(usage, "input_tokens_details", "cached_tokens"),
                                  _details(usage, "output_tokens_details", "reasoning_tokens")),

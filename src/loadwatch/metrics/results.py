@@ -26,6 +26,7 @@ LATENCY_KEYS = tuple(latency_key(m, s) for m in LATENCY_METRICS for s in STATS)
 
 
 KEPT_AT_LEAST = 0.95  # of an open loop's schedule: below, the load generator, not the server, set the pace
+SHORT_OF_SCHEDULE = "the load generator, not the server, was the limit"  # said of a run kept under it
 
 
 class Arrivals(BaseModel):

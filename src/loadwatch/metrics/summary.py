@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from loadwatch.metrics.results import KEPT_AT_LEAST, STATS, Arrivals, Results, Stage, latency_key
+from loadwatch.metrics.results import KEPT_AT_LEAST, SHORT_OF_SCHEDULE, STATS, Arrivals, Results, Stage, latency_key
 from loadwatch.metrics.samples import DISTRIBUTIONS, Samples, Series
 from loadwatch.metrics.samples import Arrivals as ArrivalSamples
 from loadwatch.metrics.sketch import Sketch
@@ -152,8 +152,7 @@ def format_arrivals(arrivals: Arrivals) -> list[str]:
         lines.append(_row("Dropped at --max-concurrency:", arrivals.dropped))
     if arrivals.fell_short:
         kept = f"{arrivals.kept:.0%} of" if arrivals.kept is not None else "short of"
-        lines.append(f"sent at {kept} the schedule's pace: the load generator, not the server, "
-                     "was the limit; add --processes")
+        lines.append(f"sent at {kept} the schedule's pace: {SHORT_OF_SCHEDULE}; add --processes")
     return lines
 
 

@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from loadwatch.atomic import write_atomically
 from loadwatch.metrics.records import read_records
-from loadwatch.metrics.results import KEPT_AT_LEAST, Results, latency_key
+from loadwatch.metrics.results import KEPT_AT_LEAST, SHORT_OF_SCHEDULE, Results, latency_key
 from loadwatch.metrics.samples import DISTRIBUTIONS
 from loadwatch.metrics.turns import by_turn
 from loadwatch.prometheus import PrometheusAPI, PrometheusError
@@ -74,8 +74,8 @@ def build_report(results_path: Path, api: PrometheusAPI | None, out_dir: Path, r
         notes.append(f"The load generator was a bottleneck: Locust process {process} was saturated ({why}); "
                      "its latencies include its own delays. Run more processes (--processes N).")
     if results.arrivals is not None and results.arrivals.fell_short:
-        notes.append(f"The open loop's sends kept under {KEPT_AT_LEAST:.0%} of its schedule's pace: the load "
-                     "generator, not the server, was the limit. Run more processes (--processes N).")
+        notes.append(f"The open loop's sends kept under {KEPT_AT_LEAST:.0%} of its schedule's pace: "
+                     f"{SHORT_OF_SCHEDULE}. Run more processes (--processes N).")
     source = (f"exact, from the {records} records of {records_of(results_path, results).name}" if records is not None
               else "from the run's sketches (percentiles within 0.5 %)")
     engine: dict = {}
