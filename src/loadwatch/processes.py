@@ -132,7 +132,9 @@ def spawn(name: str, command: list[str], url: str, log: Path, env: dict[str, str
     awaited (await_ready), so that servers that do not need each other start side by side."""
     log.parent.mkdir(parents=True, exist_ok=True)
     try:
-        with open(log, "w") as out:
+        # Appended to: a server started again on the same folder (an experiment's arm, round after
+        # round) keeps the log of its earlier starts.
+        with open(log, "a") as out:
             process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
                                        env={**without_secrets(os.environ), **(env or {})},
                                        preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)

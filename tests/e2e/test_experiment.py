@@ -1,9 +1,10 @@
 """The shipped prefix-caching experiment on the embedded engine (2 repeats, the fewest that give an
-interval, asked for 6 s each, warm-up runs of 2 s and pauses of 1 s): cells are lengthened to the
-pace of the warm-up run (one user's requests take about 0.5 s here, so 11-12 s), and the static
-prefix with caching is significantly faster in TTFT, with a hit ratio near 1; the dynamic prefix
-gains nothing, with a hit ratio near 0. That identical arms come out the same is the coverage
-simulation's, in tests/unit/metrics/test_repeats.py, and the A/A of the target-arms experiment's."""
+interval, asked for 6 s each, warm-up runs of 2 s and pauses of 1 s), each arm started twice, in the
+order off, on, on, off: cells are lengthened to the pace of the warm-up run (one user's requests
+take about 0.5 s here, so 16-18 s), and the static prefix with caching is significantly faster in
+TTFT, with a hit ratio near 1; the dynamic prefix gains nothing, with a hit ratio near 0. That
+identical arms come out the same is the coverage simulation's, in
+tests/unit/metrics/test_repeats.py, and the A/A of the target-arms experiment's."""
 
 from __future__ import annotations
 
@@ -32,8 +33,10 @@ def test_the_prefix_caching_experiment(tmp_path):
     assert static["verdict"] == "better" and static["ci_high"] < -50 and static["method"] == "runs", static
     assert groups[("caching-on", "agent-static")]["engine"]["prefix_cache_hit_ratio"] > 0.9
 
+    # Nothing like the static prefix's gain: a run can still come out a few % apart by chance, which
+    # a verdict at 95 % calls "better" one experiment in forty, so the test asks what the seeds claim.
     dynamic = rows[("agent-dynamic", "median_ttft_ms")]
-    assert dynamic["verdict"] in ("same", "worse"), dynamic
+    assert dynamic["ci_high"] > -10, dynamic
     assert groups[("caching-on", "agent-dynamic")]["engine"]["prefix_cache_hit_ratio"] < 0.1
 
     assert "| caching-on | agent-static | 2 |" in (exp_dir / "summary.md").read_text()

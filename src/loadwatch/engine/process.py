@@ -76,6 +76,7 @@ def start(settings: EngineSettings, model_dir: Path, port: int | None = None, ex
                           "stop it with `loadwatch engine stop`")
     port = port or port_or_free()
     log_path = settings.state_dir / "vllm.log"
+    log_path.unlink(missing_ok=True)  # the last start's only: it lives in the cache, not in a run's folder
     allowed = sorted(os.sched_getaffinity(0))
     reserved = min(settings.reserved_cpus, len(allowed) - 1)
     env = {"VLLM_CPU_KVCACHE_SPACE": str(settings.kv_cache_gib), "HF_HUB_OFFLINE": "1",

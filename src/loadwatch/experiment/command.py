@@ -49,9 +49,9 @@ class Progress:
         self.spent = 0.0  # seconds in cells, not in engine starts
         self.began = 0.0
 
-    def start(self, cell: Cell, arms_left: int) -> None:
+    def start(self, cell: Cell, starts_left: int) -> None:
         per_cell = self.spent / self.done if self.done else self.guess
-        left = per_cell * (self.total - self.done) + arms_left * ENGINE_START_GUESS
+        left = per_cell * (self.total - self.done) + starts_left * ENGINE_START_GUESS
         self.say(f"cell {self.done + 1} of {self.total}: {cell.folder} ({cell.level:g} {cell.unit}); "
                  f"about {max(1, round(left / 60))} min left")
         self.began = time.monotonic()
@@ -84,11 +84,12 @@ def experiment_command(options: ExperimentOptions, say) -> int:
     plan = cells_of.cells(spec)
     searched = spec.load.capacity
     per_cell = searched.max_duration / 2 if searched else spec.load.duration + spec.cool_down + 5
-    warmups = 0 if searched else len(spec.arms) * len(spec.workloads) * spec.load.warmup_run
+    starts = cells_of.blocks(plan)
+    warmups = 0 if searched else len(starts) * len(spec.workloads) * spec.load.warmup_run
     shape = ("a capacity search" if searched else
              f"{len(spec.load.levels)} levels x {spec.repeats} repeats = {len(plan)} cells of {spec.load.duration:g} s")
     say(f"experiment {spec.name}: {len(spec.arms)} arms x {len(spec.workloads)} workloads x {shape}, "
-        f"about {(len(plan) * per_cell + len(spec.arms) * ENGINE_START_GUESS + warmups) / 60:.0f} min")
+        f"about {(len(plan) * per_cell + len(starts) * ENGINE_START_GUESS + warmups) / 60:.0f} min")
     if options.check:
         return 0
     stamp = new_run_dir(options.out)
@@ -97,10 +98,21 @@ def experiment_command(options: ExperimentOptions, say) -> int:
     shutil.copyfile(options.file, exp_dir / "experiment.yaml")
     progress = Progress(len(plan), per_cell, say)
     outcomes: list[Outcome] = []
+    broken: set[str] = set()
     code = 0
     try:
-        for name, arm in spec.arms.items():
-            run_arm(spec, name, arm, [c for c in plan if c.arm == name], exp_dir, options, progress, outcomes, say)
+        for index, (name, block) in enumerate(starts):
+            if name in broken:
+                continue
+            later = [c for _, cells in starts[index + 1:] for c in cells if c.arm == name]
+            why = run_arm(spec, name, spec.arms[name], block, len(starts) - index - 1, exp_dir, options, progress,
+                          outcomes, say)
+            if why is not None:  # its later rounds are not tried: they would fail the same way, slowly
+                broken.add(name)
+                say(f"error: arm {name} did not start, its {len(block) + len(later)} cells are skipped: {why}")
+                progress.skip(len(block) + len(later))
+                outcomes += [Outcome(c, exp_dir / c.folder, problem=f"the arm did not start: {why}")
+                             for c in block + later]
     except KeyboardInterrupt:
         code = INTERRUPTED
         say("interrupted: the summary covers the cells that finished")
@@ -122,33 +134,30 @@ def experiment_command(options: ExperimentOptions, say) -> int:
     return code
 
 
-def run_arm(spec: Experiment, name: str, arm: Arm, cells: list[Cell], exp_dir: Path, options: ExperimentOptions,
-            progress: Progress, outcomes: list[Outcome], say) -> None:
-    """Run the arm's cells, each outcome added to `outcomes` as it ends (an interruption keeps them)."""
+def run_arm(spec: Experiment, name: str, arm: Arm, cells: list[Cell], starts_left: int, exp_dir: Path,
+            options: ExperimentOptions, progress: Progress, outcomes: list[Outcome], say) -> str | None:
+    """Run one round's cells of an arm on a fresh start of its server, each outcome added to
+    `outcomes` as it ends (an interruption keeps them); why the server did not start, if it did not."""
     arm_dir = exp_dir / name
     (arm_dir / "logs").mkdir(parents=True, exist_ok=True)
     with ExitStack() as arm_stack:
         try:
             if arm.restart and arm.target:
                 say(f"arm {name}: restarting {arm.target}")
-                with open(arm_dir / "logs" / "restart.log", "w") as log:
+                with open(arm_dir / "logs" / "restart.log", "a") as log:
                     restart(arm.restart, arm.target, arm.ready_timeout, log)
-            say(f"arm {name}: " + (f"target {arm.target}" if arm.target else
+            say(f"arm {name}, round {cells[0].repeat}: " + (f"target {arm.target}" if arm.target else
                                    f"embedded engine with {' '.join(arm.vllm_args) or 'its defaults'}"))
             stack = arm_stack.enter_context(running(arm_dir, arm.target, arm.vllm_args, say,
                                                     dev_endpoints=spec.reset_prefix_cache))
         except (ComponentError, ServerError) as exc:
-            say(f"error: arm {name} did not start, its {len(cells)} cells are skipped: {exc}")
-            progress.skip(len(cells))
-            outcomes += [Outcome(c, exp_dir / c.folder, problem=f"the arm did not start: {exc}") for c in cells]
-            return
+            return str(exc)
         api = PrometheusAPI(stack.url("prometheus"))
         target = arm.target or stack.target
         template = LocustRun(options.locustfile, metrics_port=stack.client_port)
-        arms_left = len(spec.arms) - list(spec.arms).index(name) - 1
         paces: dict[str, Pace] = {}
         for cell in cells:
-            progress.start(cell, arms_left)
+            progress.start(cell, starts_left)
             outcome = Outcome(cell, exp_dir / cell.folder)
             if not cell.search and cell.workload not in paces and spec.load.warmup_run:
                 paces[cell.workload] = warm_up(spec, cell, exp_dir, target, template, options, say)
@@ -162,13 +171,15 @@ def run_arm(spec: Experiment, name: str, arm: Arm, cells: list[Cell], exp_dir: P
                 run_cell(spec, outcome, target, template, paces.get(cell.workload), api, options, say)
             outcomes.append(outcome)
             progress.finish()
+    return None
 
 
 def warm_up(spec: Experiment, cell: Cell, exp_dir: Path, target: str, template: LocustRun,
             options: ExperimentOptions, say) -> Pace:
     """A run of the cell's workload whose figures nobody compares: kernels for its shapes get
-    compiled, and its requests' E2E tells how long this arm's cells must be."""
-    folder = exp_dir / cell.arm / cell.workload / "warmup"
+    compiled (again on every start of the engine), and its requests' E2E tells how long this
+    round's cells of the arm must be."""
+    folder = exp_dir / cell.arm / cell.workload / "warmup" / f"r{cell.repeat}"
     folder.mkdir(parents=True, exist_ok=True)
     locust = cells_of.cell_run(spec, cell, template, folder / "results.json", options.file.resolve().parent,
                                warmup_run=True)

@@ -54,7 +54,7 @@ load: {{users: [1, 3], duration: 2s, warmup_run: 1s}}
     (exp_dir,) = (tmp_path / "runs").iterdir()
     assert exp_dir.name.endswith("-trial") and (exp_dir / "experiment.yaml").exists()
 
-    warmed = json.loads((exp_dir / "slow" / "builtin" / "warmup" / "results.json").read_text())
+    warmed = json.loads((exp_dir / "slow" / "builtin" / "warmup" / "r1" / "results.json").read_text())
     assert warmed["run_id"].startswith("trial.slow.builtin.1-users.warmup-")  # run, and left out of the summary
     cell = exp_dir / "fast" / "builtin" / "3-users" / "r2"
     results = json.loads((cell / "results.json").read_text())

@@ -6,7 +6,7 @@ import pytest
 
 from loadwatch import assets
 from loadwatch.cli import main
-from loadwatch.experiment.cells import cell_run, cells, workload_flags
+from loadwatch.experiment.cells import blocks, cell_run, cells, workload_flags
 from loadwatch.experiment.pace import Pace
 from loadwatch.experiment.spec import ExperimentError, load
 from loadwatch.loadrun.locust import LocustRun
@@ -77,11 +77,14 @@ def test_a_file_that_is_no_experiment_at_all_is_said_so(tmp_path, text, problem)
         load(write(tmp_path, text))
 
 
-def test_cells_go_arm_by_arm_and_each_has_its_folder_and_run_name(tmp_path):
-    experiment = load(write(tmp_path, GOOD))
+def test_cells_go_round_by_round_the_arms_in_turn_and_each_has_its_folder_and_run_name(tmp_path):
+    experiment = load(write(tmp_path, GOOD.replace("repeats: 2", "repeats: 3")))
     plan = cells(experiment)
-    assert len(plan) == 2 * 2 * 2 * 2
-    assert [c.arm for c in plan[:8]] == ["off"] * 8  # one engine start per arm
+    assert len(plan) == 2 * 2 * 2 * 3
+    # Each arm's repeats spread over the experiment, a start of its engine each: A B, B A, A B.
+    assert [(arm, [c.repeat for c in block]) for arm, block in blocks(plan)] == [
+        ("off", [1] * 4), ("on", [1] * 4), ("on", [2] * 4), ("off", [2] * 4), ("off", [3] * 4), ("on", [3] * 4)]
+    assert len(set(plan)) == len(plan)
     first = plan[0]
     assert str(first.folder) == "off/static/2-users/r1"
     assert first.run_name("trial") == "trial.off.static.2-users.r1"
@@ -100,7 +103,7 @@ def test_a_cell_runs_its_workload_load_and_name_on_locust(tmp_path):
     assert slow.load is not None and slow.load.duration == 20 and slow.stop_timeout == 10
     slower = cell_run(experiment, cell, template, tmp_path / "r.json", tmp_path, Pace(4.0, 2))
     assert slower.load is not None and slower.load.duration == 36 and slower.stop_timeout == 10
-    assert "--run-name trial.on.mixed.4-users.r2" in joined and "--slo=ttft_p90_ms=1000" in joined
+    assert "--run-name trial.off.mixed.4-users.r2" in joined and "--slo=ttft_p90_ms=1000" in joined
     assert workload_flags({"ignore_eos": True, "temperature": 0.5, "sweep": [1, 2]}, tmp_path) == [
         "--ignore-eos", "--temperature", "0.5", "--sweep", "1,2"]
 
