@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import json
 import statistics
 from collections import Counter
@@ -73,6 +74,9 @@ class Stats:
         self.last_request: dict = {}  # the headers and body of the last completion request
         self.models: Counter[str] = Counter()  # completion requests by the model they asked for
         self.true_ttfa: list[float] = []  # to the first answer token, after the reasoning ones
+        self.true_e2e: list[float] = []  # of embeddings and rerank answers
+        self.pooled_tokens = 0  # the prompt tokens their usage counted
+        self.images: list[bytes] = []  # every image a chat request carried, decoded
 
     def as_json(self) -> dict:
         def median_ms(values: list[float]) -> float | None:
@@ -84,7 +88,10 @@ class Stats:
         return {"arrivals": self.arrivals, "outcomes": dict(self.outcomes),
                 "median_ttft_ms": median_ms(self.true_ttft), "median_tpot_ms": median_ms(self.true_tpot),
                 "p99_ttft_ms": p99_ms(self.true_ttft), "median_ttfa_ms": median_ms(self.true_ttfa),
-                "models": dict(self.models)}
+                "models": dict(self.models), "median_e2e_ms": median_ms(self.true_e2e),
+                "pooled": len(self.true_e2e), "pooled_tokens": self.pooled_tokens,
+                "images": len(self.images), "image_bytes": sum(len(i) for i in self.images),
+                "distinct_images": len(set(self.images))}
 
 
 class Config:
@@ -146,7 +153,7 @@ class Connection(asyncio.Protocol):
             self._respond(401, {"error": "Unauthorized"})  # as vLLM's --api-key answers
             self._next_request()
             return
-        if method == "POST" and path.startswith("/v1/"):
+        if method == "POST" and (path.startswith("/v1/") or path == "/rerank"):
             self.stats.request_ids.append(headers.get("x-request-id"))
             self.stats.last_request = {"headers": headers, "body": json.loads(body or b"{}")}
         self.loop.create_task(self._serve(method, path, body, arrival))
@@ -180,6 +187,8 @@ class Connection(asyncio.Protocol):
                 self._respond(200, self.stats.request_ids)
             elif method == "GET" and path == "/stats/last-request":
                 self._respond(200, self.stats.last_request)
+            elif method == "POST" and path in ("/v1/embeddings", "/rerank"):
+                await self._pool(json.loads(body), path, arrival)
             elif method == "POST" and path in API_OF \
                     and not (path == "/v1/responses" and self.config.no_responses):
                 api = API_OF[path]
@@ -200,6 +209,23 @@ class Connection(asyncio.Protocol):
         if self.buffer:
             self._next_request()
 
+    async def _pool(self, request: dict, path: str, arrival: float) -> None:
+        """An embeddings or rerank answer, whole, --ttft after the request came: a vector per text, a
+        score per document, and usage counting a token per word, as one answer of vLLM's."""
+        await asyncio.sleep(max(0.0, arrival + self.config.ttft - self.loop.time()))
+        texts = request["input"] if path == "/v1/embeddings" else [request["query"], *request["documents"]]
+        tokens = sum(len(t.split()) for t in texts)
+        usage = {"prompt_tokens": tokens, "total_tokens": tokens}
+        if path == "/v1/embeddings":
+            answer = {"object": "list", "data": [{"index": i, "object": "embedding", "embedding": [0.5] * 8}
+                                                 for i in range(len(texts))], "usage": usage}
+        else:
+            answer = {"id": "rerank-x", "results": [{"index": i, "document": {"text": d}, "relevance_score": 0.5}
+                                                    for i, d in enumerate(request["documents"])], "usage": usage}
+        self._respond(200, answer)
+        self.stats.true_e2e.append(self.loop.time() - arrival)
+        self.stats.pooled_tokens += usage["prompt_tokens"]
+
     async def _complete(self, request: dict, api: str, arrival: float, came: float | None = None) -> bool:
         """Stream one completion timed from `arrival` (when it got its slot); `came`, when it waited for
         one, is when it really arrived. False when the connection was closed on purpose. `api`: chat,
@@ -207,6 +233,10 @@ class Connection(asyncio.Protocol):
         stats, config = self.stats, self.config
         came = arrival if came is None else came
         stats.arrivals += 1
+        for message in request.get("messages") or []:  # images in content parts, as vLLM takes them
+            for part in message["content"] if isinstance(message["content"], list) else []:
+                if part["type"] == "image_url":
+                    stats.images.append(base64.b64decode(part["image_url"]["url"].partition(",")[2]))
         stats.arrival_times.append(came)
         fault = config.fault_for(stats.arrivals)
         if fault:

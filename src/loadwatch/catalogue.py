@@ -29,6 +29,8 @@ class Client:
     CANCELLED = CLIENT_PREFIX + "requests_cancelled"
     PROMPT_TOKENS = CLIENT_PREFIX + "prompt_tokens"
     GENERATION_TOKENS = CLIENT_PREFIX + "generation_tokens"
+    IMAGES = CLIENT_PREFIX + "images"  # sent in requests (--dataset random-mm), and their encoded bytes
+    IMAGE_BYTES = CLIENT_PREFIX + "image_bytes"
     ARRIVALS_DROPPED = CLIENT_PREFIX + "arrivals_dropped"
     USERS = CLIENT_PREFIX + "users"
     IN_FLIGHT = CLIENT_PREFIX + "requests_in_flight"

@@ -14,6 +14,7 @@ from loadwatch.credentials import CredentialError
 from loadwatch.defaults import LOOPBACK, PORTS
 from loadwatch.durations import parse_duration
 from loadwatch.engine import process
+from loadwatch.engine.serving import endpoint_of, engine_args
 from loadwatch.engine.settings import EngineSettings
 from loadwatch.engine.setup import SetupError, ensure_engine, ensure_model
 from loadwatch.exporter.settings import ExporterSettings
@@ -107,7 +108,8 @@ def run_command(args: argparse.Namespace) -> int:
     return headless_run(RunOptions(
         locustfile=args.locustfile, target=args.target, webhook_url=args.webhook_url, users=args.users,
         spawn_rate=args.spawn_rate, run_time=args.run_time, slo=args.slo, metrics_port=args.metrics_port,
-        out=Path(args.out), vllm_args=args.vllm_args, grafana_url=args.grafana_url, locust_args=args.passthrough,
+        out=Path(args.out), vllm_args=engine_args(args.vllm_args, {endpoint_of(args.passthrough)}),
+        grafana_url=args.grafana_url, locust_args=args.passthrough,
     ), say)
 
 
@@ -122,7 +124,7 @@ def capacity_command(args: argparse.Namespace) -> int:
         return 2
     assert isinstance(options, CapacityOptions)
     return capacity(options, LocustRun(args.locustfile, slo=args.slo, options=args.passthrough), args.target,
-                    args.vllm_args, Path(args.out), say)
+                    engine_args(args.vllm_args, {endpoint_of(args.passthrough)}), Path(args.out), say)
 
 
 def experiment_command(args: argparse.Namespace) -> int:

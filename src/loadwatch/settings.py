@@ -18,7 +18,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from loadwatch.client.endpoints import Endpoint
+from loadwatch.client.endpoints import Endpoint, streams
 from loadwatch.credentials import REDACTED
 from loadwatch.defaults import LOOPBACK, PORTS
 from loadwatch.metrics.slo import SLO, parse_slo
@@ -78,8 +78,11 @@ class LoadSettings(BaseSettings):
     model: str = Field("", description="Model to request; default: the first one the server lists at /v1/models. "
                                        "NAME=SHARE,NAME=SHARE splits the traffic across models or LoRA adapters "
                                        "(shares are weights), the model label following each request")
-    endpoint: Endpoint = Field("chat", description="OpenAI API to stream from: /v1/chat/completions, "
-                                                   "/v1/completions or /v1/responses")
+    endpoint: Endpoint = Field("chat", description="OpenAI API to send to: /v1/chat/completions, /v1/completions "
+                                                   "or /v1/responses (streamed), /v1/embeddings or vLLM's /rerank "
+                                                   "(one answer, timed whole)")
+    inputs_per_request: int = Field(1, gt=0, description="Embeddings: texts per request; rerank: documents per "
+                                                         "query")
     max_tokens: int = Field(128, gt=0, description="max_tokens of each request")
     temperature: float | None = Field(None, ge=0, description="Sampling temperature; default: the server's")
     ignore_eos: bool = Field(False, description="Ask vLLM to generate max_tokens whatever the model says "
@@ -181,6 +184,9 @@ class LoadSettings(BaseSettings):
                                                            "default --max-tokens")
     range_ratio: float = Field(0.0, ge=0, lt=1, description="random: lengths drawn uniformly within +-ratio of "
                                                             "the mean")
+    images_per_request: int = Field(1, ge=0, description="random-mm: synthetic images in each request")
+    image_size: str = Field("256x256", pattern=r"^[1-9][0-9]*x[1-9][0-9]*$",
+                            description="random-mm: WIDTHxHEIGHT of each image, in pixels")
     prefix_len: int = Field(0, ge=0, description="random: shared prefix tokens; prefix-repetition: tokens of "
                                                  "each prefix (default 256)")
     num_prefixes: int = Field(10, gt=0, description="prefix-repetition: distinct shared prefixes")
@@ -268,6 +274,8 @@ class LoadSettings(BaseSettings):
             raise ValueError("--cancel-ratio needs one of --cancel-after SECONDS or --cancel-after-tokens N")
         if ways and self.cancel_ratio == 0:
             raise ValueError("--cancel-after and --cancel-after-tokens need --cancel-ratio R (the share cancelled)")
+        if self.cancel_after_tokens is not None and not streams(self.endpoint):
+            raise ValueError(f"--cancel-after-tokens needs a streamed endpoint: {self.endpoint} sends no tokens")
         return self
 
     @classmethod

@@ -31,7 +31,11 @@ def test_invalid_values_are_refused():
     with pytest.raises(ValidationError):
         LoadSettings(max_tokens=0)
     with pytest.raises(ValidationError):
-        LoadSettings(endpoint="embeddings")
+        LoadSettings(endpoint="images")
+    with pytest.raises(ValidationError, match="needs a streamed endpoint: embeddings sends no tokens"):
+        LoadSettings(endpoint="embeddings", cancel_ratio=0.5, cancel_after_tokens=2)
+    with pytest.raises(ValidationError):
+        LoadSettings(endpoint="rerank", inputs_per_request=0)
 
 
 def test_extra_body_is_a_json_object_that_leaves_loadwatchs_own_fields_alone():

@@ -11,6 +11,8 @@ class Reason(StrEnum):
     STREAM_CUT = "stream_cut"
     MALFORMED_CHUNK = "malformed_chunk"
     EMPTY_COMPLETION = "empty_completion"
+    # An embeddings or rerank answer that is not JSON, or does not answer each input.
+    MALFORMED_ANSWER = "malformed_answer"
     # The server reported an error inside a 200 stream (vLLM sends `data: {"error": ...}`).
     STREAM_ERROR = "stream_error"
     # Anything else that went wrong in the load generator while sending or reading: the request is

@@ -21,11 +21,13 @@ from geventhttpclient import HTTPClient
 from geventhttpclient.response import HTTPParseError
 from geventhttpclient.url import URL
 
+from loadwatch.client import pooled
 from loadwatch.client.answer import Answer
 from loadwatch.client.chunks import Usage, parse_chunk
-from loadwatch.client.endpoints import PATHS, Endpoint
+from loadwatch.client.endpoints import PATHS, Endpoint, streams
 from loadwatch.client.failures import Reason, RequestFailed, http_reason
 from loadwatch.client.lines import read_lines
+from loadwatch.client.pooled import inputs_of
 from loadwatch.client.sse import SSEDecoder
 from loadwatch.credentials import split_credentials
 from loadwatch.metrics.timing import RawTiming
@@ -177,8 +179,12 @@ class Streamer:
             hang.start()
         arrivals: list[float] = []
         try:
-            timing, received, answer = self._read_stream(endpoint, body, headers, t0, arrivals,
-                                                         hang_up.after_chunks if hang_up else None)
+            if streams(endpoint):
+                timing, received, answer = self._read_stream(endpoint, body, headers, t0, arrivals,
+                                                             hang_up.after_chunks if hang_up else None)
+            else:
+                timing, received = self._read_answer(endpoint, body, headers, t0, inputs_of(endpoint, payload))
+                answer = None
         except RequestFailed as failure:
             self.close()
             return StreamResult(started_at, perf_counter() - t0, received, failure=failure)
@@ -206,18 +212,17 @@ class Streamer:
             if hang is not None:
                 hang.close()
         return StreamResult(started_at, perf_counter() - t0, received, timing=timing, answer=answer,
-                            text_without_usage=answer.text() if timing.completion_tokens is None else None)
+                            text_without_usage=answer.text() if answer and timing.completion_tokens is None else None)
 
     def _hung_up(self, started_at: float, t0: float, received: int, arrivals: list[float]) -> StreamResult:
         self.close()  # the server sees the connection go, and aborts the request
         return StreamResult(started_at, perf_counter() - t0, received, cancelled=True,
                             first_chunk=arrivals[0] - t0 if arrivals else None)
 
-    def _read_stream(self, endpoint: Endpoint, body: bytes, headers: dict[str, str], t0: float,
-                     arrivals: list[float], hang_up_after: int | None) -> tuple[RawTiming, int, Answer]:
+    def _post(self, endpoint: Endpoint, body: bytes, headers: dict[str, str]):
+        """The response, once its headers are in; RequestFailed for anything but a 200."""
         try:
             response = self._http().post(self.prefix + PATHS[endpoint], body, headers=headers)
-            headers_at = perf_counter()
         except _NETWORK_ERRORS as exc:
             raise RequestFailed(Reason.CONNECTION, f"{self.origin}: {exc}") from exc
         if response.status_code != 200:
@@ -228,6 +233,25 @@ class Streamer:
             # The rest of a long error body stays unread: the connection is closed with the failure.
             raise RequestFailed(http_reason(response.status_code), server_error_message(error_body),
                                 retry_after(_first(response.get("retry-after"))))
+        return response
+
+    def _read_answer(self, endpoint: Endpoint, body: bytes, headers: dict[str, str], t0: float,
+                     inputs: int) -> tuple[RawTiming, int]:
+        """An embeddings or rerank request: timed to the last byte of its one answer."""
+        response = self._post(endpoint, body, headers)
+        headers_at = perf_counter()
+        try:
+            reply = response.read()
+        except _NETWORK_ERRORS as exc:
+            raise RequestFailed(Reason.STREAM_CUT, f"the answer was cut: {exc}") from exc
+        answered_at = perf_counter()
+        tokens = pooled.prompt_tokens(endpoint, reply, inputs)
+        return RawTiming(t0, (), tokens, None, headers_at, answered_at=answered_at), len(reply)
+
+    def _read_stream(self, endpoint: Endpoint, body: bytes, headers: dict[str, str], t0: float,
+                     arrivals: list[float], hang_up_after: int | None) -> tuple[RawTiming, int, Answer]:
+        response = self._post(endpoint, body, headers)
+        headers_at = perf_counter()
 
         decoder = SSEDecoder()
         answer_at: float | None = None  # the first answer output, after any reasoning

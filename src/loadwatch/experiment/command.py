@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from loadwatch.capacity.command import search
+from loadwatch.engine.serving import engine_args
 from loadwatch.experiment import cells as cells_of
 from loadwatch.experiment import summary
 from loadwatch.experiment.cells import Cell
@@ -146,9 +147,10 @@ def run_arm(spec: Experiment, name: str, arm: Arm, cells: list[Cell], starts_lef
                 say(f"arm {name}: restarting {arm.target}")
                 with open(arm_dir / "logs" / "restart.log", "a") as log:
                     restart(arm.restart, arm.target, arm.ready_timeout, log)
+            vllm_args = engine_args(arm.vllm_args, spec.endpoints)
             say(f"arm {name}, round {cells[0].repeat}: " + (f"target {arm.target}" if arm.target else
-                                   f"embedded engine with {' '.join(arm.vllm_args) or 'its defaults'}"))
-            stack = arm_stack.enter_context(running(arm_dir, arm.target, arm.vllm_args, say,
+                                   f"embedded engine with {' '.join(vllm_args) or 'its defaults'}"))
+            stack = arm_stack.enter_context(running(arm_dir, arm.target, vllm_args, say,
                                                     dev_endpoints=spec.reset_prefix_cache))
         except (ComponentError, ServerError) as exc:
             return str(exc)

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 
 from loadwatch.capacity.options import CapacityOptions
 from loadwatch.durations import Seconds
+from loadwatch.engine.serving import engine_args
 from loadwatch.metrics.slo import parse_slo
 from loadwatch.settings import LoadSettings
 from loadwatch.workloads.datasets import dataset_named
@@ -134,7 +135,13 @@ class Experiment(Strict):
             self.baseline = next(iter(self.arms))
         if self.load.capacity is not None and not self.slo:
             raise ValueError("a capacity search needs at least one slo: the most load within what?")
+        engine_args([], self.endpoints)  # an engine generates or embeds, not both
         return self
+
+    @property
+    def endpoints(self) -> set[str]:
+        """The endpoints the workloads send to."""
+        return {str(options.get("endpoint", "chat")) for options in self.workloads.values()}
 
 
 class Loader(yaml.SafeLoader):

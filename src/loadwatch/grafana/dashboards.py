@@ -117,12 +117,14 @@ def overview() -> dict:
             Panel("Tokens", [
                 (rate(total(Client.GENERATION_TOKENS), C), "client generated"),
                 (rate(total(Engine.GENERATION_TOKENS), E), "engine generated"),
+                (rate(total(Client.PROMPT_TOKENS), C), "client prompt"),
                 (rate(total(Engine.PROMPT_TOKENS), E), "engine prompt"),
-            ], "short", "Tokens per second: output tokens as the client's usage counts them, and the engine's."),
+            ], "short", "Tokens per second, as the client's usage counts them and as the engine does: output "
+                        "tokens, and prompt tokens (all that embeddings and rerank requests have)."),
             Panel("Failures by reason", [
                 (rate(total(Client.FAILURES), C, "reason"), "{{reason}}"),
             ], "reqps", "Failed requests per second: http_<status>, connection, timeout, stream_cut, "
-                        "malformed_chunk, stream_error, empty_completion."),
+                        "malformed_chunk, stream_error, empty_completion, malformed_answer."),
         ]),
         Row("Engine state", [*_engine_state(), *_batch_and_admission()]),
         Row("Agents: sessions, tools, reasoning, cache", [

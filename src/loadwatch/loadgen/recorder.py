@@ -44,6 +44,8 @@ class LLMRequest:
     turn: int | None = None  # a session's turn, from 1; None outside sessions
     cancelled: bool = False  # the client hung up on purpose (--cancel-ratio): neither success nor failure
     cancelled_ttft: float | None = None  # how long its first chunk took, where it came before the hang-up
+    images: int = 0  # sent with it (random-mm), and their encoded bytes
+    image_bytes: int = 0
 
     @property
     def labels(self) -> tuple[str, str]:
@@ -54,7 +56,7 @@ class LLMRequest:
         return as_record(self.request_id, self.started_at, worker, self.model, self.scenario,
                          "warmup" if self.warmup else self.stage, self.elapsed,
                          CANCELLED if self.cancelled else self.failure_reason, m, self.tokens_from, with_itl,
-                         self.turn, self.cancelled_ttft)
+                         self.turn, self.cancelled_ttft, self.images, self.image_bytes)
 
 
 class Recorder:
@@ -97,6 +99,9 @@ class Recorder:
         self.finished += 1
         labels = req.labels
         self.counts.inc(Client.REQUESTS, labels)
+        if req.images:  # sent, whatever came back: what the server had to take in
+            self.counts.inc(Client.IMAGES, labels, req.images)
+            self.counts.inc(Client.IMAGE_BYTES, labels, req.image_bytes)
         m = req.metrics
         series = self.samples.of((*labels, req.stage))
         if req.cancelled:  # out of every latency but TTFT, where it got that far
@@ -111,8 +116,9 @@ class Recorder:
             series.add_failure(req.started_at, req.elapsed, reason)
             return
         by_turn = (*labels, d.turn_bucket(req.turn))
-        rid, first_at, last_at = req.request_id, req.started_at + m.ttft, req.started_at + m.e2e
-        self.counts.observe(d.TTFT.name, by_turn, m.ttft, rid, first_at)
+        rid, last_at = req.request_id, req.started_at + m.e2e
+        if m.ttft is not None:
+            self.counts.observe(d.TTFT.name, by_turn, m.ttft, rid, req.started_at + m.ttft)
         self.counts.observe(d.E2E.name, by_turn, m.e2e, rid, last_at)
         for gap in m.itl:
             self.counts.observe(d.ITL.name, by_turn, gap)
@@ -128,8 +134,10 @@ class Recorder:
             self.counts.inc(Client.PROMPT_TOKENS, labels, m.prompt_tokens)
         if m.completion_tokens is not None:
             self.counts.inc(Client.GENERATION_TOKENS, labels, m.completion_tokens)
-        series.add_success(req.started_at, m, within(self.goodput, {"ttft": m.ttft, "tpot": m.tpot, "e2el": m.e2e}))
-        self.recent.append(record or req.record(self.worker, False))
+        series.add_success(req.started_at, m, within(self.goodput, {"ttft": m.ttft, "tpot": m.tpot, "e2el": m.e2e}),
+                           req.images, req.image_bytes)
+        if m.ttft is not None:  # the slowest are by TTFT: an embedding or a rerank has none
+            self.recent.append(record or req.record(self.worker, False))
         self.tokens_from[req.tokens_from] += 1
 
     def start_run(self) -> None:

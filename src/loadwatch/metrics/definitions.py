@@ -110,6 +110,8 @@ COUNTER_HELP = {
     Client.ARRIVALS_DROPPED: "Open loop: arrivals not sent because the concurrency cap was reached.",
     Client.CANCELLED: "Requests the client hung up on before their end (--cancel-ratio); also in requests_total.",
     Client.TOOL_CALLS: "Tool calls the model made in successful requests.",
+    Client.IMAGES: "Images sent in requests (--dataset random-mm), successful or not.",
+    Client.IMAGE_BYTES: "Encoded bytes (before base64) of the images sent in requests.",
     Client.CPU: "CPU time (user and system) of a Locust process; rate() is the cores it uses.",
 }
 COUNTER_LABELS = {Client.FAILURES: FAILURE_LABELS, Client.CPU: PROCESS_LABELS}

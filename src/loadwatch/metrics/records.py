@@ -31,7 +31,8 @@ CANCELLED = "cancelled"  # a record's `failure` when the client hung up: not a s
 
 def as_record(request_id: str, started_at: float, worker: str, model: str, scenario: str, stage: str,
               elapsed: float, failure: str | None, m: RequestMetrics | None, tokens_from: str,
-              with_itl: bool, turn: int | None = None, cancelled_ttft: float | None = None) -> dict:
+              with_itl: bool, turn: int | None = None, cancelled_ttft: float | None = None, images: int = 0,
+              image_bytes: int = 0) -> dict:
     ttft = m.ttft if m else cancelled_ttft
     record = {"id": request_id, "start": round(started_at, 6), "worker": worker, "model": model,
               "scenario": scenario, "stage": stage, "failure": failure,
@@ -53,6 +54,8 @@ def as_record(request_id: str, started_at: float, worker: str, model: str, scena
                       engine_decode_s=_rounded(engine.decode), engine_mean_itl_s=_rounded(engine.mean_itl),
                       ttft_rest_s=_rounded(m.ttft_rest), spec_acceptance_length=engine.spec_acceptance_length,
                       spec_acceptance_rate=engine.spec_acceptance_rate)
+    if images:
+        record.update(images=images, image_bytes=image_bytes)
     if with_itl:
         record["itl_s"] = [round(gap, 6) for gap in m.itl] if m else []
     return record
@@ -96,23 +99,25 @@ def exact_samples(path: Path, slos: list[SLO]) -> tuple[Samples, bool]:
                            prompt_tokens=r["prompt_tokens"], completion_tokens=r["output_tokens"],
                            headers=r.get("headers_s"), ttfa=r.get("ttfa_s"), cached_tokens=r.get("cached_tokens"),
                            reasoning_tokens=r.get("reasoning_tokens"), tool_calls=r.get("tool_calls") or 0)
-        series.add_success(r["start"], m, within(limits, {"ttft": m.ttft, "tpot": m.tpot, "e2el": m.e2e}))
+        series.add_success(r["start"], m, within(limits, {"ttft": m.ttft, "tpot": m.tpot, "e2el": m.e2e}),
+                           r.get("images", 0), r.get("image_bytes", 0))
     return samples, has_itl
 
 
 def request_latencies(path: Path) -> dict[str, np.ndarray]:
     """Each measured successful request's TTFT, TPOT and E2E latency in ms, from a records file, in
-    the order the requests started (TPOT only where the request had two tokens or more; NaN marks
-    its absence while sorting). Columns of floats, not the records: a million cost 32 MB."""
+    the order the requests started (TPOT only where the request had two tokens or more, TTFT only
+    where it streamed; NaN marks an absence while sorting). Columns of floats, not the records: a million cost 32 MB."""
     columns: dict[str, array] = {name: array("d") for name in ("start", "ttft", "e2el", "tpot")}
     for r in read_records(path):
         if r["stage"] == "warmup" or r["failure"] is not None:
             continue
         columns["start"].append(r["start"])
-        columns["ttft"].append(r["ttft_s"])
+        columns["ttft"].append(math.nan if r["ttft_s"] is None else r["ttft_s"])  # None: embeddings, rerank
         columns["e2el"].append(r["elapsed_s"])
         columns["tpot"].append(math.nan if r["tpot_s"] is None else r["tpot_s"])
     order = np.argsort(np.frombuffer(columns["start"], dtype=np.float64), kind="stable")
     out = {name: np.frombuffer(columns[name], dtype=np.float64)[order] * 1000 for name in ("ttft", "e2el", "tpot")}
-    out["tpot"] = out["tpot"][~np.isnan(out["tpot"])]
+    for name in ("ttft", "tpot"):
+        out[name] = out[name][~np.isnan(out[name])]
     return out

@@ -57,6 +57,7 @@ class Figures(BaseModel):
     request_throughput: float = 0.0
     request_goodput: float = 0.0
     output_throughput: float = 0.0
+    input_throughput: float = 0.0  # prompt tokens a second: what embeddings and rerank are measured by
     total_token_throughput: float = 0.0
     failure_ratio: float = 0.0
     failures: dict[str, int] = {}
@@ -65,6 +66,8 @@ class Figures(BaseModel):
     total_tool_calls: int = 0
     total_reasoning_tokens: int = 0
     total_cached_tokens: int = 0
+    total_images: int = 0  # sent with the completed requests (random-mm), and their encoded bytes
+    total_image_bytes: int = 0
     cached_prompt_tokens_ratio: float | None = None
     arrivals: Arrivals | None = None  # an open loop's or a trace's; None in a closed loop
 

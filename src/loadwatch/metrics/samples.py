@@ -21,7 +21,7 @@ HEADERS, AFTER_HEADERS = "headers", "ttft_after_headers"
 TTFA = "ttfa"  # time to the first answer token, after a reasoning model's thoughts
 DISTRIBUTIONS = (*LATENCY_METRICS, HEADERS, AFTER_HEADERS, TTFA)
 # Sums over successful requests, beside the token counts: what the server reused, reasoned and called.
-TALLIES = ("cached_tokens", "cache_reported_prompt_tokens", "reasoning_tokens", "tool_calls")
+TALLIES = ("cached_tokens", "cache_reported_prompt_tokens", "reasoning_tokens", "tool_calls", "images", "image_bytes")
 
 
 class Arrivals:
@@ -95,18 +95,20 @@ class Series:
         self.first_start = min(self.first_start, started_at)
         self.last_end = max(self.last_end, started_at + elapsed)
 
-    def add_success(self, started_at: float, m: RequestMetrics, good: bool = True) -> None:
+    def add_success(self, started_at: float, m: RequestMetrics, good: bool = True, images: int = 0,
+                    image_bytes: int = 0) -> None:
         self._span(started_at, m.e2e)
         self.completed += 1
         self.good += good
-        self.latency["ttft"].add(m.ttft)
         self.latency["e2el"].add(m.e2e)
         if m.tpot is not None:
             self.latency["tpot"].add(m.tpot)
         self.latency["itl"].extend(m.itl)
-        if m.headers is not None:
-            self.latency[HEADERS].add(m.headers)
-            self.latency[AFTER_HEADERS].add(m.ttft - m.headers)
+        if m.ttft is not None:  # an embeddings or rerank answer has no first token: its E2E is all
+            self.latency["ttft"].add(m.ttft)
+            if m.headers is not None:
+                self.latency[HEADERS].add(m.headers)
+                self.latency[AFTER_HEADERS].add(m.ttft - m.headers)
         if m.ttfa is not None:
             self.latency[TTFA].add(m.ttfa)
         self.prompt_tokens += m.prompt_tokens or 0
@@ -116,6 +118,8 @@ class Series:
             self.tallies["cache_reported_prompt_tokens"] += m.prompt_tokens or 0
         self.tallies["reasoning_tokens"] += m.reasoning_tokens or 0
         self.tallies["tool_calls"] += m.tool_calls
+        self.tallies["images"] += images
+        self.tallies["image_bytes"] += image_bytes
 
     def add_cancelled(self, started_at: float, elapsed: float, ttft: float | None) -> None:
         self._span(started_at, elapsed)

@@ -66,17 +66,22 @@ def figures(series: Series, duration: float | None = None, requested_rate: float
         "request_throughput": per_second(series.completed),
         "request_goodput": per_second(series.good),
         "output_throughput": per_second(output),
+        "input_throughput": per_second(prompt),
         "total_token_throughput": per_second(prompt + output),
         "failure_ratio": series.failed / finished if finished else 0.0,
         "failures": dict(sorted(series.failures.items())),
         "total_tool_calls": series.tallies["tool_calls"],
         "total_reasoning_tokens": series.tallies["reasoning_tokens"],
         "total_cached_tokens": series.tallies["cached_tokens"],
+        "total_images": series.tallies["images"],
+        "total_image_bytes": series.tallies["image_bytes"],
         # Only over the requests whose server said how much it had cached (None: none said).
         "cached_prompt_tokens_ratio": (series.tallies["cached_tokens"] / series.tallies["cache_reported_prompt_tokens"]
                                        if series.tallies["cache_reported_prompt_tokens"] else None),
     }
     for metric in DISTRIBUTIONS:
+        if series.completed and series.latency[metric].average() is None:
+            continue  # none of the requests had it: an embedding has no first token, one token no TPOT
         for stat in STATS:
             out[latency_key(metric, stat)] = statistic(series.latency[metric], stat)
     if series.arrivals.scheduled:  # absent, not None, where none were seen: per-request records carry none
@@ -170,10 +175,11 @@ def format_block(result: Results, verdict_list: list[Verdict]) -> str:
     ]
     if verdict_list:
         lines.append(_row("Request goodput (req/s):", result.request_goodput))
+    generated = result.total_output_tokens or not result.completed
     lines += [
         _row("Output token throughput (tok/s):", result.output_throughput),
         _row("Total Token throughput (tok/s):", result.total_token_throughput),
-    ]
+    ] if generated else [_row("Input token throughput (tok/s):", result.input_throughput)]
     sections: tuple[tuple[str, str, str], ...] = (
         ("ttft", "Time to First Token", "TTFT"),
         ("tpot", "Time per Output Token (excl. 1st token)", "TPOT"),
@@ -183,6 +189,8 @@ def format_block(result: Results, verdict_list: list[Verdict]) -> str:
     if result.total_reasoning_tokens:  # the answer comes after the thoughts: its own wait
         sections = (*sections[:1], ("ttfa", "Time to First Answer Token", "TTFA"), *sections[1:])
     for key, title, short in sections:
+        if result.completed and result.latency(key, "mean") is None:
+            continue  # no request had it (embeddings and rerank have no first token)
         lines.append("{s:{c}^{n}}".format(s=title, n=50, c="-"))
         lines.append(_row(f"Mean {short} (ms):", result.latency(key, "mean")))
         lines.append(_row(f"Median {short} (ms):", result.latency(key, "median")))
@@ -190,9 +198,11 @@ def format_block(result: Results, verdict_list: list[Verdict]) -> str:
     extras = [_row("Tool calls:", result.total_tool_calls) if result.total_tool_calls else None,
               _row("Reasoning tokens:", result.total_reasoning_tokens) if result.total_reasoning_tokens else None,
               _row("Cached prompt tokens (ratio):", result.cached_prompt_tokens_ratio)
-              if result.cached_prompt_tokens_ratio is not None else None]
+              if result.cached_prompt_tokens_ratio is not None else None,
+              _row("Images (bytes):", f"{result.total_images} ({result.total_image_bytes})")
+              if result.total_images else None]
     if any(extras):
-        lines.append("{s:{c}^{n}}".format(s="Tools, reasoning, cache", n=50, c="-"))
+        lines.append("{s:{c}^{n}}".format(s="Tools, reasoning, cache, images", n=50, c="-"))
         lines += [line for line in extras if line]
     counted_otherwise = {k: n for k, n in result.output_tokens_counted_by.items() if k != "usage"}
     if counted_otherwise:

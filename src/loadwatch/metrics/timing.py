@@ -38,11 +38,12 @@ class RawTiming:
     reasoning_tokens: int | None = None
     tool_calls: int = 0
     engine: EngineAccount | None = None
+    answered_at: float | None = None  # embeddings, rerank: when the last byte of their one answer came
 
 
 @dataclass(frozen=True)
 class RequestMetrics:
-    ttft: float
+    ttft: float | None  # None for an answer that has no first token (embeddings, rerank)
     e2e: float
     itl: tuple[float, ...]
     tpot: float | None
@@ -64,7 +65,8 @@ class RequestMetrics:
         Why this request was slow). Below zero by more than clock noise, the engine's account is not
         this request's."""
         engine = self.engine
-        if engine is None or engine.queue is None or engine.prefill is None or self.headers is None:
+        if engine is None or engine.queue is None or engine.prefill is None or self.headers is None \
+                or self.ttft is None:
             return None
         return self.ttft - self.headers - engine.queue - engine.prefill
 
@@ -77,10 +79,14 @@ class RequestMetrics:
 
 
 def request_metrics(raw: RawTiming) -> RequestMetrics:
-    """TTFT, ITL, E2E and TPOT of one successful request.
+    """TTFT, ITL, E2E and TPOT of one successful request; of an embeddings or rerank request, its
+    E2E alone (to the last byte of its answer, as `vllm bench serve` times them).
 
     Raises ValueError when no chunk carried text: such a request is a failure, not a latency.
     """
+    if raw.answered_at is not None:
+        return RequestMetrics(None, raw.answered_at - raw.t0, (), None, raw.prompt_tokens, None,
+                              headers=None if raw.headers_at is None else raw.headers_at - raw.t0)
     arrivals = raw.content_arrivals
     if not arrivals:
         raise ValueError("no chunk carried generated text")

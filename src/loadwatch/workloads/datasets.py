@@ -14,9 +14,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
+from loadwatch.client.endpoints import streams
 from loadwatch.workloads.builtin import builtin_prompts
 from loadwatch.workloads.errors import DatasetError
 from loadwatch.workloads.files import read_jsonl, read_session_lines, read_sharegpt, read_tools
+from loadwatch.workloads.images import ImagePrompts, image_size
 from loadwatch.workloads.prompt import Cycle, Prompt, Workload
 from loadwatch.workloads.sessions import GENERATED_TURNS, STATIC_STAMP, Script, Sessions, generated, longest, stamps
 from loadwatch.workloads.tokens import Tokenizer
@@ -180,6 +182,21 @@ class Random(TokenPrompts):
         return prompts
 
 
+class RandomImages(Random):
+    name, summary = "random-mm", "random token prompts with synthetic images of a set size (chat)"
+
+    def check(self, settings: LoadSettings) -> LoadSettings:
+        if settings.endpoint != "chat":
+            raise DatasetError("random-mm sends images in chat messages: it needs --endpoint chat")
+        return settings
+
+    def make(self, settings: LoadSettings, tokenizer: Tokenizer | None, rng: random.Random,
+             offered: list[dict] | None) -> Workload | Sessions | Trace:
+        text = super().make(settings, tokenizer, rng, offered)
+        assert isinstance(text, Cycle)
+        return ImagePrompts(text, settings.images_per_request, image_size(settings.image_size), settings.seed)
+
+
 class PrefixRepetition(TokenPrompts):
     name, summary = "prefix-repetition", "a few shared prefixes, each with unique suffixes"
 
@@ -263,7 +280,7 @@ class Conversations(Dataset):
     summary = "each user a conversation that grows with the model's answers"
 
     def check(self, settings: LoadSettings) -> LoadSettings:
-        if settings.endpoint == "completions":
+        if settings.endpoint not in ("chat", "responses"):
             raise DatasetError("sessions are conversations: they need --endpoint chat or responses")
         if settings.request_rate is not None:
             raise DatasetError("sessions are closed loops (each user a conversation, answer then next turn): "
@@ -294,6 +311,9 @@ class Replay(Dataset):
     sample, tokenized, timed = SAMPLES / "mooncake-sample.jsonl", True, True
 
     def check(self, settings: LoadSettings) -> LoadSettings:
+        if not streams(settings.endpoint):
+            raise DatasetError("a trace replays generation requests: it needs --endpoint chat, completions or "
+                               "responses")
         entries = len(read_trace(self.path(settings)))
         settings = settings.model_copy(update={"num_requests": min(settings.num_requests or entries, entries)})
         given = [name for name, on in (("--request-rate", settings.request_rate), ("--shape", settings.shape),

@@ -14,6 +14,8 @@ class Prompt:
     max_tokens: int | None = None  # None: the run's --max-tokens
     body: dict | None = None  # the request's own fields (tools, response_format, ...), over --extra-body
     turn: int | None = None  # a session's turn, from 1
+    images: int = 0  # images in its messages (random-mm), and their encoded bytes, before base64
+    image_bytes: int = 0
 
     @classmethod
     def user_text(cls, text: str, max_tokens: int | None = None, body: dict | None = None) -> Prompt:

@@ -51,8 +51,8 @@ load: {users: [0], duration: 4x}
         f"{path}:3: arms.external: vllm_args are for the embedded engine: an arm with a target configures its "
         "server itself (restart)",
         f"{path}:4: arms.local: restart is for an arm with a target: the embedded engine restarts by itself",
-        f"{path}:7: workloads.bad.dataset: 'nope' is none of builtin, sharegpt, random, prefix-repetition, agent, "
-        "jsonl, sessions, trace",
+        f"{path}:7: workloads.bad.dataset: 'nope' is none of builtin, sharegpt, random, random-mm, "
+        "prefix-repetition, agent, jsonl, sessions, trace",
         f"{path}:8: workloads.bad.max_tokens: Input should be greater than 0",
         f"{path}:9: workloads.reserved.colour: not a load-generator option (see `locust --help`, with - as _)",
         f"{path}:9: workloads.reserved.results_json: set by the experiment itself (its load, slo and files)",
@@ -136,3 +136,13 @@ def test_a_capacity_search_is_one_cell_per_arm_and_workload_and_needs_an_slo(tmp
     assert plan[0].unit == "req/s"
     with pytest.raises(ExperimentError, match="a capacity search needs at least one slo"):
         load(write(tmp_path, searching.replace("slo: [ttft_p90_ms=1000]\n", "")))
+
+
+def test_workloads_that_embed_and_generate_cannot_share_an_engine(tmp_path):
+    mixed = GOOD.replace("mixed: {dataset: jsonl, dataset_path: prompts.jsonl}",
+                         "mixed: {dataset: jsonl, dataset_path: prompts.jsonl, endpoint: embeddings}")
+    with pytest.raises(ExperimentError, match="one engine cannot both generate and embed"):
+        load(write(tmp_path, mixed))
+    embedding = mixed.replace("static: {dataset: agent, agent_prefix: static, max_tokens: 32, ignore_eos: true}",
+                              "static: {dataset: random, endpoint: rerank}")
+    assert load(write(tmp_path, embedding)).endpoints == {"embeddings", "rerank"}

@@ -93,3 +93,22 @@ def test_a_cancelled_request_is_counted_apart_with_its_ttft_only_where_it_got_th
     (_, ttft), = recorder.counts.histograms_named(d.TTFT.name)
     assert sum(ttft.counts) == 1
     assert [(r["failure"], r["ttft_s"]) for r in recorder.take_records()] == [(CANCELLED, 0.1), (CANCELLED, None)]
+
+
+def test_an_embedding_has_no_ttft_and_images_are_counted_as_sent():
+    from loadwatch.catalogue import Client
+
+    state = RunState(["chat"], "http://x")
+    recorder = state.recorder
+    pooled = request_metrics(RawTiming(0.0, (), prompt_tokens=12, completion_tokens=None, headers_at=0.01,
+                                       answered_at=0.05))
+    assert (pooled.ttft, pooled.e2e, pooled.itl, pooled.tpot) == (None, 0.05, (), None)
+    recorder.record(LLMRequest("m", "chat", 1.0, 0.05, pooled, request_id="e"))
+    recorder.record(LLMRequest("m", "chat", 2.0, 0.2, failure_reason="http_400", images=3, image_bytes=900))
+    text = generate_latest(client_registry(state, lambda: 0)).decode()
+    assert 'loadwatch_client_e2e_request_latency_seconds_count{model="m",scenario="chat",turn=""} 1.0' in text
+    assert 'loadwatch_client_time_to_first_token_seconds_count{model="m",scenario="chat",turn=""}' not in text
+    assert 'loadwatch_client_prompt_tokens_total{model="m",scenario="chat"} 12.0' in text
+    assert dict(recorder.counts.counters_named(Client.IMAGES)) == {("m", "chat"): 3.0}  # sent, though it failed
+    assert dict(recorder.counts.counters_named(Client.IMAGE_BYTES)) == {("m", "chat"): 900.0}
+    assert not recorder.recent  # the slowest are by TTFT

@@ -144,7 +144,7 @@ def test_a_dataset_is_one_class_and_every_dataset_is_an_option_with_its_help():
 
 
 def test_an_unknown_dataset_is_refused_with_the_choices():
-    with pytest.raises(DatasetError, match="'nope' is none of builtin, sharegpt, random, prefix-repetition, agent"):
+    with pytest.raises(DatasetError, match="'nope' is none of builtin, sharegpt, random, random-mm, prefix-repetition"):
         validate(LoadSettings(dataset="nope"))
 
 

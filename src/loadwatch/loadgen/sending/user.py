@@ -18,7 +18,7 @@ from locust import User, constant, task
 from locust.exception import StopUser
 from locust.user.task import LOCUST_STATE_STOPPING
 
-from loadwatch.client.endpoints import PATHS
+from loadwatch.client.endpoints import PATHS, streams
 from loadwatch.client.failures import RequestFailed, http_reason
 from loadwatch.client.stream import HangUp, Streamer, StreamResult
 from loadwatch.loadgen.process import process_of, run_users
@@ -39,6 +39,26 @@ MIN_BACKOFF, MAX_BACKOFF = 0.05, 1.0  # seconds a closed-loop user waits after a
 MAX_RETRY_AFTER = 30.0  # the most of a server's Retry-After a user honours
 # A trace's time 0 is this long after the run's start: its users are up and its first prompts made by then.
 REPLAY_LEAD = 1.0
+
+
+def pooling_payload(settings: LoadSettings, model: str | None, prompts: list[Prompt]) -> dict:
+    """An embeddings request's texts, or a rerank request's query (the first) and documents: the
+    prompts' text, without the generation fields a dataset line may carry."""
+    texts = [prompt.text for prompt in prompts]
+    payload: dict = {"input": texts} if settings.endpoint == "embeddings" else {"query": texts[0],
+                                                                               "documents": texts[1:]}
+    if model:
+        payload["model"] = model
+    payload.update(settings.extra_body)
+    return payload
+
+
+def prompts_per_request(settings: LoadSettings) -> int:
+    """Prompts one request takes from the workload: one, or an embeddings request's texts, or a
+    rerank request's query and documents."""
+    if streams(settings.endpoint):
+        return 1
+    return settings.inputs_per_request + (settings.endpoint == "rerank")
 
 
 def build_payload(settings: LoadSettings, model: str | None, prompt: Prompt) -> dict:
@@ -251,9 +271,14 @@ class LLMUser(User):
             in_flight.close()
 
     def send(self, kind: str, streamer: Streamer, prompt: Prompt | None = None) -> StreamResult:
+        settings = self.process.settings
         prompt = prompt or self.next_prompt()
         model = self.pick_model()
-        payload = build_payload(self.process.settings, model, prompt)
+        if streams(settings.endpoint):
+            payload = build_payload(settings, model, prompt)
+        else:
+            more = [self.next_prompt() for _ in range(prompts_per_request(settings) - 1)]
+            payload = pooling_payload(settings, model, [prompt, *more])
         labels = (model or UNKNOWN, self.scenario)
         # In flight until recorded: a worker's last report waits for none to be in flight, and counting
         # its tokens may ask the server.
@@ -296,6 +321,8 @@ class LLMUser(User):
             turn=prompt.turn,
             cancelled=result.cancelled,
             cancelled_ttft=result.first_chunk,
+            images=prompt.images,
+            image_bytes=prompt.image_bytes,
         )
         if self.conversation is not None:
             self.conversation.answered(result.answer.message() if metrics and result.answer else None)
