@@ -56,6 +56,7 @@ generate: setup
 benchmark: setup
 	$(VENV)/bin/loadwatch engine setup
 	$(VENV)/bin/python benchmarks/fidelity.py
+	$(VENV)/bin/python benchmarks/pooling.py
 	$(VENV)/bin/python benchmarks/long_prompts.py
 	$(VENV)/bin/python benchmarks/event_loops.py
 	$(VENV)/bin/python benchmarks/master_memory.py

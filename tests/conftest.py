@@ -203,3 +203,20 @@ def wait_for(predicate, timeout: float, what: str, interval: float = 0.5):
             return value
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+
+
+@contextlib.contextmanager
+def embedded_engine(*extra: str):
+    """The embedded engine with `extra` vLLM flags, for one module's tests and stopped after them:
+    its start (half a minute) is not what they test."""
+    from loadwatch.engine import process
+    from loadwatch.engine.settings import EngineSettings
+    from loadwatch.engine.setup import ensure_engine, ensure_model
+
+    settings = EngineSettings()
+    ensure_engine(settings)
+    info = process.start(settings, ensure_model(settings), extra=list(extra))
+    try:
+        yield info
+    finally:
+        process.stop(settings)

@@ -88,7 +88,8 @@ class Stats:
         return {"arrivals": self.arrivals, "outcomes": dict(self.outcomes),
                 "median_ttft_ms": median_ms(self.true_ttft), "median_tpot_ms": median_ms(self.true_tpot),
                 "p99_ttft_ms": p99_ms(self.true_ttft), "median_ttfa_ms": median_ms(self.true_ttfa),
-                "models": dict(self.models), "median_e2e_ms": median_ms(self.true_e2e),
+                "models": dict(self.models),
+                "median_e2e_ms": median_ms(self.true_e2e), "p99_e2e_ms": p99_ms(self.true_e2e),
                 "pooled": len(self.true_e2e), "pooled_tokens": self.pooled_tokens,
                 "images": len(self.images), "image_bytes": sum(len(i) for i in self.images),
                 "distinct_images": len(set(self.images))}
@@ -214,6 +215,7 @@ class Connection(asyncio.Protocol):
         score per document, and usage counting a token per word, as one answer of vLLM's."""
         await asyncio.sleep(max(0.0, arrival + self.config.ttft - self.loop.time()))
         texts = request["input"] if path == "/v1/embeddings" else [request["query"], *request["documents"]]
+        texts = [texts] if isinstance(texts, str) else texts  # one text, as vllm bench serve sends it
         tokens = sum(len(t.split()) for t in texts)
         usage = {"prompt_tokens": tokens, "total_tokens": tokens}
         if path == "/v1/embeddings":

@@ -9,21 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from loadwatch.engine import process
-from loadwatch.engine.settings import EngineSettings
-from loadwatch.engine.setup import ensure_engine, ensure_model
 from loadwatch.settings import records_beside
-from tests.conftest import REPO, scrape, total, wait_for
+from tests.conftest import REPO, embedded_engine, scrape, total, wait_for
 from tests.e2e.exporter_watch import ExporterWatch
 
 
 @pytest.fixture(scope="module")
 def engine():
-    settings = EngineSettings()
-    ensure_engine(settings)
-    info = process.start(settings, ensure_model(settings))
-    yield info
-    process.stop(settings)
+    with embedded_engine() as info:
+        yield info
 
 
 @pytest.fixture

@@ -7,21 +7,15 @@ import json
 
 import pytest
 
-from loadwatch.engine import process
 from loadwatch.engine.serving import POOLING_ARGS
-from loadwatch.engine.settings import EngineSettings
-from loadwatch.engine.setup import ensure_engine, ensure_model
-from tests.conftest import scrape, total, wait_for
+from tests.conftest import embedded_engine, scrape, total, wait_for
 from tests.e2e.test_engine_run import headless
 
 
 @pytest.fixture(scope="module")
 def pooling_engine():
-    settings = EngineSettings()
-    ensure_engine(settings)
-    info = process.start(settings, ensure_model(settings), extra=list(POOLING_ARGS))
-    yield info
-    process.stop(settings)
+    with embedded_engine(*POOLING_ARGS) as info:
+        yield info
 
 
 def counted(url: str) -> dict[str, float]:

@@ -17,24 +17,17 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 import yaml
 
-from loadwatch.engine import process
-from loadwatch.engine.settings import EngineSettings
-from loadwatch.engine.setup import ensure_engine, ensure_model
 from loadwatch.engine.small import SMALL_KV
 from loadwatch.stack.settings import StackSettings
 from loadwatch.stack.stack import down, up
-from tests.conftest import REPO, finish, free_port, get, locust_command, wait_for
+from tests.conftest import REPO, embedded_engine, finish, free_port, get, locust_command, wait_for
 from tests.integration.test_webui_charts import llm_tab, series
 
 
 @pytest.fixture(scope="module")
 def small_engine():
-    """One engine for both tests: its start (half a minute) is not what they test."""
-    settings = EngineSettings()
-    ensure_engine(settings)
-    info = process.start(settings, ensure_model(settings), extra=list(SMALL_KV))
-    yield info
-    process.stop(settings)
+    with embedded_engine(*SMALL_KV) as info:
+        yield info
 
 
 # 20 blocks of 32 tokens (19 usable) shared by up to 8 sequences of up to 288 tokens: 12 users
