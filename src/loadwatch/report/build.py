@@ -20,7 +20,7 @@ from loadwatch.report.engine import SETTLE_SECONDS, engine_figures
 from loadwatch.report.exact import records_of, with_exact_figures
 from loadwatch.report.html import write_run_page
 from loadwatch.report.markdown import render
-from loadwatch.report.plots import plot_ttft_against_engine, series
+from loadwatch.report.plots import plot_latency_against_engine, plotted_latency, series
 
 log = logging.getLogger(__name__)
 PLOT = "ttft-kv-waiting.png"
@@ -79,7 +79,7 @@ def build_report(results_path: Path, api: PrometheusAPI | None, out_dir: Path, r
     source = (f"exact, from the {records} records of {records_of(results_path, results).name}" if records is not None
               else "from the run's sketches (percentiles within 0.5 %)")
     engine: dict = {}
-    plot = None
+    plot = plot_latency = None
     missing = None  # why the engine's side is missing, in one sentence
     if api is None:
         missing = ("The engine's side is missing: this run has no Prometheus data (a run without the stack, or "
@@ -89,7 +89,8 @@ def build_report(results_path: Path, api: PrometheusAPI | None, out_dir: Path, r
             engine = engine_figures(api, start, end, settle)
             data = series(api, start, end, rate_window)
             if any(data.values()):
-                plot = plot_ttft_against_engine(data, results.stages, start, end, out_dir / PLOT).name
+                plot = plot_latency_against_engine(data, results.stages, start, end, out_dir / PLOT).name
+                plot_latency = plotted_latency(data)
             if all(v is None for v in engine.values()):
                 engine = {}
                 missing = ("The engine's side is missing: Prometheus has no engine series for this run's window "
@@ -123,6 +124,7 @@ def build_report(results_path: Path, api: PrometheusAPI | None, out_dir: Path, r
         "ttft_split": split,
         "slo": results.slo,
         "plot": plot,
+        "plot_latency": plot_latency,  # TTFT, or E2E for a run that streamed nothing
         "notes": notes,
     }
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -186,8 +186,9 @@ def render(report: dict) -> str:
             [v["name"], f"{v['limit']:g}", number(v["measured"], 3), "met" if v["passed"] else "BROKEN"]
             for v in report["slo"]])]
     if report["plot"]:
-        lines += ["", "## Client TTFT against engine state", "", f"![client TTFT p99, KV cache usage and requests "
-                  f"waiting over time]({report['plot']})"]
+        latency = report.get("plot_latency") or "TTFT"
+        lines += ["", f"## Client {latency} against engine state", "", f"![client {latency} p99, KV cache usage and "
+                  f"requests waiting over time]({report['plot']})"]
     if report["notes"]:
         lines += ["", "## Notes", "", *(f"- {note}" for note in report["notes"])]
     return "\n".join(lines) + "\n"

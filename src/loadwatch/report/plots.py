@@ -1,4 +1,5 @@
-"""The report's plot: client TTFT p99 over time, above the engine's KV cache usage and queue."""
+"""The report's plot: client TTFT p99 over time, above the engine's KV cache usage and queue. A run
+that streamed nothing (embeddings, rerank) has no TTFT: its E2E p99 takes the top panel."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from loadwatch.prometheus import PrometheusAPI
 
 SERIES = {
     "ttft_p99": f"histogram_quantile(0.99, sum by (le) (rate({Client.TTFT}_bucket[{{window}}])))",
+    "e2e_p99": f"histogram_quantile(0.99, sum by (le) (rate({Client.E2E}_bucket[{{window}}])))",
     "kv_usage": f"max({Engine.KV_CACHE_USAGE})",
     "kv_usage_peak": f"max({Engine.KV_CACHE_USAGE_MAX})",
     "waiting": f"sum({Engine.REQUESTS_WAITING})",
@@ -33,13 +35,20 @@ def _times(points: list[tuple[float, float]]) -> list[datetime]:
     return [datetime.fromtimestamp(t, UTC) for t, _ in points]
 
 
-def plot_ttft_against_engine(data: dict, stages: list[Stage], start: float, end: float, path: Path) -> Path:
+def plotted_latency(data: dict) -> str:
+    """The latency the top panel shows: TTFT, or E2E where no request had a first token."""
+    return "TTFT" if data["ttft_p99"] or not data["e2e_p99"] else "E2E"
+
+
+def plot_latency_against_engine(data: dict, stages: list[Stage], start: float, end: float, path: Path) -> Path:
     # A Figure of its own, not pyplot's: no global state and no display backend to choose.
     fig = Figure(figsize=(10, 6))
     top, bottom = fig.subplots(2, 1, sharex=True)
-    top.plot(_times(data["ttft_p99"]), [v * 1000 for _, v in data["ttft_p99"]], color="tab:blue")
-    top.set_ylabel("client TTFT p99 (ms)\nfrom the histogram")
-    top.set_title("Client TTFT p99 against the engine's KV cache and queue")
+    latency = plotted_latency(data)
+    points = data[f"{latency.lower()}_p99"]
+    top.plot(_times(points), [v * 1000 for _, v in points], color="tab:blue")
+    top.set_ylabel(f"client {latency} p99 (ms)\nfrom the histogram")
+    top.set_title(f"Client {latency} p99 against the engine's KV cache and queue")
     bottom.plot(_times(data["kv_usage"]), [v * 100 for _, v in data["kv_usage"]], color="tab:orange",
                 label="KV cache usage")
     bottom.plot(_times(data["kv_usage_peak"]), [v * 100 for _, v in data["kv_usage_peak"]], color="tab:orange",
