@@ -19,6 +19,28 @@ def test_bucket_bounds_are_inclusive_as_le_means():
     assert hist["+Inf"] == 4
 
 
+VLLM_E2E_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0,
+                    480.0, 960.0, 1920.0, 7680.0)
+
+
+def test_e2e_keeps_vllms_buckets_and_resolves_an_embeddings_p99():
+    """Requests of 10-34 ms (embeddings on the embedded engine): a p99 interpolated as Prometheus does
+    stays within the bucket that holds it, not inside [0, 0.3 s]."""
+    assert set(VLLM_E2E_BUCKETS) <= set(d.E2E.buckets)  # client and engine histograms still line up
+    counts = MetricCounts()
+    for i in range(100):
+        counts.observe(d.E2E.name, LABELS, 0.010 + 0.024 * i / 99)
+    cumulative = next(counts.histograms_named(d.E2E.name))[1].cumulative()
+    rank, lower = 0.99 * 100, 0.0
+    below = 0
+    for bound, n in cumulative:
+        if n >= rank:
+            p99 = lower + (float(bound) - lower) * (rank - below) / (n - below)
+            break
+        lower, below = float(bound), n
+    assert 0.02 <= p99 <= 0.04, p99
+
+
 def test_master_total_is_the_exact_sum_of_worker_deltas():
     values = [0.0005, 0.02, 0.1, 0.1, 0.3, 7.0, 100.0, 5000.0]
     direct = MetricCounts()
