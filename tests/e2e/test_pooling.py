@@ -43,3 +43,11 @@ def test_pooling_requests_and_tokens_are_what_the_engine_counted(pooling_engine,
     assert after["requests"] - before["requests"] == 30 * engine_requests_each
     assert data["total_input_tokens"] == after["prompt_tokens"] - before["prompt_tokens"] > 0
     assert data["median_e2el_ms"] > 0 and "median_ttft_ms" not in data and data["total_output_tokens"] == 0
+
+
+def test_a_generation_endpoint_on_an_embedding_model_is_one_line_and_no_run(pooling_engine, tmp_path):
+    run = headless(pooling_engine.url, tmp_path / "results.json", "-u", "1", "-r", "1", "--num-requests", "3",
+                   "--endpoint", "chat")
+    output = run.stdout + run.stderr
+    assert run.returncode == 2 and "Traceback" not in output, output[-3000:]
+    assert "/v1/chat/completions answered 404" in output and "check --endpoint and --model" in output, output[-3000:]
