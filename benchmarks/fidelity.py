@@ -27,6 +27,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 from loadwatch.engine.settings import EngineSettings
@@ -45,11 +46,23 @@ VLLM_SHIM = (
 VLLM_ENV = {"VLLM_TARGET_DEVICE": "cpu", "VLLM_NO_USAGE_STATS": "1", "HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"}
 
 
-def start_server(itl: float) -> tuple[subprocess.Popen, str]:
+def start_server(itl: float, *flags: str) -> tuple[subprocess.Popen, str]:
+    """The fake server streaming TTFT and TOKENS tokens `itl` apart (or as `flags` say)."""
     server = subprocess.Popen([sys.executable, str(SERVER), "--port", "0", "--ttft", str(TTFT), "--itl", str(itl),
-                               "--tokens", str(TOKENS)], stdout=subprocess.PIPE, text=True)
+                               "--tokens", str(TOKENS), *flags], stdout=subprocess.PIPE, text=True)
     port = int(server.stdout.readline().split()[-1])  # type: ignore[union-attr]
     return server, f"http://127.0.0.1:{port}"
+
+
+def on_fresh_server(run: Callable[[str], dict | None], itl: float, *flags: str) -> tuple[dict | None, dict]:
+    """What `run` measured against a server started for it alone, and what that server really did."""
+    server, url = start_server(itl, *flags)
+    try:
+        time.sleep(0.5)
+        return run(url), truth(url)
+    finally:
+        server.terminate()
+        server.wait(10)
 
 
 def truth(url: str) -> dict:
@@ -116,14 +129,7 @@ def main() -> None:
             if streams in peer_levels:
                 tools.append(("vllm bench serve", lambda u, s=streams: run_vllm(u, s, args.seconds, out)))
             for name, run in tools:
-                server, url = start_server(itl)
-                try:
-                    time.sleep(0.5)
-                    measured = run(url)
-                    true = truth(url)
-                finally:
-                    server.terminate()
-                    server.wait(10)
+                measured, true = on_fresh_server(run, itl)
                 if measured is None:
                     print(f"{streams:>7} {processes:>5} {name:<16} (not run: no embedded engine venv)")
                     continue

@@ -17,19 +17,11 @@ import json
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from fidelity import REPO, SERVER, VLLM_ENV, VLLM_SHIM, truth
+from fidelity import REPO, VLLM_ENV, VLLM_SHIM, on_fresh_server
 
 from loadwatch.engine.settings import EngineSettings
-
-
-def start_server(latency: float) -> tuple[subprocess.Popen, str]:
-    server = subprocess.Popen([sys.executable, str(SERVER), "--port", "0", "--ttft", str(latency)],
-                              stdout=subprocess.PIPE, text=True)
-    port = int(server.stdout.readline().split()[-1])  # type: ignore[union-attr]
-    return server, f"http://127.0.0.1:{port}"
 
 
 def run_loadwatch(url: str, streams: int, seconds: int, out: Path) -> dict:
@@ -76,14 +68,8 @@ def main() -> None:
             for name, run in (("loadwatch", lambda u, s=streams: run_loadwatch(u, s, args.seconds, out)),
                               ("vllm bench serve", lambda u, s=streams: run_vllm(u, s, args.seconds,
                                                                                 args.latency, out))):
-                server, url = start_server(args.latency)
-                try:
-                    time.sleep(0.5)
-                    measured = run(url)
-                    true = truth(url)
-                finally:
-                    server.terminate()
-                    server.wait(10)
+                # The fake server answers embeddings --ttft after the request: that is the latency.
+                measured, true = on_fresh_server(run, 0.0, "--ttft", str(args.latency))
                 if measured is None:
                     print(f"{streams:>7} {name:<16} (not run: no embedded engine venv)")
                     continue

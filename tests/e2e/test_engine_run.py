@@ -175,12 +175,17 @@ def test_a_workload_over_the_context_stops_before_sending_with_a_clear_message(e
     assert data["completed"] + data["failed"] == 0  # not one refused request sent
 
 
-def test_embeddings_on_a_generating_model_is_one_line_and_no_run(engine, tmp_path):
-    run = headless(engine.url, tmp_path / "results.json", "-u", "1", "-r", "1", "--num-requests", "3",
-                   "--endpoint", "embeddings")
+def assert_endpoint_refused(url: str, tmp_path: Path, endpoint: str, path: str) -> None:
+    """vLLM serves only its runner's APIs: another's is a 404, which ends the run with one line."""
+    run = headless(url, tmp_path / "results.json", "-u", "1", "-r", "1", "--num-requests", "3",
+                   "--endpoint", endpoint)
     output = run.stdout + run.stderr
     assert run.returncode == 2 and "Traceback" not in output, output[-3000:]
-    assert "/v1/embeddings answered 404" in output and "check --endpoint and --model" in output, output[-3000:]
+    assert f"{path} answered 404" in output and "check --endpoint and --model" in output, output[-3000:]
+
+
+def test_embeddings_on_a_generating_model_is_one_line_and_no_run(engine, tmp_path):
+    assert_endpoint_refused(engine.url, tmp_path, "embeddings", "/v1/embeddings")
 
 
 def test_the_responses_api_is_timed_as_chat_and_counts_what_the_engine_served(engine, tmp_path):

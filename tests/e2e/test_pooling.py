@@ -9,7 +9,7 @@ import pytest
 
 from loadwatch.engine.serving import POOLING_ARGS
 from tests.conftest import embedded_engine, scrape, total, wait_for
-from tests.e2e.test_engine_run import headless
+from tests.e2e.test_engine_run import assert_endpoint_refused, headless
 
 
 @pytest.fixture(scope="module")
@@ -46,8 +46,4 @@ def test_pooling_requests_and_tokens_are_what_the_engine_counted(pooling_engine,
 
 
 def test_a_generation_endpoint_on_an_embedding_model_is_one_line_and_no_run(pooling_engine, tmp_path):
-    run = headless(pooling_engine.url, tmp_path / "results.json", "-u", "1", "-r", "1", "--num-requests", "3",
-                   "--endpoint", "chat")
-    output = run.stdout + run.stderr
-    assert run.returncode == 2 and "Traceback" not in output, output[-3000:]
-    assert "/v1/chat/completions answered 404" in output and "check --endpoint and --model" in output, output[-3000:]
+    assert_endpoint_refused(pooling_engine.url, tmp_path, "chat", "/v1/chat/completions")
