@@ -17,8 +17,10 @@ from tests.conftest import get, headless_run
 def test_random_mm_sends_new_images_of_the_asked_size_and_counts_them(fake_server, tmp_path):
     server = fake_server("--ttft", "0.02", "--itl", "0.005", "--tokens", "4")
     results = tmp_path / "r.json"
-    run = headless_run(server.url, results, "-u", "2", "-r", "2", "--num-requests", "12", "--dataset", "random-mm",
-                       "--input-len", "16", "--images-per-request", "2", "--image-size", "64x48")
+    # Two processes build the workload from the same --seed: each must still draw images of its own.
+    run = headless_run(server.url, results, "-u", "2", "-r", "2", "--processes", "2", "--num-requests", "12",
+                       "--dataset", "random-mm", "--input-len", "16", "--images-per-request", "2",
+                       "--image-size", "64x48")
     output = run.stdout + run.stderr
     assert run.returncode == 0 and "Traceback" not in output, output
     data = json.loads(results.read_text())

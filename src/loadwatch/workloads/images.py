@@ -31,7 +31,7 @@ def image_size(text: str) -> tuple[int, int]:
     return int(width), int(height)
 
 
-def jpeg(seed: int, size: tuple[int, int]) -> bytes:
+def jpeg(seed: tuple[int, ...], size: tuple[int, int]) -> bytes:
     pixels = np.random.default_rng(seed).integers(0, 256, (size[1], size[0], 3), dtype=np.uint8)
     out = io.BytesIO()
     Image.fromarray(pixels, "RGB").save(out, "JPEG", quality=JPEG_QUALITY)
@@ -52,11 +52,14 @@ class ImagePrompts:
     """A text workload whose every prompt comes with `per_request` new images of `size`."""
 
     def __init__(self, text: Workload, per_request: int, size: tuple[int, int], seed: int) -> None:
-        self.text, self.per_request, self.size = text, per_request, size
+        self.text, self.per_request, self.size, self.seed = text, per_request, size, seed
         self.prompts = text.prompts
-        self._seeds = count(seed * 1_000_003)  # each image its own draw, the same ones for the same --seed
+        # The Locust process drawing: each process of a distributed run its own images, since each
+        # builds its workload from the same --seed.
+        self.worker = 0
+        self._numbers = count()
 
     def __call__(self) -> Prompt:
-        seeds = [next(self._seeds) for _ in range(self.per_request)]
+        seeds = [(self.seed, self.worker, next(self._numbers)) for _ in range(self.per_request)]
         pool = gevent.get_hub().threadpool
         return with_images(self.text(), [pool.apply(jpeg, (seed, self.size)) for seed in seeds])

@@ -140,7 +140,8 @@ class LLMUser(User):
         self.model = split[0][0] if split else settings.model or resolve_model(self.streamer)
         self.pick_model = self._splitter(split) if split else (lambda: self.model)
         try:
-            workload = self.workload or self.process.dataset_workload(self.streamer, self.model, self.dataset)
+            workload = self.workload or self.process.dataset_workload(self.streamer, self.model, self.dataset,
+                                                                        self.worker)
         except (DatasetError, RequestFailed) as exc:
             log.error("loadwatch: cannot build the %s dataset: %s", self.process.dataset_name(self.dataset), exc)
             self.environment.process_exit_code = 2  # a workload this server cannot take: README's bad options
