@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
 import sys
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from loadwatch.engine.serving import endpoint_of, engine_args
 from loadwatch.engine.settings import EngineSettings
 from loadwatch.engine.setup import SetupError, ensure_engine, ensure_model
 from loadwatch.exporter.settings import ExporterSettings
+from loadwatch.interrupts import catch_interrupts
 from loadwatch.loadrun.stack import describe, new_run_dir
 from loadwatch.model_options import add_model_options, model_from_args
 from loadwatch.processes import ComponentError, answers
@@ -234,13 +234,9 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
-def _interrupt(_signum, _frame) -> None:
-    raise KeyboardInterrupt  # SIGTERM as Ctrl-C: what was started is stopped, what was measured kept
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    signal.signal(signal.SIGTERM, _interrupt)
+    catch_interrupts()
     # Split by hand: argparse's REMAINDER would also swallow our own options after the action.
     cut = argv.index("--") if "--" in argv else len(argv)
     args = parser().parse_args(argv[:cut])

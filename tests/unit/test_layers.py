@@ -11,7 +11,7 @@ from tests.conftest import REPO
 LAYERS = [
     # facts declared once, small helpers
     {"catalogue", "defaults", "yamlblock", "assets", "loopback", "atomic", "credentials", "durations",
-     "model_options"},
+     "model_options", "interrupts"},
     {"metrics", "processes", "prometheus"},  # pure maths, child processes, the query client
     {"client"},  # the streaming HTTP client
     {"settings"},  # the load generator's options

@@ -18,6 +18,7 @@ from loadwatch.experiment.outcome import Outcome
 from loadwatch.experiment.pace import MIN_COMPLETED, Pace, too_few
 from loadwatch.experiment.server import ServerError, reset_prefix_cache, restart
 from loadwatch.experiment.spec import Arm, Experiment, ExperimentError, load
+from loadwatch.interrupts import raise_if_interrupted
 from loadwatch.loadrun.locust import ENOUGH, INTERRUPTED, WATCH_SECONDS, LocustRun, enough
 from loadwatch.loadrun.stack import new_run_dir, running
 from loadwatch.processes import ComponentError
@@ -103,6 +104,7 @@ def experiment_command(options: ExperimentOptions, say) -> int:
     code = 0
     try:
         for index, (name, block) in enumerate(starts):
+            raise_if_interrupted()
             if name in broken:
                 continue
             later = [c for _, cells in starts[index + 1:] for c in cells if c.arm == name]
@@ -159,6 +161,7 @@ def run_arm(spec: Experiment, name: str, arm: Arm, cells: list[Cell], starts_lef
         template = LocustRun(options.locustfile, metrics_port=stack.client_port)
         paces: dict[str, Pace] = {}
         for cell in cells:
+            raise_if_interrupted()  # one a server's start dropped (loadwatch.interrupts)
             progress.start(cell, starts_left)
             outcome = Outcome(cell, exp_dir / cell.folder)
             if not cell.search and cell.workload not in paces and spec.load.warmup_run:

@@ -20,12 +20,14 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from loadwatch.interrupts import raise_if_interrupted
 from loadwatch.settings import partial_beside
 
 INTERRUPTED = 130  # as a shell reports a command ended by Ctrl-C
 OPEN_LOOP_USERS = 16  # arrival processes sharing an open-loop rate (each sends without waiting)
 WRITE_GRACE = 30.0  # seconds Locust gets, beyond its --stop-timeout, to write what it measured
 KILL_GRACE = 10.0
+INTERRUPT_CHECK = 0.5  # seconds between looks for an interrupt a fork dropped, while Locust runs
 # A run that must complete some requests to be judged (a capacity level, an experiment cell) goes on
 # past its length, up to this many times it, until it has them: a slow server's requests take longer.
 MAX_STRETCH = 8
@@ -138,11 +140,13 @@ class LocustRun:
     @staticmethod
     def _wait(locust: subprocess.Popen, watch: Callable[[], str | None] | None, every: float) -> Finished:
         stopped_early = None
-        while watch is not None and locust.poll() is None:
-            time.sleep(every)
-            if stopped_early is None and locust.poll() is None and (stopped_early := watch()):
-                locust.send_signal(signal.SIGTERM)
-        return Finished(locust.wait(), stopped_early)
+        while True:
+            raise_if_interrupted()  # a SIGTERM that came while Locust was forked was dropped there
+            try:
+                return Finished(locust.wait(timeout=every if watch is not None else INTERRUPT_CHECK), stopped_early)
+            except subprocess.TimeoutExpired:
+                if watch is not None and stopped_early is None and (stopped_early := watch()):
+                    locust.send_signal(signal.SIGTERM)
 
     def _stop(self, locust: subprocess.Popen) -> bool:
         """Whether Locust ended by itself within its grace."""
