@@ -2,10 +2,10 @@
 warm-up runs of 2 s and pauses of 1 s), each arm started three times, in the order off, on, on, off,
 off, on. Two repeats are the fewest that give an interval, but one with a single degree of freedom
 (t = 12.7): medians of 10 and 14 ms against 46 and 49 ms, each round on its own engine start, gave
--75 % [-96 %, +53 %], "same", on a busy machine. Cells are lengthened to the pace of the warm-up run (one user's requests
-take about 0.5 s here, so 16-18 s), and the static prefix with caching is significantly faster in
-TTFT, with a hit ratio near 1; the dynamic prefix gains nothing, with a hit ratio near 0. That
-identical arms come out the same is the coverage simulation's, in
+-75 % [-96 %, +53 %], "same", on a busy machine. Cells are lengthened to the pace of the warm-up
+run (one user's requests take about 0.5 s here, so 16-18 s), and the static prefix with caching is
+significantly faster in TTFT, with a hit ratio near 1; the dynamic prefix gains nothing, with a hit
+ratio near 0. That identical arms come out the same is the coverage simulation's, in
 tests/unit/metrics/test_repeats.py, and the A/A of the target-arms experiment's."""
 
 from __future__ import annotations
