@@ -13,7 +13,7 @@ from pathlib import Path
 
 from tests.conftest import REPO
 
-TWO_SLOTS = ("--max-num-seqs=2", "--max-model-len=288")  # and the engine's full KV cache: 65,536 blocks
+TWO_SLOTS = ("--max-num-seqs=2", "--max-model-len=1024")  # and the engine's full KV cache: 65,536 blocks
 
 
 def conclusion(runs: Path) -> tuple[Path, dict]:
@@ -41,14 +41,16 @@ def test_make_run_finds_what_the_small_engine_sustains_and_names_its_kv_cache(tm
 
 def test_two_batch_slots_are_named_the_limit_with_a_roomy_kv_cache(tmp_path):
     """Two users fill both slots; with a third, a request waits for one about as long as an answer
-    takes (0.6 s here, longer on a slower machine), over a TTFT p90 of 200 ms: 2 users held, 4 and 3
-    broke (lost early), and the engine says why. Levels as long as `make run`'s, for the same reason."""
+    takes, over a TTFT p90 of 200 ms: 2 users held, 4 and 3 broke (lost early), and the engine says
+    why. Answers of 300 tokens take 0.6 s on this machine and 1.8 s on a slower one: with 100, which
+    took 0.6 s on the slower machine, they took 0.19 s on a faster one, where 4 users waited under
+    200 ms and held. Levels as long as `make run`'s, for the same reason."""
     env = {**os.environ, "LOADWATCH_STACK_HOME": str(tmp_path / "home")}
     run = subprocess.run(
         [sys.executable, "-m", "loadwatch.cli", "capacity", "--mode", "users", "--slo", "ttft_p90_ms=200",
          "--start", "2", "--level-duration", "15s", "--warmup", "2s", "--cool-down", "2s",
          "--out", str(tmp_path / "runs"), *(f"--vllm-arg={a}" for a in TWO_SLOTS),
-         "--", "--max-tokens", "100", "--ignore-eos"],
+         "--", "--max-tokens", "300", "--ignore-eos"],
         capture_output=True, text=True, timeout=900, env=env)
     output = run.stdout + run.stderr
     print(output[-3000:])

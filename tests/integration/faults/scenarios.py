@@ -20,7 +20,7 @@ MODES = {
     "open loop": ["-u", "2", "-r", "2", "--request-rate", "40"],
     "--processes 2": ["-u", "4", "-r", "4", "--processes", "2"],
 }
-SERVER_ARGS = ["--ttft", "0.01", "--itl", "0.002", "--tokens", "6", "--stall", "3", "--retry-after", "0.5",
+SERVER_ARGS = ["--ttft", "0.01", "--itl", "0.002", "--tokens", "6", "--stall", "5", "--retry-after", "0.5",
                *[f"--fault={f}={n}" for f, n in EVERY.items()]]
 
 
@@ -47,7 +47,7 @@ def fault_run(server: FakeServer, mode: str, tmp: Path) -> FaultRun:
     began = time.monotonic()
     run = subprocess.run(
         locust_command("-H", server.url, "--headless", *MODES[mode], "--num-requests", str(REQUESTS),
-                       "--request-timeout", "1", "--metrics-port", "0", "--results-json", str(results),
+                       "--request-timeout", "2.5", "--metrics-port", "0", "--results-json", str(results),
                        "--stop-timeout", "10"),
         capture_output=True, text=True, timeout=120)
     return FaultRun(mode, server.stats(), json.loads(results.read_text()), run.stdout + run.stderr,
