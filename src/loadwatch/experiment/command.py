@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from loadwatch.capacity.command import search
+from loadwatch.durations import parse_duration
 from loadwatch.engine.serving import engine_args
 from loadwatch.experiment import cells as cells_of
 from loadwatch.experiment import summary
@@ -25,6 +26,7 @@ from loadwatch.processes import ComponentError
 from loadwatch.prometheus import PrometheusAPI
 from loadwatch.report.build import ReportError
 from loadwatch.report.commands import annotate, write_report
+from loadwatch.stack.settings import StackSettings
 
 ENGINE_START_GUESS = 60.0  # seconds an engine start adds to the first estimate of time left
 
@@ -92,6 +94,15 @@ def experiment_command(options: ExperimentOptions, say) -> int:
              f"{len(spec.load.levels)} levels x {spec.repeats} repeats = {len(plan)} cells of {spec.load.duration:g} s")
     say(f"experiment {spec.name}: {len(spec.arms)} arms x {len(spec.workloads)} workloads x {shape}, "
         f"about {(len(plan) * per_cell + len(starts) * ENGINE_START_GUESS + warmups) / 60:.0f} min")
+    try:
+        scrape = parse_duration(StackSettings().scrape_interval)
+    except ValueError:  # Prometheus names it, with its config, when the stack starts
+        scrape = 0.0
+    if not searched and spec.cool_down < scrape:
+        # A counter's increase needs two scrapes in its window (the cell and its cool-down).
+        say(f"note: the cool-down of {spec.cool_down:g} s is under the stack's {scrape:g} s scrape interval: "
+            "engine counters (prefix-cache hit ratio, preemptions, engine E2E) can read n/a; give --cool-down "
+            f"{scrape:g}s or more, or set LOADWATCH_STACK_SCRAPE_INTERVAL lower")
     if options.check:
         return 0
     stamp = new_run_dir(options.out)
