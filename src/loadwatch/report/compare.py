@@ -21,7 +21,9 @@ from loadwatch.report.build import ReportError, read_exact, results_path
 from loadwatch.report.exact import records_of
 from loadwatch.report.markdown import table
 
-THROUGHPUTS = [("req/s", "request_throughput"), ("output tok/s", "output_throughput")]
+# Input tok/s is what an embeddings or rerank run is measured by (it has no output tokens).
+THROUGHPUTS = [("req/s", "request_throughput"), ("output tok/s", "output_throughput"),
+               ("input tok/s", "input_throughput")]
 LATENCIES = [(f"{stat} {metric.upper()} (ms)", metric, stat)
              for metric in ("ttft", "tpot", "e2el") for stat in ("mean", "median", "p99")]
 COLUMNS = [*THROUGHPUTS, *((label, latency_key(metric, stat)) for label, metric, stat in LATENCIES)]

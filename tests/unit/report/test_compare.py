@@ -10,7 +10,7 @@ from loadwatch.report.compare import compare, load_side, side_spec
 
 
 def results(rps: float, ttft: float) -> dict:
-    figures = {"request_throughput": rps, "output_throughput": rps * 200}
+    figures = {"request_throughput": rps, "output_throughput": rps * 200, "input_throughput": rps * 50}
     for metric in ("ttft", "tpot", "e2el"):
         for stat in ("mean", "median", "p99"):
             figures[f"{stat}_{metric}_ms"] = ttft if metric == "ttft" else 100.0
@@ -50,9 +50,10 @@ def test_the_tables_keep_the_articles_layout_and_say_when_there_is_no_interval(t
     chunked = load_side(f"chunked={write_results(tmp_path / 'b.json', 1.38, 6631.39)}")
     text, rows = compare([base, chunked])
     figures, changes = text.split("## chunked against baseline")
-    assert "| baseline | 1.31 | 262.00 | 7983.40 |" in figures
+    assert "| baseline | 1.31 | 262.00 | 65.50 | 7983.40 |" in figures
     assert "mean TTFT (ms) | median TTFT (ms) | p99 TTFT (ms)" in figures
     assert "| req/s | 1.31 | 1.38 | +5.34% | n/a | n/a |" in changes
+    assert "| input tok/s | 65.50 | 69.00 | +5.34% | n/a | n/a |" in changes
     assert "| mean TTFT (ms) | 7983.40 | 6631.39 | -16.94% | n/a | n/a |" in changes
     row = next(r for r in rows if r["metric"] == "mean_ttft_ms")
     assert row["run"] == "chunked" and round(row["change_pct"], 2) == -16.94 and row["verdict"] is None
