@@ -1,12 +1,18 @@
-"""The floor under the load generator's per-chunk cost: what one event loop spends to wake a stream
-and read one chunk, with no HTTP parsing, no JSON and no metrics.
+"""The floor under the load generator's per-chunk cost, and what a whole client costs on each floor.
 
-Each loop holds --streams keep-alive connections to the fake server of tests/ (TTFT 100 ms, 50
+Floors: what one event loop spends to wake a stream and read one chunk, with no HTTP parsing, no
+JSON and no metrics. gevent is the loop Locust runs on (the load generator's floor); asyncio and
+uvloop are what an asyncio client would stand on (uvloop comes from the embedded engine's venv,
+where vLLM brings it; rows that need that venv are skipped without one).
+
+Whole clients, without Locust: loadwatch's reader (geventhttpclient on gevent, each chunk decoded,
+parsed and timed, as a run does it) and aiohttp on uvloop (what `vllm bench serve` reads with),
+each SSE line parsed as JSON (msgspec). The gap between the two is what another client would save.
+
+Each row holds --streams keep-alive connections to the fake server of tests/ (TTFT 100 ms, 50
 tokens 20 ms apart: a chunk per read), sending a request and reading until its stream ends, for
---seconds; it prints the process's CPU per read. gevent is the loop Locust runs on (the load
-generator's floor); asyncio and uvloop are what an asyncio client would stand on (uvloop comes
-from the embedded engine's venv, where vLLM brings it; it is skipped without one). Compare with
-loadwatch's own CPU per chunk in benchmarks/fidelity.py.
+--seconds; it prints the process's CPU per read (floors) or per content chunk (clients). Compare
+with loadwatch's CPU per chunk in a Locust run, in benchmarks/fidelity.py.
 
     .venv/bin/python benchmarks/event_loops.py [--streams 256] [--seconds 12]
 """
@@ -14,6 +20,7 @@ loadwatch's own CPU per chunk in benchmarks/fidelity.py.
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
 import time
@@ -89,13 +96,69 @@ def run_asyncio(port: int, streams: int, seconds: float) -> tuple[int, float]:
     return reads[0], cpu
 
 
-def child(loop: str, port: int, streams: int, seconds: float) -> None:
-    if loop == "uvloop":
+def run_loadwatch(port: int, streams: int, seconds: float) -> tuple[int, float]:
+    from gevent import monkey
+
+    monkey.patch_all()
+    import gevent
+
+    from loadwatch.client.stream import Streamer
+    from loadwatch.settings import LoadSettings
+
+    # As a run asks: the usage chunk gives the token counts (without it, the text would be counted).
+    body = {**json.loads(REQUEST), "stream_options": {"include_usage": True}}
+    chunks, stop = [0], time.time() + seconds
+
+    def user() -> None:
+        streamer = Streamer(f"http://127.0.0.1:{port}", None, 60.0, LoadSettings().max_line_bytes)
+        while time.time() < stop:
+            timing = streamer.stream("chat", body).timing
+            chunks[0] += len(timing.content_arrivals) if timing else 0
+        streamer.close()
+
+    cpu = cpu_now()
+    gevent.joinall([gevent.spawn(user) for _ in range(streams)])
+    return chunks[0], cpu_now() - cpu
+
+
+def run_aiohttp(port: int, streams: int, seconds: float) -> tuple[int, float]:
+    import asyncio
+
+    import aiohttp
+    from msgspec.json import decode
+
+    chunks, stop = [0], time.time() + seconds
+
+    async def user(session: aiohttp.ClientSession) -> None:
+        while time.time() < stop:
+            async with session.post(f"http://127.0.0.1:{port}/v1/chat/completions", data=REQUEST,
+                                    headers={"Content-Type": "application/json"}) as response:
+                async for line in response.content:
+                    if line.startswith(b"data: {"):
+                        choices = decode(line[6:])["choices"]
+                        if choices and choices[0]["delta"].get("content"):
+                            chunks[0] += 1
+
+    async def main() -> float:
+        cpu = cpu_now()
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
+            await asyncio.gather(*(user(session) for _ in range(streams)))
+        return cpu_now() - cpu
+
+    cpu = asyncio.run(main())
+    return chunks[0], cpu
+
+
+RUNS = {"gevent": run_gevent, "asyncio": run_asyncio, "uvloop": run_asyncio, "loadwatch": run_loadwatch,
+        "aiohttp": run_aiohttp}
+
+
+def child(row: str, port: int, streams: int, seconds: float) -> None:
+    if row in ("uvloop", "aiohttp"):
         import uvloop
 
         uvloop.install()
-    reads, cpu = run_gevent(port, streams, seconds) if loop == "gevent" else run_asyncio(port, streams, seconds)
-    print(reads, cpu)
+    print(*RUNS[row](port, streams, seconds))
 
 
 def main() -> None:
@@ -113,12 +176,13 @@ def main() -> None:
     from loadwatch.engine.settings import EngineSettings
 
     engine = EngineSettings().python
-    loops = [("gevent", Path(sys.executable)), ("asyncio", Path(sys.executable)), ("uvloop", engine)]
+    rows = [("gevent", Path(sys.executable)), ("asyncio", Path(sys.executable)), ("uvloop", engine),
+            ("loadwatch", Path(sys.executable)), ("aiohttp", engine)]
     print(f"{args.streams} streams, {args.seconds:g} s each; fake server: a chunk every 20 ms a stream")
-    print(f"{'loop':<8} {'reads':>8} {'CPU s':>6} {'CPU per read':>13}")
-    for name, python in loops:
+    print(f"{'row':<10} {'count':>8} {'CPU s':>6} {'CPU each':>13}")
+    for name, python in rows:
         if not python.exists():
-            print(f"{name:<8} (skipped: no {python})")
+            print(f"{name:<10} (skipped: no {python})")
             continue
         server, url = start_server(0.02)
         try:
@@ -130,10 +194,10 @@ def main() -> None:
             server.terminate()
             server.wait(10)
         if out.returncode:
-            print(f"{name:<8} (failed: {out.stderr.strip().splitlines()[-1:]})")
+            print(f"{name:<10} (failed: {out.stderr.strip().splitlines()[-1:]})")
             continue
         reads, cpu = out.stdout.split()
-        print(f"{name:<8} {int(reads):>8} {float(cpu):>6.2f} {float(cpu) / int(reads) * 1e6:>10.1f} µs", flush=True)
+        print(f"{name:<10} {int(reads):>8} {float(cpu):>6.2f} {float(cpu) / int(reads) * 1e6:>10.1f} µs", flush=True)
 
 
 if __name__ == "__main__":

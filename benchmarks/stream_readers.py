@@ -6,7 +6,7 @@ the content chunks/s sustained (users started over one second, like Locust's spa
 (measured - true) TTFT, pairing each request
 with the server's own record of when it really sent the first token.
 
-Readers: loadwatch's (geventhttpclient, `readline` per SSE line, the one the load generator
+Readers: loadwatch's (geventhttpclient, every complete line of a read at once, the one the load generator
 uses) and requests/urllib3's `iter_lines`, the common choice in Locust's HttpUser.
 
     .venv/bin/python benchmarks/stream_readers.py [--seconds 10] [--levels 16,64,256]
