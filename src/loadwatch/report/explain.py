@@ -13,6 +13,8 @@ from contextlib import ExitStack
 from datetime import UTC, datetime
 from pathlib import Path
 
+import numpy as np
+
 from loadwatch.metrics.records import read_records
 from loadwatch.metrics.ttft_split import NAMES, cause, measured, medians, parts_of
 from loadwatch.prometheus import PrometheusAPI, PrometheusError
@@ -56,8 +58,27 @@ def pick(records: list[dict], request_id: str | None, slowest: int, by: str) -> 
             raise ExplainError(f"{'no' if not found else len(found)} requests of the run have an id starting "
                                f"{request_id!r}" + ("; give more of it" if found else ""))
         return found
-    field = "ttft_s" if by == "ttft" else "elapsed_s"
-    return sorted(measured(records), key=lambda r: r[field], reverse=True)[:slowest]
+    streamed = measured(records)
+    field = "ttft_s" if by == "ttft" and streamed else "elapsed_s"
+    return sorted(streamed or answered_whole(records), key=lambda r: r[field], reverse=True)[:slowest]
+
+
+def answered_whole(records: list[dict]) -> list[dict]:
+    """The successful requests of the load that came as one answer (embeddings, rerank): they have
+    no first token, so no parts to split, only their E2E."""
+    return [r for r in records if r["stage"] != "warmup" and r["failure"] is None and r.get("ttft_s") is None]
+
+
+def whole_story(record: dict, median_e2e: float, state: EngineState | None) -> list[str]:
+    """An answer that came whole: when it came, the engine's state then, and how far from typical."""
+    lines = [f"  {'+' + _ms(record['elapsed_s']):>12}  answered whole (no stream, so no first token to split at)"]
+    engine = f", while the engine had {state.words()}" if state is not None else ""
+    if state is not None:
+        lines.append(f"  engine while it ran: {state.words()}")
+    if record["elapsed_s"] - median_e2e <= 0.05 * record["elapsed_s"]:
+        return [*lines, "  why: nothing stands out; its E2E is within a few percent of the run's median request."]
+    return [*lines, f"  why: the answer took {_ms(record['elapsed_s'])} against the run's median of "
+                    f"{_ms(median_e2e)}{engine}."]
 
 
 def story(record: dict, typical: dict[str, float], state: EngineState | None, ttft_only: bool) -> list[str]:
@@ -67,11 +88,13 @@ def story(record: dict, typical: dict[str, float], state: EngineState | None, tt
              f"worker {record['worker']}), sent {sent} UTC"]
     if record["failure"] is not None:
         return [*lines, f"  failed after {_ms(record['elapsed_s'])}: {record['failure']}"]
-    parts = parts_of(record)
     prompt = f" ({record['prompt_tokens']:,} prompt tokens)" if record.get("prompt_tokens") is not None else ""
     lines += [f"  {'+0.0 ms':>12}  sent{prompt}"]
     if record.get("headers_s") is not None:
         lines.append(f"  {'+' + _ms(record['headers_s']):>12}  response headers")
+    if record.get("ttft_s") is None:
+        return [*lines, *whole_story(record, typical["e2e_s"], state)]
+    parts = parts_of(record)
     if "engine_queue_s" in parts:
         lines.append(f"  {'':>12}  the engine's account: queued {_ms(parts['engine_queue_s'])}, then scheduled to "
                      f"first token (prefill) {_ms(parts['engine_prefill_s'])}")
@@ -111,7 +134,9 @@ def explain(run: Path, request_id: str | None, slowest: int, by: str, say) -> in
     chosen = pick(records, request_id, slowest, by)
     if not chosen:
         raise ExplainError(f"{path} holds no measured request")
-    typical = medians(measured(records))
+    streamed = measured(records)
+    whole = [] if streamed else answered_whole(records)
+    typical = medians(streamed) if streamed else {"e2e_s": float(np.median([r["elapsed_s"] for r in whole]))}
     data = data_of(run)
     with ExitStack() as stack:
         timeline = None
@@ -123,8 +148,12 @@ def explain(run: Path, request_id: str | None, slowest: int, by: str, say) -> in
                 timeline = EngineTimeline(api, start, end)
             except PrometheusError as exc:
                 say(f"note: the engine's state is left out: {exc}")
-        say(f"{len(measured(records))} measured requests in {path}; medians over them: " + ", ".join(
-            f"{NAMES[p].split(' (')[0]} {_ms(s)}" for p, s in typical.items()))
+        if whole:
+            say(f"{len(whole)} requests answered whole (embeddings or rerank) in {path}: no first token, so each is "
+                f"told by its E2E; their median {_ms(typical['e2e_s'])}")
+        else:
+            say(f"{len(streamed)} measured requests in {path}; medians over them: " + ", ".join(
+                f"{NAMES[p].split(' (')[0]} {_ms(s)}" for p, s in typical.items()))
         for record in chosen:
             state = timeline.around(record["start"], record["start"] + record["elapsed_s"]) if timeline else None
             say("")

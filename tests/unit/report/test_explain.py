@@ -37,3 +37,22 @@ def test_a_run_without_records_says_what_explain_reads(tmp_path, capsys):
     (tmp_path / "results.json").write_text(json.dumps(RESULTS))
     assert main(["explain", str(tmp_path)]) == 1
     assert "explain reads the per-request records a run writes beside its results" in capsys.readouterr().out
+
+
+def answered_whole(i: int, seconds: float) -> dict:
+    """An embeddings request's record: one answer, no first token."""
+    return {**queued(i, 0.001), "ttft_s": None, "tpot_s": None, "output_tokens": None, "elapsed_s": seconds,
+            "headers_s": seconds, "engine_queue_s": None, "engine_prefill_s": None}
+
+
+def test_requests_answered_whole_are_told_by_their_e2e(tmp_path, capsys):
+    """Embeddings and rerank have no first token to split at: explain once failed them as 'no measured
+    request', and an id of one raised a TypeError."""
+    run = run_folder(tmp_path, [answered_whole(i, 0.010) for i in range(19)] + [answered_whole(19, 0.200)])
+    assert main(["explain", str(run), "--slowest", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "20 requests answered whole (embeddings or rerank)" in out and "their median 10.0 ms" in out
+    assert "request q19 " in out and "+200.0 ms  answered whole" in out
+    assert "why: the answer took 200.0 ms against the run's median of 10.0 ms." in out
+    assert main(["explain", str(run), "q3"]) == 0
+    assert "why: nothing stands out" in capsys.readouterr().out
