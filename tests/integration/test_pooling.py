@@ -28,7 +28,9 @@ def test_a_pooling_endpoint_is_timed_whole_and_counts_the_servers_tokens(fake_se
     assert data["median_e2el_ms"] == pytest.approx(truth["median_e2e_ms"], abs=15)
     assert data["input_throughput"] == pytest.approx(data["total_input_tokens"] / data["duration"])
     assert not any(key.endswith(("_ttft_ms", "_tpot_ms", "_itl_ms")) for key in data), sorted(data)
-    body = json.loads(get(server.url + "/stats/last-request"))["body"]
+    seen = json.loads(get(server.url + "/stats/last-request"))
+    body = seen["body"]
+    assert seen["headers"]["accept"] == "application/json"  # one JSON answer, not a stream of events
     texts = body["input"] if endpoint == "embeddings" else [body["query"], *body["documents"]]
     assert len(texts) == sent and all(isinstance(t, str) and t for t in texts) and "max_tokens" not in body
     assert "Input token throughput (tok/s):" in output and "Time to First Token" not in output

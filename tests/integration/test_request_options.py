@@ -26,6 +26,7 @@ def test_the_extra_body_and_headers_reach_the_server(fake_server, tmp_path):
     assert seen["body"]["top_k"] == 5 and seen["body"]["chat_template_kwargs"] == {"enable_thinking": False}
     assert seen["body"]["stream"] is True  # loadwatch's own fields stand
     assert seen["headers"]["x-tenant"] == "blue" and seen["headers"]["x-trace"] == "a,b"
+    assert seen["headers"]["accept"] == "text/event-stream"
     assert json.loads((tmp_path / "r.json").read_text())["options"]["header"] == ["X-Tenant: ***", "X-Trace: ***"]
 
 

@@ -118,9 +118,12 @@ class Streamer:
         self.origin, self.prefix = split_base_url(base_url)
         self.timeout = timeout
         self.max_line_bytes = max_line_bytes
-        self.headers = {**(extra_headers or {}), "Content-Type": "application/json", "Accept": "text/event-stream"}
+        headers = {**(extra_headers or {}), "Content-Type": "application/json"}
         if authorization:
-            self.headers["Authorization"] = authorization
+            headers["Authorization"] = authorization
+        # What each answer is: a stream of events, or one JSON (embeddings, rerank, /v1/models, /tokenize).
+        self.headers = {streamed: {**headers, "Accept": "text/event-stream" if streamed else "application/json"}
+                        for streamed in (True, False)}
         self._client: HTTPClient | None = None
 
     def _http(self) -> HTTPClient:
@@ -151,7 +154,8 @@ class Streamer:
     def _request_json(self, method: str, path: str, body: bytes | None) -> dict:
         with gevent.Timeout(min(self.timeout, 30.0), RequestFailed(Reason.TIMEOUT, path)):
             try:
-                response = self._http().request(method, self.prefix + path, body=body or b"", headers=self.headers)
+                response = self._http().request(method, self.prefix + path, body=body or b"",
+                                                headers=self.headers[False])
                 reply = response.read(ERROR_BODY_LIMIT if response.status_code != 200 else None)
             except _NETWORK_ERRORS as exc:
                 self.close()
@@ -168,7 +172,8 @@ class Streamer:
         """One streamed request; `request_id` goes in X-Request-Id, which vLLM takes as its own. With
         `hang_up`, the connection is closed early, as a client that cancels: vLLM aborts the request."""
         body = json.dumps(payload).encode()
-        headers = {**self.headers, "X-Request-Id": request_id} if request_id else self.headers
+        accept = self.headers[streams(endpoint)]
+        headers = {**accept, "X-Request-Id": request_id} if request_id else accept
         received = 0
         started_at = time()
         t0 = perf_counter()
