@@ -122,8 +122,8 @@ class Streamer:
         if authorization:
             headers["Authorization"] = authorization
         # What each answer is: a stream of events, or one JSON (embeddings, rerank, /v1/models, /tokenize).
-        self.headers = {streamed: {**headers, "Accept": "text/event-stream" if streamed else "application/json"}
-                        for streamed in (True, False)}
+        self.stream_headers = {**headers, "Accept": "text/event-stream"}
+        self.json_headers = {**headers, "Accept": "application/json"}
         self._client: HTTPClient | None = None
 
     def _http(self) -> HTTPClient:
@@ -155,7 +155,7 @@ class Streamer:
         with gevent.Timeout(min(self.timeout, 30.0), RequestFailed(Reason.TIMEOUT, path)):
             try:
                 response = self._http().request(method, self.prefix + path, body=body or b"",
-                                                headers=self.headers[False])
+                                                headers=self.json_headers)
                 reply = response.read(ERROR_BODY_LIMIT if response.status_code != 200 else None)
             except _NETWORK_ERRORS as exc:
                 self.close()
@@ -172,7 +172,7 @@ class Streamer:
         """One streamed request; `request_id` goes in X-Request-Id, which vLLM takes as its own. With
         `hang_up`, the connection is closed early, as a client that cancels: vLLM aborts the request."""
         body = json.dumps(payload).encode()
-        accept = self.headers[streams(endpoint)]
+        accept = self.stream_headers if streams(endpoint) else self.json_headers
         headers = {**accept, "X-Request-Id": request_id} if request_id else accept
         received = 0
         started_at = time()

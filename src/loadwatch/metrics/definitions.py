@@ -2,7 +2,7 @@
 
 Buckets are vLLM V1's own so that client and engine histograms line up bucket for bucket. E2E adds
 buckets under vLLM's first (0.3 s): an embeddings or rerank request is answered in milliseconds, and
-a p99 interpolated inside [0, 0.3 s] said 297 ms of requests that took 34 ms at most.
+a p99 interpolated inside [0, 0.3 s] read 297 ms where the exact p99 was 34 ms.
 """
 
 from __future__ import annotations

@@ -50,17 +50,15 @@ def find_records(run: Path) -> tuple[list[dict], Path, tuple[float, float]]:
         raise ExplainError(str(exc)) from None
 
 
-def pick(records: list[dict], request_id: str | None, slowest: int, by: str) -> list[dict]:
-    """The request named (an id or a unique start of one), else the `slowest` measured ones by `by`."""
+def pick(records: list[dict], candidates: list[dict], request_id: str | None, slowest: int, field: str) -> list[dict]:
+    """The request named (an id or a unique start of one), else the `slowest` `candidates` by `field`."""
     if request_id:
         found = [r for r in records if r["id"].startswith(request_id)]
         if len(found) != 1:
             raise ExplainError(f"{'no' if not found else len(found)} requests of the run have an id starting "
                                f"{request_id!r}" + ("; give more of it" if found else ""))
         return found
-    streamed = measured(records)
-    field = "ttft_s" if by == "ttft" and streamed else "elapsed_s"
-    return sorted(streamed or answered_whole(records), key=lambda r: r[field], reverse=True)[:slowest]
+    return sorted(candidates, key=lambda r: r[field], reverse=True)[:slowest]
 
 
 def answered_whole(records: list[dict]) -> list[dict]:
@@ -131,11 +129,12 @@ def why(record: dict, typical: dict[str, float], state: EngineState | None, ttft
 
 def explain(run: Path, request_id: str | None, slowest: int, by: str, say) -> int:
     records, path, (start, end) = find_records(run)
-    chosen = pick(records, request_id, slowest, by)
-    if not chosen:
-        raise ExplainError(f"{path} holds no measured request")
     streamed = measured(records)
     whole = [] if streamed else answered_whole(records)
+    field = "ttft_s" if by == "ttft" and streamed else "elapsed_s"
+    chosen = pick(records, streamed or whole, request_id, slowest, field)
+    if not chosen:
+        raise ExplainError(f"{path} holds no measured request")
     typical = medians(streamed) if streamed else {"e2e_s": float(np.median([r["elapsed_s"] for r in whole]))}
     data = data_of(run)
     with ExitStack() as stack:
