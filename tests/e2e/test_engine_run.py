@@ -117,7 +117,7 @@ def test_every_shipped_dataset_fits_the_embedded_engine(engine, tmp_path, datase
     # Before, the agent session's 2,049 prompt tokens met --max-model-len 2048: every request a 400.
     results = tmp_path / "results.json"
     run = headless(engine.url, results, "-u", "3", "-r", "3", "--num-requests", "3", "--max-tokens", "16",
-                   "--output-len", "16", *dataset)
+                   "--output-len", "16", "--ignore-eos", *dataset)  # no EOS first: see the trace's test
     data = json.loads(results.read_text())
     assert run.returncode == 0 and (data["completed"], data["failed"]) == (3, 0), run.stderr[-2000:]
 
@@ -152,7 +152,9 @@ def test_sessions_hit_the_prefix_cache_turn_after_turn_as_the_engine_counts(engi
 
 def test_the_sample_trace_replays_once_with_its_shared_blocks_cached(engine, tmp_path):
     results = tmp_path / "results.json"
-    run = headless(engine.url, results, "-u", "1", "-r", "1", "--dataset", "trace", "--speedup", "4")
+    # --ignore-eos: the random weights draw EOS first about one request in 1,538 (its vocabulary), and
+    # a request that carries no text is an empty_completion, which failed one run of 40 requests.
+    run = headless(engine.url, results, "-u", "1", "-r", "1", "--dataset", "trace", "--speedup", "4", "--ignore-eos")
     data = json.loads(results.read_text())
     assert run.returncode == 0 and (data["completed"], data["failed"]) == (40, 0), run.stderr[-2000:]
     # Entries that share hash ids share prompt blocks: three in four prompt tokens come from the cache.
