@@ -157,7 +157,9 @@ def test_ttft_rises_in_the_web_ui_as_the_kv_cache_fills(small_engine, tmp_path):
     first, last = in_stage(ttft, stages, "step-1"), in_stage(ttft, stages, "step-4")
     kv_first, kv_last = in_stage(kv, stages, "step-1"), in_stage(kv, stages, "step-4")
     assert first and last and kv_first and kv_last, stages
-    # The chart's usage is in percent. Two users' 200-token answers can already fill the 20 blocks for a
-    # moment, so the first step's peak may equal the last's: the cache is fuller through the last step.
-    assert max(kv_last) >= 90 and sum(kv_last) / len(kv_last) > sum(kv_first) / len(kv_first), (kv_first, kv_last)
+    # The chart's usage is in percent of 19 usable blocks, so one block is 5.3 %: eight users may hold
+    # the cache at 17 blocks (89.5 %) through the whole step, the rest of them waiting. Two users'
+    # 200-token answers can already fill it for a moment, so the first step's peak may equal the
+    # last's: the cache is fuller through the last step.
+    assert max(kv_last) >= 85 and sum(kv_last) / len(kv_last) > sum(kv_first) / len(kv_first), (kv_first, kv_last)
     assert sum(last) / len(last) > 2 * sum(first) / len(first), (first, last)
