@@ -77,6 +77,7 @@ class Stats:
         self.true_e2e: list[float] = []  # of embeddings and rerank answers
         self.pooled_tokens = 0  # the prompt tokens their usage counted
         self.images: list[bytes] = []  # every image a chat request carried, decoded
+        self.prompts: list[str] = []  # the text of every completion request's last message or prompt
 
     def as_json(self) -> dict:
         def median_ms(values: list[float]) -> float | None:
@@ -92,7 +93,7 @@ class Stats:
                 "median_e2e_ms": median_ms(self.true_e2e), "p99_e2e_ms": p99_ms(self.true_e2e),
                 "pooled": len(self.true_e2e), "pooled_tokens": self.pooled_tokens,
                 "images": len(self.images), "image_bytes": sum(len(i) for i in self.images),
-                "distinct_images": len(set(self.images))}
+                "distinct_images": len(set(self.images)), "distinct_prompts": len(set(self.prompts))}
 
 
 class Config:
@@ -235,7 +236,10 @@ class Connection(asyncio.Protocol):
         stats, config = self.stats, self.config
         came = arrival if came is None else came
         stats.arrivals += 1
-        for message in request.get("messages") or []:  # images in content parts, as vLLM takes them
+        messages = request.get("messages") or []
+        prompt = messages[-1]["content"] if messages else request.get("prompt") or request.get("input")
+        stats.prompts.append(str(prompt))
+        for message in messages:  # images in content parts, as vLLM takes them
             for part in message["content"] if isinstance(message["content"], list) else []:
                 if part["type"] == "image_url":
                     stats.images.append(base64.b64decode(part["image_url"]["url"].partition(",")[2]))

@@ -221,6 +221,18 @@ def test_two_distributed_runs_at_once_on_one_host_each_count_only_their_own(fake
             (results["completed"], results["failed"], server.stats())
 
 
+def test_two_processes_send_no_prompt_twice(fake_server, tmp_path):
+    """Both processes build the same 1,000 random prompts from the same --seed. Each sends from its
+    own half, so the server sees no prompt twice: from the same start, each was sent twice at about
+    the same moment, and a real server's prefix cache answered the second copy."""
+    server = fake_server("--ttft", "0.01", "--itl", "0.002", "--tokens", "4")
+    run = headless_run(server.url, tmp_path / "r.json", "-u", "4", "-r", "4", "--processes", "2",
+                       "--num-requests", "40", "--dataset", "random", "--input-len", "16")
+    assert run.returncode == 0 and "Traceback" not in run.stderr, run.stderr[-2000:]
+    truth = server.stats()
+    assert truth["arrivals"] >= 40 and truth["distinct_prompts"] == truth["arrivals"], truth
+
+
 @pytest.mark.parametrize("flag", ["--web-port", "--metrics-port"])
 def test_a_taken_port_is_one_line_naming_the_option_that_moves_it(flag, tmp_path):
     with socket.socket() as taken:

@@ -26,7 +26,7 @@ from loadwatch.workloads.context import check_context
 from loadwatch.workloads.datasets import DATASETS, build, validate
 from loadwatch.workloads.errors import DatasetError
 from loadwatch.workloads.images import ImagePrompts
-from loadwatch.workloads.prompt import Workload
+from loadwatch.workloads.prompt import Cycle, Workload
 from loadwatch.workloads.sessions import Sessions
 from loadwatch.workloads.tokens import ApproximateTokenizer, ServerTokenizer, tokenizer_for
 from loadwatch.workloads.trace import Trace
@@ -176,10 +176,10 @@ class Process:
         return default if default is not None and unset else self.settings.dataset
 
     def dataset_workload(self, streamer: Streamer, model: str | None, default: str | None = None,
-                         worker: int = 0) -> Workload | Sessions | Trace:
+                         worker: int = 0, workers: int = 1) -> Workload | Sessions | Trace:
         """The --dataset of this run (a locustfile's own `dataset` where the option names none but
         the default), built once per process and dataset by the first user that asks (`worker`:
-        this process's index)."""
+        this process's index among the run's `workers`)."""
         settings = self.settings.model_copy(update={"dataset": self.dataset_name(default)})
         with self._building:
             if settings.dataset not in self.workloads:
@@ -187,8 +187,8 @@ class Process:
                     settings = validate(settings)
                 tokenizer = tokenizer_for(streamer, model) if DATASETS[settings.dataset].tokenized else None
                 workload = build(settings, tokenizer)
-                if isinstance(workload, ImagePrompts):
-                    workload.worker = worker
+                if isinstance(workload, Cycle | ImagePrompts | Sessions):
+                    workload.share(worker, workers)
                 check_context(streamer, model, list(workload.prompts), settings.max_tokens,
                               settings.endpoint != "completions", settings.dataset)
                 self.workloads[settings.dataset] = workload

@@ -20,7 +20,7 @@ import gevent
 import numpy as np
 from PIL import Image
 
-from loadwatch.workloads.prompt import Prompt, Workload
+from loadwatch.workloads.prompt import Cycle, Prompt
 
 JPEG_QUALITY = 85
 
@@ -51,15 +51,18 @@ def with_images(prompt: Prompt, images: list[bytes]) -> Prompt:
 class ImagePrompts:
     """A text workload whose every prompt comes with `per_request` new images of `size`."""
 
-    def __init__(self, text: Workload, per_request: int, size: tuple[int, int], seed: int) -> None:
+    def __init__(self, text: Cycle, per_request: int, size: tuple[int, int], seed: int) -> None:
         self.text, self.per_request, self.size, self.seed = text, per_request, size, seed
         self.prompts = text.prompts
-        # The Locust process drawing: each process of a distributed run its own images, since each
-        # builds its workload from the same --seed.
-        self.worker = 0
+        self.part = 0  # which process of the run draws: each its own images, though all share --seed
         self._numbers = count()
 
+    def share(self, part: int, parts: int) -> None:
+        """As Cycle.share, for the text; the images are this process's own."""
+        self.part = part
+        self.text.share(part, parts)
+
     def __call__(self) -> Prompt:
-        seeds = [(self.seed, self.worker, next(self._numbers)) for _ in range(self.per_request)]
+        seeds = [(self.seed, self.part, next(self._numbers)) for _ in range(self.per_request)]
         pool = gevent.get_hub().threadpool
         return with_images(self.text(), [pool.apply(jpeg, (seed, self.size)) for seed in seeds])

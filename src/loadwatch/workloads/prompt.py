@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import cycle
+from itertools import cycle, islice
 from typing import Protocol
 
 
@@ -49,6 +49,15 @@ class Cycle:
     def __init__(self, prompts: Sequence[Prompt]) -> None:
         self.prompts = prompts
         self._next = cycle(prompts).__next__
+
+    def share(self, part: int, parts: int) -> None:
+        """Start at this process's part (`part` of `parts`) of the prompts. Every process of a
+        distributed run builds the same prompts from the same --seed: from the start, each would send
+        the same prompt at about the same moment, and the server's prefix cache would answer all but
+        the first. From their own parts, together they send each prompt once before any is sent
+        again, as one process does."""
+        start = part % parts * len(self.prompts) // parts
+        self._next = islice(cycle(self.prompts), start, None).__next__
 
     def __call__(self) -> Prompt:
         return self._next()

@@ -94,6 +94,11 @@ class Sessions:
         self.prompts = prompts  # each script's longest conversation, for the context check
         self._numbers = count()
 
+    def share(self, part: int, parts: int) -> None:
+        """Start at this process's part of the scripts, as Cycle.share does with prompts: the
+        processes of a run do not all start the same conversation of a file at once."""
+        self._numbers = count(part % parts * len(self.scripts) // parts)
+
     def start(self, worker: int = 0) -> Session:
         """The next conversation of this process (`worker`: its index among the run's processes)."""
         number = next(self._numbers)

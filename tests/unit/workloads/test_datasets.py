@@ -85,6 +85,21 @@ def test_random_lengths_stay_within_the_range():
     assert all(16 <= p.max_tokens <= 24 for p in prompts)
 
 
+@pytest.mark.parametrize("dataset", ["random", "prefix-repetition"])
+def test_the_processes_of_a_run_send_each_prompt_once_before_any_again(dataset):
+    """Each process builds the same prompts from the same seed; from its own part of them, three
+    processes sending a third each send every prompt once, and then start over as one would."""
+    settings = LoadSettings(dataset=dataset, input_len=8, prefix_len=8, suffix_len=8, dataset_size=30)
+    parts = []
+    for part in range(3):
+        workload = build(settings, TOKENS)
+        workload.share(part, 3)
+        parts.append([p.text for p in take(workload, 11)])
+    alone = [p.text for p in take(build(settings, TOKENS), 30)]
+    assert sorted(text for sent in parts for text in sent[:10]) == sorted(alone)
+    assert [sent[10] for sent in parts] == [alone[10], alone[20], alone[0]]
+
+
 
 
 def test_a_jsonl_line_carries_its_own_request_fields(tmp_path):

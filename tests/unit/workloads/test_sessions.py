@@ -103,6 +103,23 @@ def test_sessions_from_a_jsonl_file_and_from_sharegpt(tmp_path):
     assert first.messages[0]["content"].startswith(f"{STATIC_STAMP} Step 1:")
 
 
+def test_the_processes_of_a_run_start_at_their_own_part_of_a_files_conversations(tmp_path):
+    path = tmp_path / "s.jsonl"
+    path.write_text("".join(f'{{"turns": ["conversation {n}"]}}\n' for n in range(4)))
+    settings = LoadSettings(dataset="sessions", dataset_path=path, tools="none")
+
+    def firsts(sessions, n):  # the first message begins with the date-time stamp; its number ends it
+        return [int(sessions.start().next().messages[-1]["content"].rsplit(" ", 1)[1]) for _ in range(n)]
+
+    alone = firsts(build(settings, TOKENS), 4)  # in the order of the seed
+    parts = []
+    for part in range(2):
+        sessions = build(settings, TOKENS)
+        sessions.share(part, 2)
+        parts.append(firsts(sessions, 3))
+    assert parts == [alone[:3], alone[2:] + alone[:1]]
+
+
 @pytest.mark.parametrize(("options", "why"), [
     ({"endpoint": "completions"}, "need --endpoint chat or responses"),
     ({"request_rate": 2.0}, "closed loops"),

@@ -141,7 +141,7 @@ class LLMUser(User):
         self.pick_model = self._splitter(split) if split else (lambda: self.model)
         try:
             workload = self.workload or self.process.dataset_workload(self.streamer, self.model, self.dataset,
-                                                                        self.worker)
+                                                                        self.worker, self.workers)
         except (DatasetError, RequestFailed) as exc:
             log.error("loadwatch: cannot build the %s dataset: %s", self.process.dataset_name(self.dataset), exc)
             self.environment.process_exit_code = 2  # a workload this server cannot take: README's bad options
@@ -158,6 +158,14 @@ class LLMUser(User):
     def worker(self) -> int:
         """This process's index among the run's Locust processes (0 for a local runner)."""
         return getattr(self.environment.runner, "worker_index", 0)
+
+    @property
+    def workers(self) -> int:
+        """How many Locust processes share the run, as far as this one knows: the master's
+        --expect-workers (which --processes sets, and a worker receives with its users), or more
+        where more have joined."""
+        expected = getattr(self.environment.parsed_options, "expect_workers", None) or 1
+        return max(expected, self.worker + 1)
 
     def _splitter(self, split: list[tuple[str, float]]) -> Callable[[], str]:
         rng = random.Random(f"{self.process.settings.seed}-split-{self.worker}-{next(self.process.user_numbers)}")
