@@ -122,9 +122,11 @@ class LocustRun:
         """
         out = open(log, "w") if log else None  # noqa: SIM115 (closed below, after Locust's last line)
         try:
+            # A process group of its own: Ctrl-C at a terminal reaches loadwatch alone, which passes
+            # one SIGINT on. Reaching both, Locust got two, and the second cut its stop short.
             locust = subprocess.Popen(self.command(), env={**os.environ, "LOCUST_HOST": target},
                                       stdout=out, stderr=subprocess.STDOUT if out else None,
-                                      preexec_fn=_interruptible)
+                                      preexec_fn=_interruptible, process_group=0)
             try:
                 return self._wait(locust, watch, watch_every)
             except KeyboardInterrupt:
