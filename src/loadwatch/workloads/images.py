@@ -58,7 +58,7 @@ class ImagePrompts:
         self._numbers = count()
 
     def share(self, part: int, parts: int) -> None:
-        """As Cycle.share, for the text; the images are this process's own."""
+        """The text from this process's part of the prompts (`part_start`); the images its own."""
         self.part = part
         self.text.share(part, parts)
 

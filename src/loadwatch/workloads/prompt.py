@@ -43,6 +43,15 @@ class Conversation(Protocol):
     def answered(self, message: dict | None) -> None: ...
 
 
+def part_start(part: int, parts: int, length: int) -> int:
+    """Where process `part` of a run's `parts` starts in a workload of `length` items. Every process
+    of a distributed run builds the same items from the same --seed: from the start, each would send
+    the same prompt at about the same moment, and the server's prefix cache would answer all but the
+    first. From their own parts, together they send each item once before any is sent again, as one
+    process does."""
+    return part % parts * length // parts
+
+
 class Cycle:
     """Prompts served in a cycle; every user of a process shares it."""
 
@@ -51,13 +60,8 @@ class Cycle:
         self._next = cycle(prompts).__next__
 
     def share(self, part: int, parts: int) -> None:
-        """Start at this process's part (`part` of `parts`) of the prompts. Every process of a
-        distributed run builds the same prompts from the same --seed: from the start, each would send
-        the same prompt at about the same moment, and the server's prefix cache would answer all but
-        the first. From their own parts, together they send each prompt once before any is sent
-        again, as one process does."""
-        start = part % parts * len(self.prompts) // parts
-        self._next = islice(cycle(self.prompts), start, None).__next__
+        """Start at this process's part of the prompts (`part_start`)."""
+        self._next = islice(cycle(self.prompts), part_start(part, parts, len(self.prompts)), None).__next__
 
     def __call__(self) -> Prompt:
         return self._next()

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from itertools import count
 
-from loadwatch.workloads.prompt import Prompt
+from loadwatch.workloads.prompt import Prompt, part_start
 from loadwatch.workloads.tokens import Tokenizer
 
 STATIC_STAMP = "2025-01-01 00:00:00"
@@ -92,19 +92,20 @@ class Sessions:
         self.scripts, self.max_turns, self.tool_result, self.label = scripts, max_turns, tool_result, label
         self.stamp = stamps(static)
         self.prompts = prompts  # each script's longest conversation, for the context check
+        self.part = 0  # this process's index among the run's processes
         self._numbers = count()
 
     def share(self, part: int, parts: int) -> None:
-        """Start at this process's part of the scripts, as Cycle.share does with prompts: the
-        processes of a run do not all start the same conversation of a file at once."""
-        self._numbers = count(part % parts * len(self.scripts) // parts)
+        """Start at this process's part of the scripts (`part_start`)."""
+        self.part = part
+        self._numbers = count(part_start(part, parts, len(self.scripts)))
 
-    def start(self, worker: int = 0) -> Session:
-        """The next conversation of this process (`worker`: its index among the run's processes)."""
+    def start(self) -> Session:
+        """The next conversation of this process."""
         number = next(self._numbers)
         script = self.scripts[number % len(self.scripts)]
         # A generated session says who it is first, so that conversations share the system prompt only.
-        return Session(script, f"[session {worker}.{number}]" if self.label else "", self.max_turns, self.stamp,
+        return Session(script, f"[session {self.part}.{number}]" if self.label else "", self.max_turns, self.stamp,
                        self.tool_result)
 
 

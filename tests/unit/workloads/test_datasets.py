@@ -100,8 +100,6 @@ def test_the_processes_of_a_run_send_each_prompt_once_before_any_again(dataset):
     assert [sent[10] for sent in parts] == [alone[10], alone[20], alone[0]]
 
 
-
-
 def test_a_jsonl_line_carries_its_own_request_fields(tmp_path):
     path = tmp_path / "p.jsonl"
     tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]

@@ -196,7 +196,7 @@ class LLMUser(User):
     def _next_turn(self, sessions: Sessions) -> Prompt:
         while True:
             if self.conversation is None:
-                self.conversation = sessions.start(self.worker)
+                self.conversation = sessions.start()
             prompt = self.conversation.next()
             if prompt is not None:
                 return prompt
