@@ -11,6 +11,9 @@ from __future__ import annotations
 CLIENT_PREFIX = "loadwatch_client_"
 ENGINE_PREFIX = "loadwatch_engine_"
 RUN_INFO = "loadwatch_run_info"
+# The run's SLOs, one series per --slo holding its limit in the SLO's own unit (label `slo`, e.g.
+# ttft_p99_ms): dashboards and alerts compare against the run's objectives, not a fixed threshold.
+SLO_OBJECTIVE = "loadwatch_slo_objective"
 
 
 class Client:
@@ -48,6 +51,9 @@ class Engine:
     REQUESTS_RUNNING = ENGINE_PREFIX + "requests_running"
     REQUESTS_WAITING = ENGINE_PREFIX + "requests_waiting"
     REQUESTS_WAITING_MAX = ENGINE_PREFIX + "requests_waiting_max"
+    # Why they wait (label `reason`): capacity (no room: batch, token budget or KV cache) or deferred
+    # (skipped by the scheduler: blocked, a LoRA limit, a KV transfer).
+    REQUESTS_WAITING_BY_REASON = ENGINE_PREFIX + "requests_waiting_by_reason"
     KV_CACHE_USAGE = ENGINE_PREFIX + "kv_cache_usage_ratio"
     KV_CACHE_USAGE_MAX = ENGINE_PREFIX + "kv_cache_usage_ratio_max"
     PREFIX_CACHE_QUERIES = ENGINE_PREFIX + "prefix_cache_queries"
@@ -61,6 +67,10 @@ class Engine:
     SPEC_MEAN_ACCEPTANCE_LENGTH = ENGINE_PREFIX + "spec_decode_mean_acceptance_length"
     PREEMPTIONS = ENGINE_PREFIX + "preemptions"
     PROMPT_TOKENS = ENGINE_PREFIX + "prompt_tokens"
+    # Prompt tokens by where they came from (label `source`: local_compute, local_cache_hit,
+    # external_kv_transfer), and the cached ones by the tier that held them (device, host, disk, p2p...).
+    PROMPT_TOKENS_BY_SOURCE = ENGINE_PREFIX + "prompt_tokens_by_source"
+    PROMPT_TOKENS_CACHED_BY_SOURCE = ENGINE_PREFIX + "prompt_tokens_cached_by_source"
     GENERATION_TOKENS = ENGINE_PREFIX + "generation_tokens"
     REQUEST_SUCCESS = ENGINE_PREFIX + "request_success"
     ADMISSION_REJECTIONS = ENGINE_PREFIX + "admission_rejections"
@@ -71,6 +81,18 @@ class Engine:
     QUEUE_TIME = ENGINE_PREFIX + "request_queue_time_seconds"
     PREFILL_TIME = ENGINE_PREFIX + "request_prefill_time_seconds"
     DECODE_TIME = ENGINE_PREFIX + "request_decode_time_seconds"
+    # The KV cache's configuration, from vllm:cache_config_info: numbers as gauges PromQL computes with.
+    KV_CACHE_BLOCKS = ENGINE_PREFIX + "kv_cache_blocks"
+    KV_CACHE_BLOCK_SIZE = ENGINE_PREFIX + "kv_cache_block_size_tokens"
+    KV_CACHE_SIZE = ENGINE_PREFIX + "kv_cache_size_tokens"
+    KV_CACHE_MAX_CONCURRENCY = ENGINE_PREFIX + "kv_cache_max_concurrency"  # requests of max_model_len it holds
+    CACHE_CONFIG_INFO = ENGINE_PREFIX + "cache_config_info"  # prefix_caching, cache_dtype
+    # How busy the compute is (--enable-mfu-metrics): present once they move.
+    ESTIMATED_FLOPS = ENGINE_PREFIX + "estimated_flops_per_gpu"
+    ESTIMATED_READ_BYTES = ENGINE_PREFIX + "estimated_read_bytes_per_gpu"
+    ESTIMATED_WRITE_BYTES = ENGINE_PREFIX + "estimated_write_bytes_per_gpu"
+    SLEEP_LEVEL = ENGINE_PREFIX + "sleep_level"  # 0 awake, 1 weights offloaded, 2 everything discarded
+    HEALTHY = ENGINE_PREFIX + "healthy"  # vllm:engine_healthy, with --enable-fault-tolerance
 
 
 def total(counter: str) -> str:
@@ -80,5 +102,5 @@ def total(counter: str) -> str:
 
 def names() -> frozenset[str]:
     """Every family name of the catalogue."""
-    return frozenset({RUN_INFO} | {value for group in (Client, Engine) for key, value in vars(group).items()
-                                   if key.isupper()})
+    return frozenset({RUN_INFO, SLO_OBJECTIVE} | {value for group in (Client, Engine)
+                                                  for key, value in vars(group).items() if key.isupper()})

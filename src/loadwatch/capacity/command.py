@@ -12,13 +12,17 @@ from loadwatch.capacity import output
 from loadwatch.capacity.diagnose import diagnose
 from loadwatch.capacity.levels import Level, run_level
 from loadwatch.capacity.options import CapacityOptions
+from loadwatch.capacity.room import Batch
 from loadwatch.capacity.search import Search
+from loadwatch.engine.flags import max_num_seqs
 from loadwatch.loadrun.locust import INTERRUPTED, MAX_STRETCH, Load, LocustRun
 from loadwatch.loadrun.stack import new_run_dir, running
 from loadwatch.metrics.slo import FAILURE_RATIO, parse_slo
 from loadwatch.prometheus import PrometheusAPI, PrometheusError
 from loadwatch.report.engine import engine_figures
-from loadwatch.settings import records_beside
+from loadwatch.settings import LoadSettings, records_beside
+from loadwatch.workloads.datasets import SharedPrefix, dataset_named
+from loadwatch.workloads.errors import DatasetError
 
 MIN_REQUESTS = 20
 NO_KNEE = 1  # nothing held, or the search could not locate the knee
@@ -51,8 +55,9 @@ def capacity(options: CapacityOptions, template: LocustRun, target: str | None, 
     with running(run_dir, target, vllm_args, say) as stack:
         try:
             template = replace(template, metrics_port=stack.client_port, engine_metrics=stack.engine_metrics)
+            known = batch_of(options, target, vllm_args)
             result = search(options, template, PrometheusAPI(stack.url("prometheus")), target or stack.target,
-                            run_dir, say)
+                            run_dir, say, known)
             return 0 if result["max_sustainable"] is not None and not result["undecided"] else NO_KNEE
         except KeyboardInterrupt:
             say("interrupted: no conclusion; the levels run so far are in " + str(run_dir / "levels"))
@@ -65,8 +70,45 @@ def level_run(options: CapacityOptions, template: LocustRun, level: Level, resul
     return replace(template, results=results, load=load, stage_name=level.name).stretched()
 
 
+def batch_of(options: CapacityOptions, target: str | None, vllm_args: list[str]) -> Batch | None:
+    """--max-num-seqs as the user gave it, or the embedded engine's own; None for a target that
+    was not told it (vLLM does not export it: it is inferred from the levels, if it can be)."""
+    if options.max_num_seqs is not None:
+        return Batch(options.max_num_seqs, "given with --max-num-seqs")
+    if target is None:
+        return Batch(max_num_seqs(vllm_args), "the embedded engine's flags")
+    return None
+
+
+def inferred_batch(levels: list[Level]) -> Batch | None:
+    """The running batch's limit where it shows: the same peak of running requests at two levels
+    or more, the higher with requests waiting. A guess, and said to be one."""
+    peaks = [(lv.engine.get("requests_running_peak"), lv.engine.get("requests_waiting_peak") or 0)
+             for lv in sorted(levels, key=lambda lv: lv.value)]
+    running = [p for p, _ in peaks if p is not None]
+    if not running:
+        return None
+    top = max(running)
+    at_top = [(p, waiting) for p, waiting in peaks if p == top]
+    if top < 1 or len(at_top) < 2 or at_top[-1][1] < 1:
+        return None
+    return Batch(int(top), f"inferred: the running batch held at {top:.0f} over {len(at_top)} levels while "
+                           "requests waited; give --max-num-seqs to be sure")
+
+
+def shared_prefix(results: dict) -> SharedPrefix | None:
+    """What the level's prompts share, from the workload options its results record."""
+    options = results.get("options") or {}
+    try:
+        dataset = dataset_named(options.get("dataset", "builtin"))
+    except DatasetError:
+        return None
+    return dataset.shared_prefix(LoadSettings.model_construct(**{k: v for k, v in options.items()
+                                                                  if k in LoadSettings.model_fields}))
+
+
 def search(options: CapacityOptions, template: LocustRun, api: PrometheusAPI, target: str, run_dir: Path,
-           say) -> dict:
+           say, batch: Batch | None = None) -> dict:
     """Levels of load against a stack that is up, until the knee is found; the conclusion, also
     written to run_dir. Ctrl-C stops the level running and is raised again."""
     search = Search(options.start or (2.0 if options.mode == "users" else 1.0), integer=options.mode == "users",
@@ -102,8 +144,9 @@ def search(options: CapacityOptions, template: LocustRun, api: PrometheusAPI, ta
         say(f"{level.name}: {verdict}, {level.results.get('request_throughput', 0):.2f} req/s")
     best = search.best
     decisive = _decisive(levels, best)
-    diagnosis = diagnose(decisive.results if decisive else {}, decisive.engine if decisive else {},
-                         decisive.results.get("saturated", {}) if decisive else {})
+    figures = decisive.results if decisive else {}
+    diagnosis = diagnose(figures, decisive.engine if decisive else {}, figures.get("saturated", {}),
+                         batch or inferred_batch(levels), shared_prefix(figures))
     result = output.conclusion(options.mode, options.unit, levels, best, diagnosis, options.headroom,
                                rule(options, needed), undecided)
     output.write(run_dir, result, api)
@@ -113,6 +156,8 @@ def search(options: CapacityOptions, template: LocustRun, api: PrometheusAPI, ta
     else:
         say(f"capacity: {best:g} {options.unit} sustained, {result['recommended']:g} {options.unit} recommended; "
             f"limit: {diagnosis.explanation}" if best is not None else "capacity: no level held its SLOs")
+    for item in diagnosis.missed:
+        say(f"capacity: missed: {item['explanation']}")
     say(f"written: {run_dir}/report.html (and capacity.json, report.md, {output.PLOT})")
     return result
 

@@ -1,55 +1,127 @@
 """The limit that binds at the knee, and its evidence, from the client's and the engine's figures
-of the levels around it. Pure: figures in, a verdict out."""
+of the levels around it; and what the run missed that the engine could have done. Pure: figures in,
+a verdict out.
+
+Requests that wait for *capacity* (vLLM 0.32's reason) wait for room: in the batch, in the step's
+token budget or in the KV cache, and which one binds is read from the engine's state. Requests the
+scheduler *deferred* (blocked, over a LoRA limit, waiting on a KV transfer) are a stuck scheduler's
+sign, an alert's business (VLLMSchedulerStuck), not a capacity limit.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from loadwatch.capacity.room import Batch, room
+from loadwatch.workloads.datasets import SharedPrefix
 
 KV_FULL = 0.9  # KV cache usage peak from which the cache is the limit (with requests waiting or preempted)
 OUTSIDE_SHARE = 0.5  # client TTFT not spent in the engine, from which the engine is not the limit
+MISSED_HIT_SHARE = 0.5  # a prefix cache that serves under this share of the prompt tokens it could missed them
 
 LIMITS = {
     "kv_cache": "KV cache: its usage peaks near 100 % with requests waiting or preempted",
-    "batch_slots": "batch slots: the running batch holds at its largest while requests wait, KV cache to spare",
-    "compute": "compute: latency rises with the load while KV cache and batch slots are free",
+    "batch_slots": "batch slots: the running batch is full (--max-num-seqs) while requests wait, KV cache to spare",
+    "token_budget": "token budget: requests wait for room with the batch below --max-num-seqs and the KV cache "
+                    "free, so the step's token budget (--max-num-batched-tokens) binds",
+    "prefill": "compute, in prefill: time to first token rises with the load while nothing waits for room",
+    "decode": "compute, in decode: time per output token rises with the load while nothing waits for room",
     "outside_engine": "outside the engine: most of the client's TTFT is spent before the engine sees the request",
     "load_generator": "the load generator itself: a Locust process could not keep up",
     "slo_only": "SLO only: the target exports no vLLM metrics, so only the client's side is known",
 }
+FIRST_TOKEN, PER_TOKEN = {"ttft"}, {"tpot", "itl"}
 
 
 @dataclass(frozen=True)
 class Diagnosis:
     limit: str  # a key of LIMITS
     evidence: dict
+    missed: list[dict] = field(default_factory=list)  # [{item, explanation, evidence}]
 
     @property
     def explanation(self) -> str:
         return LIMITS[self.limit]
 
 
-def diagnose(client: dict, engine: dict, saturated: dict[str, str]) -> Diagnosis:
-    """`client`: the results figures of the level that broke (or the last one run); `engine`: its
-    engine figures (values None without engine data); `saturated`: its load generator verdicts.
-    The engine's own evidence of a full cache or batch comes first: it holds whatever the client
-    measured; a late load generator comes next, before what rests on the client's figures."""
+def waiting_for_capacity(engine: dict) -> bool:
+    """Whether requests waited for room. Before vLLM 0.32 every waiting request did. The reasons come
+    from Prometheus's scrapes, the total's peak from the sidecar's 1 s sampling: a wait between two
+    scrapes is taken as one for capacity unless the scrapes saw only deferred requests."""
+    waiting = engine.get("requests_waiting_peak") or 0
+    capacity, deferred = engine.get("requests_waiting_capacity_peak"), engine.get("requests_waiting_deferred_peak")
+    if capacity is None:
+        return waiting >= 1
+    return capacity >= 1 or (waiting >= 1 and not deferred)
+
+
+def diagnose(results: dict, engine: dict, saturated: dict[str, str], batch: Batch | None = None,
+             prefix: SharedPrefix | None = None) -> Diagnosis:
+    """`results`: the results of the level that broke (or the last one run); `engine`: its engine
+    figures (values None without engine data); `saturated`: its load generator verdicts; `batch`:
+    --max-num-seqs where known; `prefix`: what its prompts share. The engine's own evidence of a full
+    cache, batch or budget comes first: it holds whatever the client measured; a late load generator
+    comes next, before what rests on the client's figures."""
+    limit, evidence = _limit(results, engine, saturated, batch)
+    if limit not in ("slo_only", "load_generator"):
+        evidence.update(room(results, engine, batch, prefix))
+    return Diagnosis(limit, evidence, missed(results, engine, prefix))
+
+
+def _limit(results: dict, engine: dict, saturated: dict[str, str], batch: Batch | None) -> tuple[str, dict]:
     kv, waiting = engine.get("kv_cache_usage_peak"), engine.get("requests_waiting_peak")
     running, preempted = engine.get("requests_running_peak"), engine.get("preemptions")
-    no_engine = kv is None and waiting is None and running is None
-    queueing = (waiting or 0) >= 1
-    if kv is not None and kv >= KV_FULL and (queueing or (preempted or 0) > 0):
-        return Diagnosis("kv_cache", {"kv_cache_usage_peak": kv, "requests_waiting_peak": waiting,
-                                      "preemptions": preempted})
-    if queueing:
-        return Diagnosis("batch_slots", {"requests_running_peak": running, "requests_waiting_peak": waiting,
-                                         "kv_cache_usage_peak": kv})
+    queue = {"requests_waiting_peak": waiting, "requests_waiting_capacity_peak":
+             engine.get("requests_waiting_capacity_peak"), "requests_waiting_deferred_peak":
+             engine.get("requests_waiting_deferred_peak")}
+    for_room = waiting_for_capacity(engine)
+    if kv is not None and kv >= KV_FULL and (for_room or (preempted or 0) > 0):
+        return "kv_cache", {"kv_cache_usage_peak": kv, **queue, "preemptions": preempted}
+    if for_room:
+        full = batch is not None and running is not None and running >= batch.max_num_seqs
+        return ("batch_slots" if full else "token_budget"), {"requests_running_peak": running, **queue,
+                                                             "kv_cache_usage_peak": kv}
     if saturated:
-        return Diagnosis("load_generator", {"saturated": saturated})
-    if no_engine:
-        return Diagnosis("slo_only", {"engine_metrics": "none"})
-    client_ttft, engine_ttft = client.get("mean_ttft_ms"), engine.get("engine_mean_ttft_ms")
+        return "load_generator", {"saturated": saturated}
+    if kv is None and waiting is None and running is None:
+        return "slo_only", {"engine_metrics": "none"}
+    client_ttft, engine_ttft = results.get("mean_ttft_ms"), engine.get("engine_mean_ttft_ms")
     if client_ttft and engine_ttft is not None and (client_ttft - engine_ttft) / client_ttft > OUTSIDE_SHARE:
-        return Diagnosis("outside_engine", {"client_mean_ttft_ms": client_ttft, "engine_mean_ttft_ms": engine_ttft})
-    return Diagnosis("compute", {"kv_cache_usage_peak": kv, "requests_waiting_peak": waiting,
-                                 "requests_running_peak": running, "client_p99_tpot_ms": client.get("p99_tpot_ms"),
-                                 "client_p99_ttft_ms": client.get("p99_ttft_ms")})
+        return "outside_engine", {"client_mean_ttft_ms": client_ttft, "engine_mean_ttft_ms": engine_ttft}
+    broken = {s["name"].split("_")[0] for s in results.get("slo") or [] if not s.get("passed", True)}
+    prefill, decode = engine.get("prefill_time_share"), engine.get("decode_time_share")
+    if broken and broken <= FIRST_TOKEN:
+        phase = "prefill"
+    elif broken and broken <= PER_TOKEN:
+        phase = "decode"
+    else:  # E2E, several, or none broken: the phase the engine spent more of the requests' time in
+        phase = "prefill" if (prefill or 0) > (decode or 0) else "decode"
+    return phase, {"slo_broken": sorted(broken), "prefill_time_share": prefill, "decode_time_share": decode,
+                   "iteration_tokens_mean": engine.get("iteration_tokens_mean"),
+                   "requests_running_peak": running, "kv_cache_usage_peak": kv,
+                   "client_p99_ttft_ms": results.get("p99_ttft_ms"), "client_p99_tpot_ms": results.get("p99_tpot_ms")}
+
+
+def missed(results: dict, engine: dict, prefix: SharedPrefix | None) -> list[dict]:
+    """What the engine could have done for this workload and did not, each with its evidence."""
+    block_size = engine.get("kv_cache_block_size")
+    if prefix is None or (block_size and prefix.tokens < block_size):
+        return []  # nothing shared, or less than one block: nothing a prefix cache could keep
+    prompt = (results.get("total_input_tokens") or 0) / max(1, results.get("completed") or 0)
+    cacheable = (prefix.tokens // int(block_size) * block_size if block_size else prefix.tokens) / prompt \
+        if prompt else None
+    hit = engine.get("prompt_tokens_cached_share")
+    if hit is None:
+        hit = engine.get("prefix_cache_hit_ratio")
+    evidence = {"shared_prefix_tokens": prefix.tokens, "distinct_prefixes": prefix.distinct,
+                "mean_prompt_tokens": round(prompt) if prompt else None, "cacheable_share": cacheable,
+                "prefix_caching": engine.get("prefix_caching"), "prompt_tokens_cached_share": hit}
+    if engine.get("prefix_caching") == 0:
+        why = (f"the prompts share a {prefix.tokens}-token prefix ({prefix.distinct} distinct), but prefix caching "
+               "is off: every request prefills it again (vLLM's --enable-prefix-caching)")
+    elif cacheable and hit is not None and hit < MISSED_HIT_SHARE * cacheable:
+        why = (f"the prompts share a {prefix.tokens}-token prefix, {cacheable:.0%} of a prompt that a cache could "
+               f"serve, but only {hit:.0%} of prompt tokens came from the cache")
+    else:
+        return []
+    return [{"item": "prefix_cache", "explanation": why, "evidence": evidence}]

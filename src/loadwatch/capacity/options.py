@@ -26,6 +26,10 @@ class CapacityOptions(BaseModel):
                                                           "within this share of the held one; users mode: within "
                                                           "one user")
     headroom: float = Field(0.8, gt=0, le=1, description="operating point as a share of the knee")
+    max_num_seqs: int | None = Field(None, gt=0, description="the target's --max-num-seqs, which vLLM does not "
+                                                             "export: tells a full batch from a full token budget; "
+                                                             "default: the embedded engine's own, else inferred "
+                                                             "from a running batch that stops growing")
 
     @property
     def unit(self) -> str:

@@ -10,6 +10,7 @@ from matplotlib.figure import Figure
 from loadwatch.atomic import write_atomically
 from loadwatch.capacity.diagnose import Diagnosis
 from loadwatch.capacity.levels import Level
+from loadwatch.capacity.room import sentence
 from loadwatch.metrics.records import read_records
 from loadwatch.prometheus import PrometheusAPI
 from loadwatch.report.html import PAGE, capacity_charts
@@ -35,9 +36,16 @@ def conclusion(mode: str, unit: str, levels: list[Level], best: float | None, di
         "limit": diagnosis.limit,
         "limit_explained": diagnosis.explanation,
         "evidence": diagnosis.evidence,
+        "room": sentence(diagnosis.evidence) if "kv_cache_holds_requests" in diagnosis.evidence else None,
+        "missed": diagnosis.missed,
         "level_rule": rule,
         "levels": [lv.as_dict() for lv in levels],
     }
+
+
+def _words(evidence: dict) -> str:
+    return ", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in evidence.items()
+                     if v is not None and not isinstance(v, dict))
 
 
 def _ms(value: float | None) -> str:
@@ -59,10 +67,12 @@ def markdown(result: dict) -> str:
                   f"({result['request_throughput_at_max'] or 0:.2f} req/s, "
                   f"{result['output_throughput_at_max'] or 0:.0f} output tok/s); run it at "
                   f"**{result['recommended']:g} {unit}** ({result['headroom']:.0%} of it)."]
-    evidence = ", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}"
-                         for k, v in result["evidence"].items())
-    lines += ["", f"The limit that binds: **{result['limit_explained']}** ({evidence}).", "",
-              f"Each level: {result['level_rule']}", ""]
+    lines += ["", f"The limit that binds: **{result['limit_explained']}** ({_words(result['evidence'])})."
+              + (f" {result['room']}" if result.get("room") else "")]
+    for item in result.get("missed") or []:
+        lines += ["", f"Missed: **{item['item'].replace('_', ' ')}**: {item['explanation']} "
+                      f"({_words(item['evidence'])})."]
+    lines += ["", f"Each level: {result['level_rule']}", ""]
     rows = []
     for lv in result["levels"]:
         c, e = lv["client"], lv["engine"]

@@ -9,7 +9,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from loadwatch.capacity.command import search
+from loadwatch.capacity.command import batch_of, search
 from loadwatch.durations import parse_duration
 from loadwatch.engine.serving import engine_args
 from loadwatch.experiment import cells as cells_of
@@ -250,5 +250,7 @@ def search_cell(spec: Experiment, outcome: Outcome, target: str, template: Locus
     assert spec.load.capacity is not None
     outcome.folder.mkdir(parents=True, exist_ok=True)
     workload = cells_of.workload_flags(spec.workloads[outcome.cell.workload], options.file.resolve().parent)
+    arm = spec.arms[outcome.cell.arm]
     outcome.capacity = search(spec.load.capacity, replace(template, slo=spec.slo, options=workload), api, target,
-                              outcome.folder, lambda message: say(f"  {message}"))
+                              outcome.folder, lambda message: say(f"  {message}"),
+                              batch_of(spec.load.capacity, arm.target, arm.vllm_args))

@@ -7,8 +7,11 @@ from dataclasses import dataclass, field
 from prometheus_client.core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
+from loadwatch.exporter.derived import cache_config, sleep_level
 from loadwatch.exporter.schema import (
+    CACHE_CONFIG,
     FAMILIES,
+    SLEEP_STATE,
     V0_PREFIX_HIT_RATE,
     V0_SPEC_ACCEPTANCE_RATE,
     wanted_names,
@@ -62,7 +65,7 @@ def normalize(text: str, target: str) -> Snapshot:
     snapshot = Snapshot()
     for family in FAMILIES:
         source = next((parsed[name] for name in family.sources if name in parsed), None)
-        if source is None:
+        if source is None or (family.moving_only and not any(s.value for s in source.samples)):
             continue
         out_name = family.name
         metric = Metric(out_name, family.help, family.kind)
@@ -79,6 +82,10 @@ def normalize(text: str, target: str) -> Snapshot:
         snapshot.families[out_name] = metric
         if family.kind != "histogram":
             snapshot.values[family.key] = totals
+    models = {engine: model for totals in snapshot.values.values() for model, engine in totals if model}
+    for source_name, derive in ((CACHE_CONFIG, cache_config), (SLEEP_STATE, sleep_level)):
+        if source_name in parsed:
+            snapshot.families.update((f.name, f) for f in derive(parsed[source_name], target, models))
     if not snapshot.families:
         raise ValueError("no vLLM metrics in the payload (is this a vLLM /metrics endpoint?)")
     for name, fallback in (("v0_prefix_hit_rate", V0_PREFIX_HIT_RATE),

@@ -17,20 +17,23 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from loadwatch.catalogue import RUN_INFO, Client
+from loadwatch.catalogue import RUN_INFO, SLO_OBJECTIVE, Client
 from loadwatch.loadgen.state import RunState
 from loadwatch.loadgen.webui import tab as webui
 from loadwatch.metrics import definitions as d
 from loadwatch.metrics.counts import HistogramCounts
+from loadwatch.metrics.slo import SLO
 from loadwatch.settings import LoadSettings
 
 log = logging.getLogger(__name__)
 
 
 class ClientCollector(Collector):
-    def __init__(self, state: RunState, user_count: Callable[[], int]) -> None:
+    def __init__(self, state: RunState, user_count: Callable[[], int],
+                 slos: Callable[[], list[SLO]] = list) -> None:
         self.state = state
         self.user_count = user_count
+        self.slos = slos
 
     def collect(self) -> Iterator:
         counts = self.state.recorder.counts
@@ -58,6 +61,13 @@ class ClientCollector(Collector):
         for scenario in self.state.scenarios:
             info.add_metric([self.state.run_id, scenario, self.state.target, self.state.stage], 1)
         yield info
+        objectives = GaugeMetricFamily(SLO_OBJECTIVE, "The run's service-level objectives (--slo), each holding "
+                                                      "its limit in the SLO's own unit (ms, or a ratio).",
+                                       labels=("slo",))
+        for slo in self.slos():
+            objectives.add_metric([slo.name], slo.limit)
+        if objectives.samples:  # absent without --slo: no objective is not an objective of 0
+            yield objectives
 
 
 def _with_exemplars(hist: HistogramCounts) -> list:
@@ -70,9 +80,10 @@ def _with_exemplars(hist: HistogramCounts) -> list:
             for (bound, n), e in zip(buckets, hist.exemplars, strict=True)]
 
 
-def client_registry(state: RunState, user_count: Callable[[], int]) -> CollectorRegistry:
+def client_registry(state: RunState, user_count: Callable[[], int],
+                    slos: Callable[[], list[SLO]] = list) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(ClientCollector(state, user_count))
+    registry.register(ClientCollector(state, user_count, slos))
     return registry
 
 
@@ -80,7 +91,7 @@ def serve(environment, state: RunState, host: str, port: int, settings: Callable
     """The client metrics on --metrics-host:--metrics-port (0: off) and, when the web UI runs, on its
     /metrics (behind its login when --web-login is on), with the LLM tab's charts and downloads."""
     user_count = lambda: environment.runner.user_count if environment.runner else 0  # noqa: E731
-    registry = client_registry(state, user_count)
+    registry = client_registry(state, user_count, lambda: settings().slo)
     if environment.web_ui:
         webui.install(environment, state, registry, settings, user_count)
     if port == 0:

@@ -24,6 +24,22 @@ def queries(duration: float, settle: float = SETTLE_SECONDS) -> dict[str, tuple[
         "kv_cache_usage_mean": (f"avg(avg_over_time({Engine.KV_CACHE_USAGE}[{gauges}]))", False),
         "requests_waiting_peak": (f"max(max_over_time({Engine.REQUESTS_WAITING_MAX}[{gauges}]))", False),
         "requests_running_peak": (f"max(max_over_time({Engine.REQUESTS_RUNNING}[{gauges}]))", False),
+        # Why they waited (vLLM 0.32 and later): each reason's peak as Prometheus scraped it.
+        **{f"requests_waiting_{reason}_peak": (
+            f'max(max_over_time({Engine.REQUESTS_WAITING_BY_REASON}{{reason="{reason}"}}[{gauges}]))', False)
+           for reason in ("capacity", "deferred")},
+        # The cache's configuration, as the engine stated it during the window.
+        "kv_cache_blocks": (f"max(max_over_time({Engine.KV_CACHE_BLOCKS}[{gauges}]))", False),
+        "kv_cache_block_size": (f"max(max_over_time({Engine.KV_CACHE_BLOCK_SIZE}[{gauges}]))", False),
+        "kv_cache_max_concurrency": (f"max(max_over_time({Engine.KV_CACHE_MAX_CONCURRENCY}[{gauges}]))", False),
+        # 1 on, 0 off, None where the engine does not say.
+        "prefix_caching": (f'(count(max_over_time({Engine.CACHE_CONFIG_INFO}{{prefix_caching="true"}}[{gauges}])) '
+                           f"> bool 0) or (0 * count(max_over_time({Engine.CACHE_CONFIG_INFO}[{gauges}])))", False),
+        "prompt_tokens_cached_share": (
+            _ratio(f'{total(Engine.PROMPT_TOKENS_BY_SOURCE)}{{source!="local_compute"}}',
+                   total(Engine.PROMPT_TOKENS_BY_SOURCE), counters), True),
+        "iteration_tokens_mean": (_ratio(Engine.ITERATION_TOKENS + "_sum", Engine.ITERATION_TOKENS + "_count",
+                                         counters), True),
         "preemptions": (f"sum(increase({total(Engine.PREEMPTIONS)}[{counters}]))", True),
         "prefix_cache_hit_ratio": (
             _ratio(total(Engine.PREFIX_CACHE_HITS), total(Engine.PREFIX_CACHE_QUERIES), counters), True),
@@ -44,6 +60,8 @@ def queries(duration: float, settle: float = SETTLE_SECONDS) -> dict[str, tuple[
                                                     counters), True),
         "engine_mean_prefill_ms": ("1000 * " + _ratio(Engine.PREFILL_TIME + "_sum", Engine.PREFILL_TIME + "_count",
                                                       counters), True),
+        "engine_mean_decode_ms": ("1000 * " + _ratio(Engine.DECODE_TIME + "_sum", Engine.DECODE_TIME + "_count",
+                                                     counters), True),
         "queue_time_share": (_ratio(Engine.QUEUE_TIME + "_sum", Engine.E2E + "_sum", counters),
                              True),
         "prefill_time_share": (

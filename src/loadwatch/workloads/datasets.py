@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
@@ -32,6 +32,15 @@ SAMPLE_TOOLS = SAMPLES / "tools.json"
 # vllm bench serve's ShareGPT filter: too short to say anything, or too long for a 2k context.
 MIN_LEN, MAX_PROMPT_LEN, MAX_TOTAL_LEN = 4, 1024, 2048
 DATASETS: dict[str, Dataset] = {}  # --dataset NAME -> its workload, in the order of the classes below
+
+
+@dataclass(frozen=True)
+class SharedPrefix:
+    """What the prompts share at their start, as the dataset built them: a prefix cache keeps each
+    distinct prefix once, and without one every request prefills it again."""
+
+    tokens: int  # of each prompt's prefix, in the dataset's own token count
+    distinct: int  # different prefixes among the prompts
 
 
 class Dataset:
@@ -64,6 +73,11 @@ class Dataset:
     def make(self, settings: LoadSettings, tokenizer: Tokenizer | None, rng: random.Random,
              offered: list[dict] | None) -> Workload | Sessions | Trace:
         raise NotImplementedError
+
+    def shared_prefix(self, settings: LoadSettings) -> SharedPrefix | None:
+        """The prefix its prompts share where the dataset makes one; None where it is not known
+        (a file's prompts) or there is none."""
+        return None
 
 
 def output_len(settings: LoadSettings) -> int:
@@ -181,6 +195,9 @@ class Random(TokenPrompts):
         ]
         return prompts
 
+    def shared_prefix(self, settings: LoadSettings) -> SharedPrefix | None:
+        return SharedPrefix(settings.prefix_len, 1) if settings.prefix_len else None
+
 
 class RandomImages(Random):
     name, summary = "random-mm", "random token prompts with synthetic images of a set size (chat)"
@@ -207,6 +224,9 @@ class PrefixRepetition(TokenPrompts):
                    for prefix in prefixes for _ in range(max(1, settings.dataset_size // settings.num_prefixes))]
         rng.shuffle(prompts)
         return prompts
+
+    def shared_prefix(self, settings: LoadSettings) -> SharedPrefix | None:
+        return SharedPrefix(settings.prefix_len or 256, settings.num_prefixes)
 
 
 class Agent(Dataset):

@@ -1,7 +1,7 @@
 import pytest
 
 from loadwatch.capacity.command import MIN_REQUESTS, needed_requests
-from loadwatch.capacity.diagnose import Diagnosis, diagnose
+from loadwatch.capacity.diagnose import Diagnosis
 from loadwatch.capacity.levels import Level, lost
 from loadwatch.capacity.output import conclusion, markdown
 from loadwatch.capacity.search import Search
@@ -32,27 +32,6 @@ def test_a_first_level_that_breaks_searches_down_and_may_find_nothing():
     best, tried = knee_of(0.3, Search(1.0, integer=False))
     assert tried[:3] == [1.0, 0.5, 0.25] and 0.25 <= best <= 0.3
     assert knee_of(0.01, Search(1.0, integer=False))[0] is None
-
-
-KV = {"kv_cache_usage_peak": 0.99, "requests_waiting_peak": 12.0, "requests_running_peak": 6.0, "preemptions": 3.0,
-      "engine_mean_ttft_ms": 900.0}
-
-
-@pytest.mark.parametrize("engine, client, saturated, limit", [
-    (KV, {"mean_ttft_ms": 1000.0}, {}, "kv_cache"),
-    ({**KV, "kv_cache_usage_peak": 0.4, "preemptions": 0.0}, {"mean_ttft_ms": 1000.0}, {}, "batch_slots"),
-    ({**KV, "kv_cache_usage_peak": 0.4, "requests_waiting_peak": 0.0, "preemptions": 0.0},
-     {"mean_ttft_ms": 1000.0}, {}, "compute"),
-    ({**KV, "kv_cache_usage_peak": 0.4, "requests_waiting_peak": 0.0, "engine_mean_ttft_ms": 100.0},
-     {"mean_ttft_ms": 1000.0}, {}, "outside_engine"),
-    ({k: None for k in KV}, {"mean_ttft_ms": 1000.0}, {}, "slo_only"),
-    ({**KV, "kv_cache_usage_peak": 0.4, "requests_waiting_peak": 0.0}, {"mean_ttft_ms": 1000.0},
-     {"0": "it used 99% of a CPU core"}, "load_generator"),
-    (KV, {"mean_ttft_ms": 1000.0}, {"0": "it used 99% of a CPU core"}, "kv_cache"),  # the engine's evidence first
-])
-def test_the_binding_limit_follows_the_evidence(engine, client, saturated, limit):
-    diagnosis = diagnose(client, engine, saturated)
-    assert diagnosis.limit == limit and diagnosis.evidence
 
 
 def test_a_level_is_lost_when_an_slo_is_far_over_or_the_generator_saturates():

@@ -4,11 +4,13 @@ vllm-0.32-*.txt are real payloads of vLLM 0.32 (CPU); vllm-0.8-v0.txt and vllm-0
 reconstructed from the metric names those versions document, with invented values.
 """
 
+import re
 from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from loadwatch.catalogue import Engine
 from loadwatch.exporter.normalize import keep, normalize
 
 PAYLOADS = Path(__file__).resolve().parents[2] / "data" / "payloads"
@@ -93,7 +95,8 @@ def test_prefilter_keeps_only_what_is_read():
     assert keep("# TYPE vllm:prefix_cache_hits_total counter")
     assert not keep('vllm:prefix_cache_hits_created{engine="0",model_name="tiny"} 1.7e+09')
     assert not keep('vllm:num_requests_running_extra 1')
-    assert not keep("# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig")
+    assert keep("# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig")
+    assert not keep("# HELP python_info Python platform information")
 
 
 def test_a_page_without_vllm_metrics_is_an_error():
@@ -101,3 +104,66 @@ def test_a_page_without_vllm_metrics_is_an_error():
         normalize("<html><body>502 Bad Gateway</body></html>", "t")
     with pytest.raises(ValueError, match="no vLLM metrics"):
         normalize("# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total 3.0\n", "t")
+
+
+def _samples(snapshot, name: str) -> list:
+    family = snapshot.families.get(name)
+    return [] if family is None else family.samples
+
+
+def test_why_requests_wait_and_where_prompt_tokens_came_from_reach_the_schema():
+    snapshot = load("vllm-0.32-kv-pressure.txt")
+    reasons = {s.labels["reason"]: s.value for s in _samples(snapshot, Engine.REQUESTS_WAITING_BY_REASON)}
+    assert set(reasons) == {"capacity", "deferred"}
+    sources = {s.labels["source"]: s.value for s in _samples(snapshot, Engine.PROMPT_TOKENS_BY_SOURCE)}
+    assert sources == {"local_compute": raw("vllm-0.32-kv-pressure.txt", "vllm:prompt_tokens_by_source_total"),
+                       "local_cache_hit": 0.0, "external_kv_transfer": 0.0}
+    tiers = {s.labels["source"] for s in _samples(snapshot, Engine.PROMPT_TOKENS_CACHED_BY_SOURCE)}
+    assert {"device", "host", "disk", "p2p"} <= tiers
+
+
+def test_the_cache_configuration_becomes_gauges_and_an_info_metric_with_the_engines_model():
+    snapshot = load("vllm-0.32-kv-pressure.txt")
+    value = {name: _samples(snapshot, name)[0].value for name in (
+        Engine.KV_CACHE_BLOCKS, Engine.KV_CACHE_BLOCK_SIZE, Engine.KV_CACHE_SIZE, Engine.KV_CACHE_MAX_CONCURRENCY)}
+    assert value == {Engine.KV_CACHE_BLOCKS: 17, Engine.KV_CACHE_BLOCK_SIZE: 128, Engine.KV_CACHE_SIZE: 2176,
+                     Engine.KV_CACHE_MAX_CONCURRENCY: 1.0625}
+    (info,) = _samples(snapshot, Engine.CACHE_CONFIG_INFO)
+    assert info.labels == {"target": "vllm-a", "model": "tiny", "engine": "0", "prefix_caching": "true",
+                           "cache_dtype": "auto"}
+
+
+def test_an_older_version_states_only_blocks_and_block_size_and_lacks_the_rest():
+    old = load("vllm-0.10-v1.txt")
+    assert _samples(old, Engine.KV_CACHE_SIZE)[0].value == 2048 * 16  # the product of what it states
+    assert Engine.KV_CACHE_MAX_CONCURRENCY not in old.families
+    assert _samples(old, Engine.CACHE_CONFIG_INFO)[0].labels["prefix_caching"] == "false"
+    for name in (Engine.REQUESTS_WAITING_BY_REASON, Engine.PROMPT_TOKENS_BY_SOURCE, Engine.SLEEP_LEVEL,
+                 Engine.ESTIMATED_FLOPS):
+        assert name not in old.families
+        assert name not in load("vllm-0.8-v0.txt").families
+
+
+def test_flops_and_bytes_at_zero_are_absent_and_present_once_they_move():
+    text = (PAYLOADS / "vllm-0.32-kv-pressure.txt").read_text()
+    assert Engine.ESTIMATED_FLOPS not in normalize(text, "t").families  # exported at 0 without --enable-mfu-metrics
+    moved = text.replace('vllm:estimated_flops_per_gpu_total{engine="0",model_name="tiny"} 0.0',
+                         'vllm:estimated_flops_per_gpu_total{engine="0",model_name="tiny"} 7.5e+12')
+    assert _samples(normalize(moved, "t"), Engine.ESTIMATED_FLOPS)[0].value == 7.5e12
+    assert Engine.ESTIMATED_READ_BYTES not in normalize(moved, "t").families
+
+
+@pytest.mark.parametrize(("states", "level"), [((1, 0, 0), 0), ((0, 1, 0), 1), ((0, 0, 1), 2)])
+def test_the_sleep_state_is_one_level(states, level):
+    text = (PAYLOADS / "vllm-0.32-kv-pressure.txt").read_text()
+    for name, value in zip(("awake", "weights_offloaded", "discard_all"), states, strict=True):
+        text = re.sub(rf'(vllm:engine_sleep_state{{[^}}]*sleep_state="{name}"}}) \S+', rf"\g<1> {value}.0", text)
+    assert _samples(normalize(text, "t"), Engine.SLEEP_LEVEL)[0].value == level
+
+
+def test_engine_healthy_is_read_where_fault_tolerance_exports_it():
+    text = (PAYLOADS / "vllm-0.32-kv-pressure.txt").read_text()
+    assert Engine.HEALTHY not in normalize(text, "t").families
+    text += ('# HELP vllm:engine_healthy 1 if healthy\n# TYPE vllm:engine_healthy gauge\n'
+             'vllm:engine_healthy{engine="0",model_name="tiny"} 0.0\n')
+    assert _samples(normalize(text, "t"), Engine.HEALTHY)[0].value == 0

@@ -7,6 +7,7 @@ from loadwatch.loadgen.exposition import client_registry
 from loadwatch.loadgen.recorder import LLMRequest
 from loadwatch.loadgen.state import RunState
 from loadwatch.metrics.definitions import turn_bucket
+from loadwatch.metrics.slo import parse_slo
 from loadwatch.metrics.timing import RawTiming, request_metrics
 
 
@@ -112,3 +113,12 @@ def test_an_embedding_has_no_ttft_and_images_are_counted_as_sent():
     assert dict(recorder.counts.counters_named(Client.IMAGES)) == {("m", "chat"): 3.0}  # sent, though it failed
     assert dict(recorder.counts.counters_named(Client.IMAGE_BYTES)) == {("m", "chat"): 900.0}
     assert not recorder.recent  # the slowest are by TTFT
+
+
+def test_the_runs_slos_are_exported_as_objectives_and_absent_without_any():
+    state = RunState(["chat"], "http://x")
+    assert "loadwatch_slo_objective" not in generate_latest(client_registry(state, lambda: 0)).decode()
+    slos = [parse_slo("ttft_p99_ms=600"), parse_slo("failure_ratio=0.01")]
+    text = generate_latest(client_registry(state, lambda: 0, lambda: slos)).decode()
+    assert 'loadwatch_slo_objective{slo="ttft_p99_ms"} 600.0' in text
+    assert 'loadwatch_slo_objective{slo="failure_ratio"} 0.01' in text

@@ -1,0 +1,125 @@
+"""The binding limit named from the engine's own words, the room it had in requests, and what the
+run missed."""
+
+import pytest
+
+from loadwatch.capacity.command import inferred_batch, shared_prefix
+from loadwatch.capacity.diagnose import diagnose
+from loadwatch.capacity.levels import Level
+from loadwatch.capacity.output import conclusion, markdown
+from loadwatch.capacity.room import Batch, room, sentence
+from loadwatch.workloads.datasets import SharedPrefix
+
+KV = {"kv_cache_usage_peak": 0.99, "requests_waiting_peak": 12.0, "requests_running_peak": 6.0, "preemptions": 3.0,
+      "requests_waiting_capacity_peak": 12.0, "requests_waiting_deferred_peak": 0.0, "engine_mean_ttft_ms": 900.0}
+ROOMY = {**KV, "kv_cache_usage_peak": 0.4, "preemptions": 0.0}
+IDLE_QUEUE = {**ROOMY, "requests_waiting_peak": 0.0, "requests_waiting_capacity_peak": 0.0}
+SIX = Batch(6, "the embedded engine's flags")
+CLIENT = {"mean_ttft_ms": 1000.0}
+
+
+def broke(*names: str) -> dict:
+    return {**CLIENT, "slo": [{"name": n, "passed": False} for n in names]}
+
+
+@pytest.mark.parametrize(("engine", "results", "saturated", "batch", "limit"), [
+    (KV, CLIENT, {}, SIX, "kv_cache"),
+    (ROOMY, CLIENT, {}, SIX, "batch_slots"),
+    (ROOMY, CLIENT, {}, Batch(128, "vLLM's default"), "token_budget"),
+    (ROOMY, CLIENT, {}, None, "token_budget"),  # --max-num-seqs unknown, none inferred: not shown to be full
+    ({**IDLE_QUEUE, "prefill_time_share": 0.2, "decode_time_share": 0.7}, broke("ttft_p99_ms"), {}, SIX, "prefill"),
+    ({**IDLE_QUEUE, "prefill_time_share": 0.7, "decode_time_share": 0.2}, broke("tpot_p90_ms"), {}, SIX, "decode"),
+    ({**IDLE_QUEUE, "prefill_time_share": 0.7, "decode_time_share": 0.2}, broke("e2el_p99_ms"), {}, SIX, "prefill"),
+    ({**IDLE_QUEUE, "engine_mean_ttft_ms": 100.0}, CLIENT, {}, SIX, "outside_engine"),
+    ({k: None for k in KV}, CLIENT, {}, None, "slo_only"),
+    (IDLE_QUEUE, CLIENT, {"0": "it used 99% of a CPU core"}, SIX, "load_generator"),
+    (KV, CLIENT, {"0": "it used 99% of a CPU core"}, SIX, "kv_cache"),  # the engine's evidence first
+])
+def test_the_binding_limit_follows_the_evidence(engine, results, saturated, batch, limit):
+    diagnosis = diagnose(results, engine, saturated, batch)
+    assert diagnosis.limit == limit and diagnosis.evidence
+
+
+def test_57_running_of_128_allowed_with_the_cache_nearly_empty_is_the_token_budget_not_batch_slots():
+    """The case found by hand: 512-token shared prefixes, 57 running at most, 67 waiting, KV cache 1.5 %,
+    on an engine whose --max-num-seqs is vLLM's CPU default of 128."""
+    engine = {"kv_cache_usage_peak": 0.015, "requests_waiting_peak": 67.0, "requests_running_peak": 57.0,
+              "requests_waiting_capacity_peak": 67.0, "requests_waiting_deferred_peak": 0.0, "preemptions": 0.0}
+    diagnosis = diagnose(CLIENT, engine, {}, Batch(128, "the embedded engine's flags"))
+    assert diagnosis.limit == "token_budget"
+    assert diagnosis.evidence["max_num_seqs"] == 128 and diagnosis.evidence["requests_running_peak"] == 57
+
+
+def test_deferred_requests_are_not_a_capacity_limit_and_old_versions_wait_for_capacity():
+    deferred = {**IDLE_QUEUE, "requests_waiting_peak": 9.0, "requests_waiting_deferred_peak": 9.0,
+                "prefill_time_share": 0.6, "decode_time_share": 0.3}
+    assert diagnose(CLIENT, deferred, {}, SIX).limit == "prefill"
+    old = {**ROOMY, "requests_waiting_capacity_peak": None, "requests_waiting_deferred_peak": None}
+    assert diagnose(CLIENT, old, {}, SIX).limit == "batch_slots"
+    # Waiting seen by the sidecar's 1 s sampling between two scrapes that saw no reason: capacity.
+    between = {**ROOMY, "requests_waiting_capacity_peak": 0.0}
+    assert diagnose(CLIENT, between, {}, SIX).limit == "batch_slots"
+
+
+RESULTS = {"completed": 10, "total_input_tokens": 1500, "total_output_tokens": 500}  # 200 tokens a request
+
+
+def test_the_kv_cache_holds_whole_blocks_per_request_and_a_shared_prefix_once():
+    engine = {"kv_cache_blocks": 20.0, "kv_cache_block_size": 32.0, "prefix_caching": 0}
+    off = room(RESULTS, engine, SIX, SharedPrefix(128, 1))
+    assert off["mean_context_tokens"] == 200 and off["blocks_per_request"] == 7  # ceil(200 / 32)
+    assert off["kv_cache_holds_requests"] == 2  # 19 usable blocks (one is vLLM's null block) // 7
+    on = room(RESULTS, {**engine, "prefix_caching": 1}, SIX, SharedPrefix(128, 1))
+    assert on["shared_prefix_blocks"] == 4 and on["blocks_per_request"] == 3 and on["kv_cache_holds_requests"] == 5
+    text = sentence(on)
+    assert text.startswith("The KV cache holds 5 requests at the workload's mean context of 200 tokens (20 blocks "
+                           "of 32 tokens, 3 a request, after the 4 blocks of the shared prefix held once)")
+    assert "the batch allows 6 (--max-num-seqs, the embedded engine's flags)" in text
+    unknown = room({}, {}, None, None)
+    assert unknown["kv_cache_holds_requests"] is None and sentence(unknown) is None
+
+
+def test_a_shared_prefix_with_caching_off_or_rarely_hit_is_missed_and_a_well_hit_one_is_not():
+    results = {"completed": 10, "total_input_tokens": 6000, "total_output_tokens": 1000}  # 600-token prompts
+    prefix = SharedPrefix(512, 1)
+    off = diagnose(results, {**ROOMY, "kv_cache_block_size": 128.0, "prefix_caching": 0}, {}, SIX, prefix)
+    (item,) = off.missed
+    assert item["item"] == "prefix_cache" and "prefix caching is off" in item["explanation"]
+    assert item["evidence"]["shared_prefix_tokens"] == 512
+    low = {**ROOMY, "kv_cache_block_size": 128.0, "prefix_caching": 1, "prompt_tokens_cached_share": 0.05}
+    assert diagnose(results, low, {}, SIX, prefix).missed[0]["item"] == "prefix_cache"
+    hit = {**low, "prompt_tokens_cached_share": 0.8}
+    assert diagnose(results, hit, {}, SIX, prefix).missed == []
+    assert diagnose(results, {**low, "kv_cache_block_size": 1024.0}, {}, SIX, prefix).missed == []  # < a block
+    assert diagnose(results, low, {}, SIX, None).missed == []
+
+
+def test_the_prefix_is_read_from_the_workload_the_results_record():
+    assert shared_prefix({"options": {"dataset": "random", "prefix_len": 512}}) == SharedPrefix(512, 1)
+    assert shared_prefix({"options": {"dataset": "prefix-repetition", "prefix_len": 0, "num_prefixes": 4}}) \
+        == SharedPrefix(256, 4)
+    assert shared_prefix({"options": {"dataset": "random", "prefix_len": 0}}) is None
+    assert shared_prefix({"options": {"dataset": "no-such"}}) is None and shared_prefix({}) is None
+
+
+def _level(value: float, running: float, waiting: float) -> Level:
+    return Level(int(value), value, "users", f"level-{int(value):02d}",
+                 engine={"requests_running_peak": running, "requests_waiting_peak": waiting})
+
+
+def test_a_running_batch_that_plateaus_while_requests_wait_is_inferred_and_said_to_be():
+    batch = inferred_batch([_level(2, 2, 0), _level(4, 4, 0), _level(8, 6, 0), _level(16, 6, 9)])
+    assert batch is not None and batch.max_num_seqs == 6 and batch.source.startswith("inferred")
+    assert inferred_batch([_level(2, 2, 0), _level(4, 4, 3)]) is None  # still growing
+    assert inferred_batch([_level(2, 6, 0), _level(4, 6, 0)]) is None  # nothing waited
+
+
+def test_the_report_gives_the_room_and_the_missed_items():
+    results = {"completed": 10, "total_input_tokens": 6000, "total_output_tokens": 1000}
+    engine = {**ROOMY, "kv_cache_blocks": 40.0, "kv_cache_block_size": 128.0, "prefix_caching": 0}
+    diagnosis = diagnose(results, engine, {}, SIX, SharedPrefix(512, 1))
+    result = conclusion("users", "users", [], 4.0, diagnosis, 0.8, "rule")
+    assert result["room"].startswith("The KV cache holds 6 requests at the workload's mean context of 700 tokens")
+    assert result["missed"][0]["item"] == "prefix_cache"
+    text = markdown({**result, "request_throughput_at_max": 1.0, "output_throughput_at_max": 10.0})
+    assert "The KV cache holds 6 requests" in text and "Missed: **prefix cache**" in text
