@@ -6,11 +6,13 @@ tests/integration/capacity/test_capacity_run.py."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+from loadwatch.stack.readback import data_of, prometheus_on
 from tests.conftest import REPO
 
 TWO_SLOTS = ("--max-num-seqs=2", "--max-model-len=1024")  # and the engine's full KV cache: 65,536 blocks
@@ -37,6 +39,27 @@ def test_make_run_finds_what_the_small_engine_sustains_and_names_its_kv_cache(tm
     assert result["max_sustainable"] is not None and run.returncode == 0, output[-3000:]
     assert "## Capacity" in (run_dir / "report.md").read_text() and (run_dir / "report.html").is_file()
     assert "Traceback" not in output
+    the_room_is_the_engines_own(run_dir, result)
+
+
+def the_room_is_the_engines_own(run_dir: Path, result: dict) -> None:
+    """The sidecar saw requests wait for capacity, and the limit sentence's KV cache in requests is
+    vllm:cache_config_info's blocks and block size (one the null block) over the mean context."""
+    evidence = result["evidence"]
+    assert evidence["requests_waiting_capacity_peak"] >= 1, evidence
+    end = max(lv["end"] for lv in result["levels"])
+    data = data_of(run_dir)
+    assert data is not None
+    with prometheus_on(data, run_dir / "logs") as api:
+        (info,) = api.query("last_over_time(vllm:cache_config_info[1h])", end)
+    blocks, block_size = int(info["metric"]["num_gpu_blocks"]), int(info["metric"]["block_size"])
+    assert (evidence["kv_cache_blocks"], evidence["kv_cache_block_size"]) == (blocks, block_size)
+    holds = (blocks - 1) // math.ceil(evidence["mean_context_tokens"] / block_size)
+    assert evidence["kv_cache_holds_requests"] == holds >= 1
+    assert result["room"].startswith(f"The KV cache holds {holds} requests at the workload's mean context of "
+                                     f"{evidence['mean_context_tokens']} tokens ({blocks} blocks of {block_size}")
+    assert "the batch allows 8 (--max-num-seqs, the embedded engine's flags)" in result["room"]
+    assert f"The KV cache holds {holds} requests" in (run_dir / "report.md").read_text()
 
 
 def test_two_batch_slots_are_named_the_limit_with_a_roomy_kv_cache(tmp_path):
@@ -60,3 +83,27 @@ def test_two_batch_slots_are_named_the_limit_with_a_roomy_kv_cache(tmp_path):
     assert evidence["requests_waiting_peak"] >= 1 and evidence["requests_running_peak"] <= 2
     assert evidence["kv_cache_usage_peak"] < 0.9
     assert result["max_sustainable"] == 2 and run.returncode == 0, output[-3000:]
+    assert evidence["max_num_seqs"] == 2 and evidence["requests_waiting_capacity_peak"] >= 1
+
+
+def test_a_shared_prefix_recomputed_with_prefix_caching_off_is_named_missed(tmp_path):
+    """Every prompt starts with the same 256 tokens (8 blocks of 32) and the engine runs without its
+    prefix cache: whatever limits it, capacity.json says that the prefix was prefilled again and
+    again. The search is cut short by --max-duration: the missed item stands without the knee."""
+    env = {**os.environ, "LOADWATCH_STACK_HOME": str(tmp_path / "home")}
+    run = subprocess.run(
+        [sys.executable, "-m", "loadwatch.cli", "capacity", "--mode", "users", "--slo", "ttft_p90_ms=2000",
+         "--start", "2", "--level-duration", "10s", "--warmup", "2s", "--cool-down", "2s", "--max-duration", "40s",
+         "--out", str(tmp_path / "runs"), "--vllm-arg=--no-enable-prefix-caching",
+         "--", "--dataset", "random", "--prefix-len", "256", "--input-len", "32", "--max-tokens", "16",
+         "--ignore-eos"],
+        capture_output=True, text=True, timeout=900, env=env)
+    output = run.stdout + run.stderr
+    print(output[-3000:])
+    run_dir, result = conclusion(tmp_path / "runs")
+    (item,) = result["missed"]
+    assert item["item"] == "prefix_cache" and item["evidence"]["prefix_caching"] == 0, item
+    assert item["evidence"]["shared_prefix_tokens"] == 256
+    assert "prefix caching is off" in (run_dir / "report.md").read_text()
+    assert "capacity: missed: the prompts share a 256-token prefix" in output
+    assert "Traceback" not in output

@@ -53,7 +53,8 @@ def run_dir(tmp_path_factory, grafana):
            "LOADWATCH_STACK_EVALUATION_INTERVAL": "1s", "LOADWATCH_STACK_EXPORTER_WINDOW": "10"}
     run = subprocess.Popen(
         [sys.executable, "-m", "loadwatch.cli", "run", "--out", str(tmp / "runs"), "-u", "12", "-r", "12", "-t", "60s",
-         "--metrics-port", "0", "--locustfile", str(REPO / "tests" / "e2e" / "locustfiles" / "observed_mix.py"),
+         "--metrics-port", "0", "--slo", "ttft_p99_ms=60000", "--slo", "failure_ratio=1",  # the SLO tiles' data
+         "--locustfile", str(REPO / "tests" / "e2e" / "locustfiles" / "observed_mix.py"),
          "--grafana-url", grafana.url, *(f"--vllm-arg={a}" for a in [*SMALL_KV, "--speculative-config", NGRAM]),
          "--", "--temperature", "0", "--max-tokens", "200", "--ignore-eos",
          "--shape", "step", "--step-size", "6", "--stage-duration", "25"],

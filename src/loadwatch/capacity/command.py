@@ -148,7 +148,7 @@ def search(options: CapacityOptions, template: LocustRun, api: PrometheusAPI, ta
     diagnosis = diagnose(figures, decisive.engine if decisive else {}, figures.get("saturated", {}),
                          batch or inferred_batch(levels), shared_prefix(figures))
     result = output.conclusion(options.mode, options.unit, levels, best, diagnosis, options.headroom,
-                               rule(options, needed), undecided)
+                               rule(options, needed), undecided, decisive)
     output.write(run_dir, result, api)
     if undecided:
         say(f"capacity: the knee was not located: {undecided}"

@@ -10,7 +10,7 @@ from matplotlib.figure import Figure
 from loadwatch.atomic import write_atomically
 from loadwatch.capacity.diagnose import Diagnosis
 from loadwatch.capacity.levels import Level
-from loadwatch.capacity.room import sentence
+from loadwatch.capacity.room import KEYS, sentence
 from loadwatch.metrics.records import read_records
 from loadwatch.prometheus import PrometheusAPI
 from loadwatch.report.html import PAGE, capacity_charts
@@ -21,8 +21,9 @@ PLOT = "capacity.png"
 
 
 def conclusion(mode: str, unit: str, levels: list[Level], best: float | None, diagnosis: Diagnosis,
-               headroom: float, rule: str, undecided: str | None = None) -> dict:
-    """`undecided`: why the search stopped before it located the knee, if it did."""
+               headroom: float, rule: str, undecided: str | None = None, decisive: Level | None = None) -> dict:
+    """`undecided`: why the search stopped before it located the knee, if it did; `decisive`: the
+    level whose figures the diagnosis read (`loadwatch explain` tells its requests' stories)."""
     at_best = next((lv for lv in levels if lv.value == best and lv.passed), None)
     return {
         "mode": mode,
@@ -33,6 +34,7 @@ def conclusion(mode: str, unit: str, levels: list[Level], best: float | None, di
         "headroom": headroom,
         "request_throughput_at_max": at_best.results.get("request_throughput") if at_best else None,
         "output_throughput_at_max": at_best.results.get("output_throughput") if at_best else None,
+        "decisive_level": decisive.name if decisive else None,
         "limit": diagnosis.limit,
         "limit_explained": diagnosis.explanation,
         "evidence": diagnosis.evidence,
@@ -43,16 +45,17 @@ def conclusion(mode: str, unit: str, levels: list[Level], best: float | None, di
     }
 
 
-def _words(evidence: dict) -> str:
+def _words(evidence: dict, skip: tuple[str, ...] = ()) -> str:
     return ", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in evidence.items()
-                     if v is not None and not isinstance(v, dict))
+                     if v is not None and not isinstance(v, dict) and k not in skip)
 
 
 def _ms(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.0f}"
 
 
-def markdown(result: dict) -> str:
+def markdown(result: dict, run_dir: Path | None = None) -> str:
+    """`run_dir`: where the levels' files are, for the exact `loadwatch explain` command."""
     unit, best = result["unit"], result["max_sustainable"]
     lines = ["## Capacity", ""]
     if result.get("undecided"):
@@ -67,7 +70,7 @@ def markdown(result: dict) -> str:
                   f"({result['request_throughput_at_max'] or 0:.2f} req/s, "
                   f"{result['output_throughput_at_max'] or 0:.0f} output tok/s); run it at "
                   f"**{result['recommended']:g} {unit}** ({result['headroom']:.0%} of it)."]
-    lines += ["", f"The limit that binds: **{result['limit_explained']}** ({_words(result['evidence'])})."
+    lines += ["", f"The limit that binds: **{result['limit_explained']}** ({_words(result['evidence'], KEYS)})."
               + (f" {result['room']}" if result.get("room") else "")]
     for item in result.get("missed") or []:
         lines += ["", f"Missed: **{item['item'].replace('_', ' ')}**: {item['explanation']} "
@@ -91,7 +94,8 @@ def markdown(result: dict) -> str:
         lines += ["", f"### Where the time goes at {best:g} {unit}", "",
                   *where_the_time_goes(held[0]["client"], held[0]["engine"])]
         if held[0].get("ttft_split"):
-            lines += ["", *bands(held[0]["ttft_split"]["bands"])]
+            level = Path("levels") / f"{held[0]['name']}.json"
+            lines += ["", *bands(held[0]["ttft_split"]["bands"], str(run_dir / level if run_dir else level))]
     return "\n".join(lines) + "\n"
 
 
@@ -142,7 +146,7 @@ def write(run_dir: Path, result: dict, api: PrometheusAPI | None = None) -> None
     search over time interactive (the engine's side from `api`, the stack's Prometheus)."""
     write_atomically(run_dir / "capacity.json", json.dumps(result, indent=2) + "\n")
     plot(result, run_dir / PLOT)
-    text = "# loadwatch capacity report\n\n" + markdown(result)
+    text = "# loadwatch capacity report\n\n" + markdown(result, run_dir)
     write_atomically(run_dir / "report.md",
                      text + f"\n![latency and throughput against load, engine state beneath]({PLOT})\n")
     try:

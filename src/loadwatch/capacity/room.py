@@ -14,6 +14,9 @@ from dataclasses import dataclass
 from loadwatch.workloads.datasets import SharedPrefix
 
 NULL_BLOCKS = 1
+# What room() adds to a diagnosis's evidence: the report says it in a sentence of its own.
+KEYS = ("kv_cache_holds_requests", "kv_cache_blocks", "kv_cache_block_size", "mean_context_tokens",
+        "blocks_per_request", "shared_prefix_blocks", "max_num_seqs", "max_num_seqs_source")
 
 
 @dataclass(frozen=True)
@@ -39,11 +42,10 @@ def room(results: dict, engine: dict, batch: Batch | None, prefix: SharedPrefix 
     figure it needs is unknown."""
     blocks, block_size = engine.get("kv_cache_blocks"), engine.get("kv_cache_block_size")
     context = mean_context(results)
-    out: dict = {"kv_cache_holds_requests": None, "kv_cache_blocks": blocks, "kv_cache_block_size": block_size,
-                 "mean_context_tokens": None if context is None else round(context),
-                 "blocks_per_request": None, "shared_prefix_blocks": None,
-                 "max_num_seqs": batch.max_num_seqs if batch else None,
-                 "max_num_seqs_source": batch.source if batch else None}
+    out: dict = dict.fromkeys(KEYS)
+    out.update(kv_cache_blocks=blocks, kv_cache_block_size=block_size,
+               mean_context_tokens=None if context is None else round(context),
+               max_num_seqs=batch.max_num_seqs if batch else None, max_num_seqs_source=batch.source if batch else None)
     if not blocks or not block_size or context is None:
         return out
     cached = engine.get("prefix_caching") == 1 and prefix is not None

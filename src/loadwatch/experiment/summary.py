@@ -30,11 +30,34 @@ VERDICT_KEYS = ("output_throughput", latency_key("ttft", "mean"), latency_key("t
                 latency_key("ttft", "p99"), latency_key("tpot", "median"), latency_key("e2el", "median"))
 
 
-def _engine(outcome: Outcome) -> dict:
+def _report(outcome: Outcome) -> dict:
     try:
-        return json.loads((outcome.folder / "report.json").read_text()).get("engine", {})
+        return json.loads((outcome.folder / "report.json").read_text())
     except (OSError, ValueError):
         return {}
+
+
+def _lengths(outcomes: list[Outcome]) -> list[float]:
+    """Seconds each run cell ran, warm-up included, as its results say: a slow server stretches them."""
+    out = []
+    for o in outcomes:
+        if o.cell.search or o.results is None:
+            continue
+        try:
+            results = json.loads(o.results.read_text())
+            out.append(float(results["ended_at"]) - float(results["started_at"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return out
+
+
+def ran_for(lengths: list[float], asked: float) -> str:
+    """The cells' length in words: as asked, or what they actually ran and why."""
+    if not lengths or max(lengths) <= 1.1 * asked:
+        return f"{asked:g} s"
+    low, high = min(lengths), max(lengths)
+    span = f"{low:.0f} s" if round(low) == round(high) else f"{low:.0f} to {high:.0f} s"
+    return f"{span} (asked {asked:g} s: stretched until each completed enough requests to judge)"
 
 
 def _mean(values: Sequence[float | None], take=np.mean) -> float | None:
@@ -58,7 +81,10 @@ def group(experiment: Experiment, outcomes: list[Outcome]) -> list[dict]:
             g["short_cells"] += 1
             continue
         g["runs"].append(o.results)
-        g["engines"].append(_engine(o))
+        report = _report(o)
+        g["engines"].append(report.get("engine") or {})
+        if report.get("engine_missing"):
+            g["engine_missing"] = report["engine_missing"]
     out = []
     for g in groups.values():
         engines = g.pop("engines")
@@ -151,7 +177,8 @@ def _level(g: dict) -> str:
 
 
 def render(experiment: Experiment, groups: list[dict], rows: list[dict], notes: list[str], plot: Path | None,
-           capacity: list[dict]) -> str:
+           capacity: list[dict], ran: str | None = None) -> str:
+    """`ran`: how long the cells ran, in words (default: as asked)."""
     many_levels = len({g["level"] for g in groups}) > 1
     lines = [f"# loadwatch experiment: {experiment.name}", ""]
     if experiment.description:
@@ -162,7 +189,7 @@ def render(experiment: Experiment, groups: list[dict], rows: list[dict], notes: 
             lines += ["", "## Notes", "", *(f"- {n}" for n in notes)]
         return "\n".join(lines) + "\n"
     lines += [f"{len(experiment.arms)} arms x {len(experiment.workloads)} workloads x {len(experiment.load.levels)} "
-              f"load levels, {experiment.repeats} runs each of {experiment.load.duration:g} s"
+              f"load levels, {experiment.repeats} runs each of {ran or f'{experiment.load.duration:g} s'}"
               + (", the prefix cache emptied before each run" if experiment.reset_prefix_cache else "")
               + ". Figures are the mean over a cell's runs; each run's folder holds its results, per-request "
               "records and report.", "", "## Results", ""]
@@ -213,7 +240,10 @@ def write(exp_dir: Path, experiment: Experiment, outcomes: list[Outcome], say) -
     notes = sorted({n for o in outcomes for n in o.notes}
                    | {f"{o.cell.folder}: {o.problem}" for o in outcomes if o.problem}
                    | {f"{o.cell.folder}: {o.too_few}; left out of the figures" for o in outcomes if o.too_few}
-                   | {f"{g['folder']}: {g['problem']}" for g in groups if g.get("problem")})
+                   | {f"{g['folder']}: {g['problem']}" for g in groups if g.get("problem")}
+                   | {f"{g['arm']} / {g['workload']}: its prefix-cache, KV cache and preemption columns read n/a: "
+                      f"{g['engine_missing']}" for g in groups
+                      if g.get("engine_missing") and all(v is None for v in g["engine"].values())})
     plot = pareto(groups, exp_dir / PARETO) if len(experiment.load.levels) > 1 else None
     capacity = capacities(outcomes)
     for g in groups:
@@ -227,7 +257,8 @@ def write(exp_dir: Path, experiment: Experiment, outcomes: list[Outcome], say) -
                            "too_few": o.too_few}
                           for o in outcomes]}
     write_atomically(exp_dir / "summary.json", json.dumps(document, indent=2) + "\n")
-    text = render(experiment, groups, rows, notes, plot, capacity)
+    ran = ran_for(_lengths(outcomes), experiment.load.duration)
+    text = render(experiment, groups, rows, notes, plot, capacity, ran)
     write_atomically(exp_dir / "summary.md", text)
     write_page(exp_dir / "summary.html", f"loadwatch experiment {experiment.name}",
                markdown_html(text + cell_links(exp_dir, outcomes), exp_dir))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from loadwatch.catalogue import RUN_INFO, Client, Engine, total
+from loadwatch.catalogue import RUN_INFO, SLO_OBJECTIVE, Client, Engine, total
 from loadwatch.grafana.panels import (
     Panel,
     Row,
@@ -16,6 +16,7 @@ from loadwatch.grafana.panels import (
 
 C = 'model=~"$model", scenario=~"$scenario"'  # client series
 E = 'target=~"$target", model=~"$model"'  # engine series
+NOT_COMPUTED = E + ', source!="local_compute"'  # prompt tokens the engine did not prefill itself
 
 ANNOTATIONS = [
     prometheus_annotation(
@@ -25,6 +26,25 @@ ANNOTATIONS = [
         "Firing alerts", 'ALERTS{alertstate="firing"}', "{{alertname}}", "{{severity}} on {{target}}",
         "alertname,severity", "rgba(242, 73, 92, 0.6)"),
 ]
+
+
+# The SLO names `--slo` takes whose measure PromQL can compute from the client's histograms
+# (metrics/slo.py): each latency at its mean, median and common percentiles.
+SLO_LATENCIES = {"ttft": Client.TTFT, "tpot": Client.TPOT, "itl": Client.ITL, "e2el": Client.E2E}
+SLO_STATS = {"mean": None, "median": 0.5, "p50": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99}
+
+
+def _objective(name: str) -> str:
+    return f'on() group_left(slo) max by (slo) ({SLO_OBJECTIVE}{{slo="{name}"}})'
+
+
+def slo_attainment() -> str:
+    """Each SLO of the run as its measure over its objective, labelled `slo`: 1 is at the limit."""
+    terms = [f"1000 * {mean(family, C) if q is None else quantile(q, family, C)} / {_objective(f'{m}_{stat}_ms')}"
+             for m, family in SLO_LATENCIES.items() for stat, q in SLO_STATS.items()]
+    terms.append(f"{rate(total(Client.FAILURES), C)} / {rate(total(Client.REQUESTS), C)} / "
+                 f"{_objective('failure_ratio')}")
+    return "\n or ".join(f"({term})" for term in terms)
 
 
 def _latency_pair(title: str, client: str, engine: str, description: str) -> Panel:
@@ -46,6 +66,12 @@ def _engine_state(by: str = "") -> list[Panel]:
             (f"sum{group} ({Engine.REQUESTS_WAITING}{{{E}}})", legend + "waiting"),
             (f"max{group} ({Engine.REQUESTS_WAITING_MAX}{{{E}}})", legend + "waiting, peak of the sidecar's window"),
         ], "short", "Requests in the engine's batch and in its queue; the peak comes from the sidecar's 1 s sampling."),
+        Panel("Why requests wait", [
+            (f"sum by ({', '.join([*([by] if by else []), 'reason'])}) ({Engine.REQUESTS_WAITING_BY_REASON}{{{E}}})",
+             legend + "{{reason}}"),
+        ], "short", "capacity: no room in the batch (--max-num-seqs), the step's token budget or the KV cache; "
+                    "deferred: skipped by the scheduler (blocked, a LoRA limit, a KV transfer), which with "
+                    "nothing generated is a stuck scheduler (vLLM 0.32 and later).", stack=True),
         Panel("KV cache usage", [
             (f"max{group} ({Engine.KV_CACHE_USAGE}{{{E}}})", legend + "usage"),
             (f"max{group} ({Engine.KV_CACHE_USAGE_MAX}{{{E}}})", legend + "peak of the sidecar's window"),
@@ -54,6 +80,17 @@ def _engine_state(by: str = "") -> list[Panel]:
             (f"{rate(total(Engine.PREFIX_CACHE_HITS), E, by)} / {rate(total(Engine.PREFIX_CACHE_QUERIES), E, by)}",
              legend + "hits / queries"),
         ], "percentunit", "Prompt tokens found in the prefix cache, of those looked up.", max=1),
+        Panel("Prompt tokens served from cache", [
+            (f"{rate(total(Engine.PROMPT_TOKENS_BY_SOURCE), NOT_COMPUTED, by)} / "
+             f"{rate(total(Engine.PROMPT_TOKENS_BY_SOURCE), E, by)}", legend + "share from cache"),
+        ], "percentunit", "Of all prompt tokens, the share not prefilled here: found in the prefix cache or "
+                          "transferred from another engine (vLLM 0.32 and later). The rest is compute.", max=1),
+        Panel("Request phases, stacked (mean per request)", [
+            (mean(Engine.QUEUE_TIME, E, by), legend + "queued"),
+            (mean(Engine.PREFILL_TIME, E, by), legend + "prefill"),
+            (mean(Engine.DECODE_TIME, E, by), legend + "decode"),
+        ], "s", "The engine's mean request, phase on phase: waiting in the queue, the prefill, the decode.",
+            stack=True),
         Panel("Speculative decoding: acceptance ratio", [
             (f"{rate(total(Engine.SPEC_ACCEPTED_TOKENS), E, by)} / "
              f"{rate(total(Engine.SPEC_DRAFT_TOKENS), E, by)}", legend + "accepted / draft tokens"),
@@ -90,6 +127,25 @@ def overview() -> dict:
     ], "s", "Network, HTTP and tokenisation (the gap between the client's TTFT and the engine's), then the "
             "engine's queue, prefill and decode phases.", width=12)
     rows = [
+        Row("Service-level objectives", [
+            Panel("SLO attainment: measured / objective", [(slo_attainment(), "{{slo}}")], "percentunit",
+                  "Each --slo of the run (its objective, exported by the load generator) as its measure over its "
+                  "limit, over the rate interval: under 100 % it holds. Empty without --slo.", kind="stat", width=12,
+                  thresholds=[(None, "green"), (0.8, "orange"), (1.0, "red")],
+                  options={"reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
+                           "colorMode": "background", "graphMode": "area", "textMode": "value_and_name",
+                           "orientation": "auto", "justifyMode": "auto"}),
+            Panel("Per model", [
+                (rate(total(Client.REQUESTS), C, "model"), "requests/s"),
+                (quantile(0.99, Client.TTFT, C, "model"), "TTFT p99"),
+                (quantile(0.99, Client.TPOT, C, "model"), "TPOT p99"),
+                (f"{rate(total(Client.FAILURES), C, 'model')} / {rate(total(Client.REQUESTS), C, 'model')}",
+                 "failed share"),
+                (f"max by (model) ({Engine.KV_CACHE_USAGE}{{{E}}})", "KV cache"),
+                (f"sum by (model) ({Engine.REQUESTS_WAITING}{{{E}}})", "waiting"),
+            ], "short", "Each model (or LoRA adapter) the load reaches: its client figures beside its engine's.",
+                kind="table", width=12),
+        ]),
         Row("Client latency beside the engine's", [
             _latency_pair("Time to first token", Client.TTFT, Engine.TTFT,
                           "TTFT as the load generator measured it and as vLLM reports it."),
@@ -182,6 +238,14 @@ def engine() -> dict:
     by = "target"
     rows = [
         Row("Health", [
+            Panel("KV cache configuration", [
+                (f"max by (target, model) ({Engine.KV_CACHE_BLOCKS}{{{E}}})", "blocks"),
+                (f"max by (target, model) ({Engine.KV_CACHE_BLOCK_SIZE}{{{E}}})", "tokens a block"),
+                (f"max by (target, model) ({Engine.KV_CACHE_SIZE}{{{E}}})", "tokens in all"),
+                (f"max by (target, model) ({Engine.KV_CACHE_MAX_CONCURRENCY}{{{E}}})", "requests at full length"),
+                (f"max by (target, model, prefix_caching, cache_dtype) ({Engine.CACHE_CONFIG_INFO}{{{E}}})", "info"),
+            ], "short", "What each engine's KV cache holds, as vLLM states it (vllm:cache_config_info): the room a "
+                        "capacity verdict is counted in.", kind="table", width=24, height=6),
             Panel("Sidecar sees the engine", [(f'max by (target) ({Engine.UP}{{target=~"$target"}})', "{{target}}")],
                   "short", "1 when the sidecar's last sample of the engine's /metrics succeeded.", max=1),
             Panel("Sidecar sample duration", [

@@ -47,6 +47,8 @@ class Panel:
     max: float | None = None
     stack: bool = False
     options: dict = field(default_factory=dict)
+    # (from value, colour) steps, lowest first with None: a stat's tiles coloured by where they stand
+    thresholds: list[tuple[float | None, str]] | None = None
 
     def to_json(self, panel_id: int, x: int, y: int) -> dict:
         defaults: dict = {"unit": self.unit}
@@ -55,6 +57,10 @@ class Panel:
         if self.kind == "timeseries":
             defaults["custom"] = {"fillOpacity": 10 if not self.stack else 60, "showPoints": "never",
                                   "stacking": {"mode": "normal" if self.stack else "none"}}
+        if self.thresholds:
+            defaults["thresholds"] = {"mode": "absolute",
+                                      "steps": [{"value": value, "color": colour} for value, colour in self.thresholds]}
+        table = self.kind == "table"  # one row per series, its columns the queries' values at the range's end
         panel = {
             "id": panel_id,
             "type": self.kind,
@@ -65,9 +71,11 @@ class Panel:
             "fieldConfig": {"defaults": defaults, "overrides": []},
             "options": self.options or {"legend": {"displayMode": "list", "placement": "bottom", "showLegend": True},
                                         "tooltip": {"mode": "multi", "sort": "none"}},
+            **({"transformations": [{"id": "merge"}]} if table else {}),
             "targets": [
                 {"refId": chr(ord("A") + i), "datasource": DS, "expr": expr, "legendFormat": legend,
-                 "range": True, **({"format": "heatmap"} if self.kind == "heatmap" else {}),
+                 **({"format": "table", "instant": True, "range": False} if table else {"range": True}),
+                 **({"format": "heatmap"} if self.kind == "heatmap" else {}),
                  **({"exemplar": True} if any(f"{name}_bucket" in expr for name in EXEMPLARS) else {})}
                 for i, (expr, legend) in enumerate(self.targets)
             ],

@@ -81,7 +81,7 @@ def ttft_split(records: Iterable[dict]) -> dict | None:
                       "p99_ms": float(np.percentile(ms, 99))})
     engine_ttft = np.array([r["engine_queue_s"] + r["engine_prefill_s"] for r in joined]) * 1000
     return {"joined": len(joined), "measured": len(done), "parts": parts, "bands": bands(joined),
-            "engine_mean_ttft_ms": float(engine_ttft.mean()),
+            "engine_mean_ttft_ms": float(engine_ttft.mean()), "engine_median_ttft_ms": float(np.median(engine_ttft)),
             "engine_p99_ttft_ms": float(np.percentile(engine_ttft, 99))}
 
 

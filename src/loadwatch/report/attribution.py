@@ -33,10 +33,15 @@ def attribution(records: Iterable[dict], api: PrometheusAPI | None, start: float
 
 
 def exact_engine_ttft(engine: dict, split: dict | None) -> None:
-    """Where requests carry the engine's account, its TTFT figures come from them, not from buckets."""
-    if split is not None and engine:
-        engine.update(engine_mean_ttft_ms=split["engine_mean_ttft_ms"], engine_p99_ttft_ms=split["engine_p99_ttft_ms"],
-                      engine_ttft_exact=True)
+    """Where requests carry the engine's account, its TTFT and the TTFT's parts (queued, prefill)
+    come from them, all over the same requests, not from vLLM's buckets over others."""
+    if split is None or not engine:
+        return
+    engine.update({f"engine_{stat}_ttft_ms": split[f"engine_{stat}_ttft_ms"] for stat in ("mean", "median", "p99")})
+    parts = {p["part"]: p for p in split["parts"]}
+    for name, part in (("queue", "engine_queue_s"), ("prefill", "engine_prefill_s")):
+        engine.update({f"engine_{stat}_{name}_ms": parts[part][f"{stat}_ms"] for stat in ("mean", "median", "p99")})
+    engine["engine_ttft_exact"] = True
 
 
 def _mean(values: list[float | None]) -> float | None:

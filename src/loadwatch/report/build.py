@@ -109,6 +109,7 @@ def build_report(results_path: Path, api: PrometheusAPI | None, out_dir: Path, r
     report = {
         "run_id": results.run_id,
         "target": results.target,
+        "results_file": str(results_path),  # as `loadwatch explain` takes it
         "window": {"start": start, "end": end,
                    "start_utc": datetime.fromtimestamp(start, UTC).isoformat(timespec="seconds"),
                    "end_utc": datetime.fromtimestamp(end, UTC).isoformat(timespec="seconds")},

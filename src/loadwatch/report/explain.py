@@ -9,6 +9,7 @@ above its median over the run.
 from __future__ import annotations
 
 import argparse
+import json
 from contextlib import ExitStack
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,9 +24,41 @@ from loadwatch.report.engine_at import EngineState, EngineTimeline
 from loadwatch.report.exact import records_of
 from loadwatch.stack.readback import DATA, data_of, prometheus_on
 
+BAD_INPUT = 2  # README's exit codes: the run, its records or the request named cannot be found
+
 
 class ExplainError(Exception):
     """The run, its records or the request cannot be found; the message says which."""
+
+
+def runs_in(folder: Path) -> Path:
+    """The results file of a run folder; of a capacity search's, its decisive level (the one its
+    diagnosis read); of an experiment's, its one cell. Where that is not one run, the runs it holds
+    are listed in the error, for the user to name one."""
+    if not folder.is_dir() or (folder / "results.json").is_file():
+        return results_path(folder)
+    if (folder / "capacity.json").is_file():
+        try:
+            decisive = json.loads((folder / "capacity.json").read_text()).get("decisive_level")
+        except (OSError, ValueError) as exc:
+            raise ExplainError(f"cannot read {folder / 'capacity.json'}: {exc}") from None
+        level = folder / "levels" / f"{decisive}.json"
+        if decisive and level.is_file():
+            return level
+        return _choose(folder, sorted((folder / "levels").glob("level-*[0-9].json")), "a capacity search's levels")
+    if (folder / "summary.json").is_file():
+        cells = sorted(p for p in folder.rglob("results.json") if "warmup" not in p.parts)
+        if len(cells) == 1:
+            return cells[0]
+        return _choose(folder, cells, "an experiment's cells")
+    return results_path(folder)
+
+
+def _choose(folder: Path, runs: list[Path], what: str) -> Path:
+    if not runs:
+        raise ExplainError(f"{folder} holds {what}, but none of them has results")
+    raise ExplainError(f"{folder} holds {what}, not one run; name one:\n"
+                       + "\n".join(f"  loadwatch explain {run}" for run in runs))
 
 
 def _ms(seconds: float) -> str:
@@ -34,7 +67,7 @@ def _ms(seconds: float) -> str:
 
 def find_records(run: Path) -> tuple[list[dict], Path, tuple[float, float]]:
     """The run's records, their file, and the run's window."""
-    path = results_path(run)
+    path = runs_in(run)
     try:
         results = read_results(path)
     except ReportError as exc:
@@ -127,7 +160,8 @@ def why(record: dict, typical: dict[str, float], state: EngineState | None, ttft
     return text + "."
 
 
-def explain(run: Path, request_id: str | None, slowest: int, by: str, say) -> int:
+def explain(run: Path, request_id: str | None, slowest: int, by: str, say, show=print) -> int:
+    """The stories go to `show` (stdout, plain: they are the command's output); notes to `say`."""
     records, path, (start, end) = find_records(run)
     streamed = measured(records)
     whole = [] if streamed else answered_whole(records)
@@ -136,7 +170,7 @@ def explain(run: Path, request_id: str | None, slowest: int, by: str, say) -> in
     if not chosen:
         raise ExplainError(f"{path} holds no measured request")
     typical = medians(streamed) if streamed else {"e2e_s": float(np.median([r["elapsed_s"] for r in whole]))}
-    data = data_of(run)
+    data = data_of(path)
     with ExitStack() as stack:
         timeline = None
         if data is None:
@@ -148,16 +182,16 @@ def explain(run: Path, request_id: str | None, slowest: int, by: str, say) -> in
             except PrometheusError as exc:
                 say(f"note: the engine's state is left out: {exc}")
         if whole:
-            say(f"{len(whole)} requests answered whole (embeddings or rerank) in {path}: no first token, so each is "
-                f"told by its E2E; their median {_ms(typical['e2e_s'])}")
+            show(f"{len(whole)} requests answered whole (embeddings or rerank) in {path}: no first token, so each "
+                 f"is told by its E2E; their median {_ms(typical['e2e_s'])}")
         else:
-            say(f"{len(streamed)} measured requests in {path}; medians over them: " + ", ".join(
+            show(f"{len(streamed)} measured requests in {path}; medians over them: " + ", ".join(
                 f"{NAMES[p].split(' (')[0]} {_ms(s)}" for p, s in typical.items()))
         for record in chosen:
             state = timeline.around(record["start"], record["start"] + record["elapsed_s"]) if timeline else None
-            say("")
+            show("")
             for line in story(record, typical, state, ttft_only=request_id is None and by == "ttft"):
-                say(line)
+                show(line)
     return 0
 
 
@@ -166,13 +200,15 @@ def explain_command(args: argparse.Namespace, say) -> int:
         return explain(args.run, args.request_id, args.slowest, args.by, say)
     except ExplainError as exc:
         say(f"error: {exc}")
-        return 1
+        return BAD_INPUT
 
 
 def add_parser(commands, say) -> None:
     parser = commands.add_parser("explain", help="why a request was slow: its timeline, the engine's account and "
                                                  "state, and the cause, from a finished run's folder")
-    parser.add_argument("run", type=Path, help="a run folder (or a results JSON) with its per-request records")
+    parser.add_argument("run", type=Path, help="a run folder (or a results JSON) with its per-request records; a "
+                                               "capacity search's folder (its decisive level), or an experiment's "
+                                               "(its one cell; with several, they are listed)")
     parser.add_argument("request_id", nargs="?", help="the request's id (its X-Request-Id, in its record and in "
                                                       "the exemplars), or a unique start of it")
     parser.add_argument("--slowest", type=int, default=5, metavar="N",

@@ -31,9 +31,9 @@ from loadwatch.report.page import (
 from loadwatch.report.timeline import CLIENT_SERIES, ENGINE_SERIES, client_over_time, engine_over_time, scatter_points
 
 PAGE = "report.html"
-ENGINE_CHARTS = (("queue", "Engine: requests running and waiting", "requests"),
+ENGINE_CHARTS = (("queue", "Engine: requests running, and waiting by reason", "requests"),
                  ("kv", "Engine: KV cache usage (%)", "%"),
-                 ("ratios", "Engine: prefix-cache hits and spec-decode acceptance (%)", "%"))
+                 ("ratios", "Engine: prompt tokens from cache, prefix-cache hits, spec-decode acceptance (%)", "%"))
 
 
 def _ms(value) -> str:

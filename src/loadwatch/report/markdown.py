@@ -31,16 +31,24 @@ def where_the_time_goes(c: dict, e: dict) -> list[str]:
     def row(name: str, metric: str) -> list[str]:
         return [name, *(ms(c.get(latency_key(metric, stat))) for stat in ("mean", "median", "p99"))]
 
+    exact = bool(e.get("engine_ttft_exact"))
+
+    def engine_row(name: str, key: str) -> list[str]:
+        return [name, *(ms(e.get(f"engine_{stat}_{key}_ms")) if exact or stat == "mean" or
+                        (stat == "p99" and key == "ttft") else "" for stat in ("mean", "median", "p99"))]
+
     lines = table(["time to first token", "mean", "median", "p99"], [
         row("client: whole TTFT", "ttft"),
         row("client: to the response headers", "headers"),
         row("client: headers to first token", "ttft_after_headers"),
-        ["engine: TTFT (queued + prefill, each request's own account)" if e.get("engine_ttft_exact")
-         else "engine: TTFT (vllm:time_to_first_token)", ms(e.get("engine_mean_ttft_ms")), "",
-         ms(e.get("engine_p99_ttft_ms"))],
-        ["engine: queued", ms(e.get("engine_mean_queue_ms")), "", ""],
-        ["engine: prefill", ms(e.get("engine_mean_prefill_ms")), "", ""],
+        engine_row("engine: TTFT (queued + prefill)", "ttft"),
+        engine_row("engine: queued", "queue"),
+        engine_row("engine: prefill", "prefill"),
     ])
+    lines += ["", "The engine's rows come from each request's own account, over the same requests as the "
+                  "client's (vLLM's --enable-per-request-metrics)." if exact else
+                  "The engine's rows come from vLLM's histograms over the window (means, and the TTFT's p99 "
+                  "interpolated in its buckets): their requests are not exactly the client's."]
     client, engine = c.get(latency_key("ttft", "mean")), e.get("engine_mean_ttft_ms")
     before = c.get(latency_key("headers", "mean"))
     if client is not None and engine is not None:
@@ -60,12 +68,13 @@ def where_the_time_goes(c: dict, e: dict) -> list[str]:
                      "loadwatch cannot split them further." if rest > 0 else
                      " The engine's TTFT covers the rest.")
         lines += ["", text]
-    lines += ["", f"Of the engine's end-to-end time, requests spent {share(e.get('queue_time_share'))} queued, "
-                  f"{share(e.get('prefill_time_share'))} in prefill and {share(e.get('decode_time_share'))} in decode."]
+    lines += ["", f"Of the engine's end-to-end time (vLLM's histograms), requests spent "
+                  f"{share(e.get('queue_time_share'))} queued, {share(e.get('prefill_time_share'))} in prefill and "
+                  f"{share(e.get('decode_time_share'))} in decode."]
     return lines
 
 
-def request_by_request(split: dict) -> list[str]:
+def request_by_request(split: dict, explain: str) -> list[str]:
     """Each request's TTFT split by the engine's own account of it: exact percentiles of each part."""
     return [
         "## Request by request", "",
@@ -75,18 +84,19 @@ def request_by_request(split: dict) -> list[str]:
         "percentiles of the parts do not add up to the TTFT's: each is over its own order of the requests.", "",
         *table(["part of the TTFT", "mean", "median", "p99"],
                [[p["name"], ms(p["mean_ms"]), ms(p["median_ms"]), ms(p["p99_ms"])] for p in split["parts"]]),
-        "", *bands(split["bands"]),
+        "", *bands(split["bands"], explain),
     ]
 
 
-def bands(rows: list[dict]) -> list[str]:
+def bands(rows: list[dict], explain: str) -> list[str]:
     """The median request and the slowest 1 % by TTFT: the mean of each part, the part that
-    dominates, and the engine's state while they ran."""
+    dominates, and the engine's state while they ran. `explain`: the run's results file or folder,
+    as `loadwatch explain` takes it."""
     return [
         "The median requests (TTFT between its 45th and 55th percentiles) and the slowest 1 %: the mean of each "
         "part over them, the part that dominates, and the engine while they ran (the mean of the peaks seen "
-        "over each request's life, from the run's Prometheus). `loadwatch explain RUN --slowest 5` tells the "
-        "story of each of the slowest.", "",
+        f"over each request's life, from the run's Prometheus). `loadwatch explain {explain} --slowest 5` tells "
+        "the story of each of the slowest.", "",
         *table(["band", "requests", "mean TTFT", "to headers", "queued", "prefill", "the rest", "dominant part",
                 "engine then"],
                [[b["band"], str(b["requests"]), ms(b["mean_ttft_ms"]),
@@ -154,16 +164,19 @@ def render(report: dict) -> str:
                 ["KV cache usage, peak", share(e["kv_cache_usage_peak"])],
                 ["KV cache usage, mean", share(e["kv_cache_usage_mean"])],
                 ["requests waiting, peak", number(e["requests_waiting_peak"], 0)],
+                ["  of them for capacity, peak", number(e.get("requests_waiting_capacity_peak"), 0)],
+                ["  of them deferred by the scheduler, peak", number(e.get("requests_waiting_deferred_peak"), 0)],
                 ["requests running, peak", number(e["requests_running_peak"], 0)],
                 ["preemptions", number(e["preemptions"], 0)],
                 ["prefix-cache hit ratio", share(e["prefix_cache_hit_ratio"])],
+                ["prompt tokens served from cache", share(e.get("prompt_tokens_cached_share"))],
                 ["client: cached share of prompts (usage)", share(c.get("cached_prompt_tokens_ratio"))],
                 ["spec-decode acceptance ratio", share(e["spec_decode_acceptance_ratio"])],
                 ["spec-decode mean acceptance length", number(e["spec_decode_mean_acceptance_length"])],
             ]),
             "", "## Where the time goes", "", *where_the_time_goes(c, e)]
     if report.get("ttft_split"):
-        lines += ["", *request_by_request(report["ttft_split"])]
+        lines += ["", *request_by_request(report["ttft_split"], report.get("results_file") or "RUN")]
     if report["stages"]:
         lines += ["", "## Stages", "", *table(
             ["stage", "level", "requests", "failed", "req/s", "output tok/s", "TTFT median", "TTFT p99", "TPOT median"],

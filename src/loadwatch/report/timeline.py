@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from loadwatch.catalogue import Client, Engine
+from loadwatch.catalogue import Client, Engine, total
 from loadwatch.metrics.ttft_split import NAMES, cause, measured, medians
 from loadwatch.prometheus import PrometheusAPI
 
@@ -17,9 +17,14 @@ MAX_POINTS = 20_000  # requests drawn in the scatter; beyond, the slowest 1 % an
 ENGINE_SERIES = {  # name -> (PromQL, scale, chart)
     "running": (f"sum({Engine.REQUESTS_RUNNING})", 1, "queue"),
     "waiting": (f"sum({Engine.REQUESTS_WAITING})", 1, "queue"),
+    "waiting for capacity": (f'sum({Engine.REQUESTS_WAITING_BY_REASON}{{reason="capacity"}})', 1, "queue"),
+    "waiting, deferred": (f'sum({Engine.REQUESTS_WAITING_BY_REASON}{{reason="deferred"}})', 1, "queue"),
     "KV cache usage (%)": (f"max({Engine.KV_CACHE_USAGE})", 100, "kv"),
     "KV cache peak (%)": (f"max({Engine.KV_CACHE_USAGE_MAX})", 100, "kv"),
     "prefix-cache hits (%)": (f"max({Engine.PREFIX_CACHE_HIT_RATIO})", 100, "ratios"),
+    "prompt tokens from cache (%)": (
+        f'sum(rate({total(Engine.PROMPT_TOKENS_BY_SOURCE)}{{source!="local_compute"}}[30s])) / '
+        f"sum(rate({total(Engine.PROMPT_TOKENS_BY_SOURCE)}[30s]))", 100, "ratios"),
     "spec-decode acceptance (%)": (f"max({Engine.SPEC_ACCEPTANCE_RATIO})", 100, "ratios"),
 }
 CLIENT_SERIES = {"users": f"sum({Client.USERS})", "in flight": f"sum({Client.IN_FLIGHT})"}

@@ -72,6 +72,9 @@ load: {{users: [1, 3], duration: 2s, warmup_run: 1s}}
     assert any("broken/builtin/1-users/r1: the arm did not start" in n for n in summary["notes"])
     text = (exp_dir / "summary.md").read_text()
     assert "| fast | builtin | 3 users | 2 |" in text and "## Against slow" in text
+    assert "2 runs each of 2 s" in text or "(asked 2 s: stretched" in text  # as they ran, never a length they did not
+    # The fake servers export no vLLM metrics: the engine's columns are n/a, and the notes say why.
+    assert "slow / builtin: its prefix-cache, KV cache and preemption columns read n/a: The engine's side" in text
     page = (exp_dir / "summary.html").read_text()  # the same, one file: its plot inlined, each cell linked
     assert "<table>" in page and 'src="data:image/png;base64,' in page
     assert '<a href="fast/builtin/3-users/r2/report.html">' in page and (cell / "report.html").is_file()

@@ -1,9 +1,10 @@
 """The engine's state for the web UI's charts: the master reads --engine-metrics (the sidecar's
 /metrics, or vLLM's own) on its own schedule, never in a request's path.
 
-A reading is a few gauges now (KV cache usage, running and waiting requests) and ratios over the
-time since the previous reading (prefix-cache hits, spec-decode acceptance, the engine's mean
-TTFT), from counters that both endpoints expose. An engine that cannot be read, or that the
+A reading is a few gauges now (KV cache usage, running and waiting requests, and why they wait)
+and ratios over the time since the previous reading (prefix-cache hits, the share of prompt tokens
+served from cache, spec-decode acceptance, the engine's mean TTFT), from counters that both
+endpoints expose. An engine that cannot be read, or that the
 sidecar reports down, is `up: false` with no figures, never zeros.
 """
 
@@ -48,6 +49,11 @@ def _sum(samples: dict, name: str) -> float | None:
     return sum(values) if values else None
 
 
+def _sum_where(samples: dict, name: str, label: str, keep: Callable[[str], bool]) -> float | None:
+    values = [v for labels, v in samples.get(name, []) if keep(labels.get(label, ""))]
+    return sum(values) if values else None
+
+
 def _max(samples: dict, name: str) -> float | None:
     values = [v for _, v in samples.get(name, [])]
     return max(values) if values else None
@@ -64,6 +70,11 @@ def parse(text: str) -> dict:
         "kv_peak": _max(samples, Engine.KV_CACHE_USAGE_MAX),
         "running": _sum(samples, Engine.REQUESTS_RUNNING),
         "waiting": _sum(samples, Engine.REQUESTS_WAITING),
+        # vLLM 0.32 and later: absent before, never 0 in their place.
+        **{f"waiting_{reason}": _sum_where(samples, Engine.REQUESTS_WAITING_BY_REASON, "reason", reason.__eq__)
+           for reason in ("capacity", "deferred")},
+        "prompt_all": _sum(samples, Engine.PROMPT_TOKENS_BY_SOURCE),
+        "prompt_cached": _sum_where(samples, Engine.PROMPT_TOKENS_BY_SOURCE, "source", "local_compute".__ne__),
         **{name: _sum(samples, source) for name, source in COUNTERS.items()},
     }
 
@@ -83,8 +94,10 @@ def reading(now: dict | None, before: dict | None, error: str | None = None) -> 
     if now is None or not now["up"]:
         return {"up": False, "error": error or "the sidecar reports the engine down"}
     return {"up": True, "kv": now["kv"], "kv_peak": now["kv_peak"], "running": now["running"],
-            "waiting": now["waiting"],
+            "waiting": now["waiting"], "waiting_capacity": now["waiting_capacity"],
+            "waiting_deferred": now["waiting_deferred"],
             "prefix_hit_ratio": _ratio(now, before, "prefix_hits", "prefix_queries"),
+            "prompt_cached_share": _ratio(now, before, "prompt_cached", "prompt_all"),
             "spec_acceptance": _ratio(now, before, "spec_accepted", "spec_drafted"),
             "ttft_ms": _ratio(now, before, "ttft_sum", "ttft_count", 1000.0)}
 

@@ -48,3 +48,23 @@ def test_an_unreadable_or_foreign_endpoint_is_down_with_its_reason():
     assert EngineWatch("http://127.0.0.1:9/metrics", refused).read_once()["up"] is False
     foreign = EngineWatch("http://x/metrics", lambda url: "# TYPE node_load1 gauge\nnode_load1 0.5\n").read_once()
     assert foreign["up"] is False and "no vLLM metrics" in foreign["error"]
+
+
+REASONS = """\
+# TYPE loadwatch_engine_requests_waiting_by_reason gauge
+loadwatch_engine_requests_waiting_by_reason{target="vllm-0",model="m",engine="0",reason="capacity"} 5
+loadwatch_engine_requests_waiting_by_reason{target="vllm-0",model="m",engine="0",reason="deferred"} 1
+# TYPE loadwatch_engine_prompt_tokens_by_source counter
+loadwatch_engine_prompt_tokens_by_source_total{target="vllm-0",model="m",engine="0",source="local_compute"} %d
+loadwatch_engine_prompt_tokens_by_source_total{target="vllm-0",model="m",engine="0",source="local_cache_hit"} %d
+"""
+
+
+def test_why_requests_wait_and_the_prompt_tokens_served_from_cache_are_charted():
+    before = parse(SIDECAR % (1, 0, 0) + REASONS % (1000, 0))
+    now = parse(SIDECAR % (1, 0, 0) + REASONS % (1250, 750))
+    shown = reading(now, before)
+    assert (shown["waiting_capacity"], shown["waiting_deferred"]) == (5, 1)
+    assert shown["prompt_cached_share"] == 0.75  # 750 of the 1000 prompt tokens in between came from cache
+    old = reading(parse((PAYLOADS / "vllm-0.10-v1.txt").read_text()), None)
+    assert old["waiting_capacity"] is None and old["prompt_cached_share"] is None  # absent, never 0

@@ -25,10 +25,13 @@
       ["sent after its time by", (p) => p.lag_ms]] },
     { id: "kv", title: "Engine: KV cache usage (%)", engine: true, series: [
       ["usage", eng("kv", 100)], ["peak", null]] },
-    { id: "queue", title: "Engine: requests running and waiting", engine: true, series: [
-      ["running", eng("running")], ["waiting", eng("waiting")]] },
-    { id: "ratios", title: "Engine: prefix-cache hits and spec-decode acceptance (%)", engine: true, series: [
-      ["prefix-cache hits", eng("prefix_hit_ratio", 100)], ["spec-decode acceptance", eng("spec_acceptance", 100)]] },
+    { id: "queue", title: "Engine: requests running, and waiting by reason", engine: true, series: [
+      ["running", eng("running")], ["waiting", eng("waiting")], ["waiting for capacity", eng("waiting_capacity")],
+      ["waiting, deferred", eng("waiting_deferred")]] },
+    { id: "ratios", title: "Engine: prompt tokens from cache, prefix-cache hits, spec-decode acceptance (%)",
+      engine: true, series: [
+      ["prompt tokens from cache", eng("prompt_cached_share", 100)], ["prefix-cache hits", eng("prefix_hit_ratio", 100)],
+      ["spec-decode acceptance", eng("spec_acceptance", 100)]] },
   ];
 
   function isDark() {
