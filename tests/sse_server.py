@@ -106,6 +106,9 @@ class Config:
         self.reasoning, self.cached_tokens = args.reasoning, args.cached_tokens
         # A server of known capacity: at most this many streams at once, the others wait their turn.
         self.slots = asyncio.Semaphore(args.max_concurrency) if args.max_concurrency else None
+        self.max_concurrency = args.max_concurrency
+        self.vllm_metrics = args.vllm_metrics
+        self.running = self.waiting = self.finished = self.generated = 0
         self.faults: dict[str, int] = {}
         for item in args.fault:
             name, _, every = item.partition("=")
@@ -179,6 +182,8 @@ class Connection(asyncio.Protocol):
         try:
             if method == "GET" and path == "/v1/models":
                 self._respond(200, {"object": "list", "data": [{"id": "fake-model", "object": "model"}]})
+            elif method == "GET" and path == "/metrics" and self.config.vllm_metrics:
+                self._respond_raw(200, vllm_metrics(self.config).encode())
             elif method == "GET" and path == "/stats":
                 self._respond(200, self.stats.as_json())
             elif method == "GET" and path == "/stats/arrivals":
@@ -194,13 +199,21 @@ class Connection(asyncio.Protocol):
             elif method == "POST" and path in API_OF \
                     and not (path == "/v1/responses" and self.config.no_responses):
                 api = API_OF[path]
-                if self.config.slots is not None:
-                    async with self.config.slots:
+                config = self.config
+                if config.slots is not None:
+                    config.waiting += 1
+                    async with config.slots:
+                        config.waiting -= 1
+                        config.running += 1
                         # The stream's timing starts once it has a slot; its true TTFT still counts the wait.
                         waited = self.loop.time() - arrival
-                        done = await self._complete(json.loads(body), api, arrival + waited, arrival)
+                        try:
+                            done = await self._complete(json.loads(body), api, arrival + waited, arrival)
+                        finally:
+                            config.running -= 1
                 else:
                     done = await self._complete(json.loads(body), api, arrival)
+                config.finished += 1
                 if not done:
                     return
             else:
@@ -327,6 +340,7 @@ class Connection(asyncio.Protocol):
             sent.append(self.loop.time())
         prompt_tokens = len(json.dumps(request.get("messages") or request.get("prompt") or request.get("input"))) // 4
         usage = {"prompt_tokens": prompt_tokens, "completion_tokens": n, "total_tokens": prompt_tokens + n}
+        config.generated += n
         if config.cached_tokens is not None:
             usage["prompt_tokens_details"] = {"cached_tokens": min(config.cached_tokens, prompt_tokens)}
         if config.reasoning:
@@ -356,6 +370,25 @@ class Connection(asyncio.Protocol):
         return True
 
 
+def vllm_metrics(config: Config) -> str:
+    """A vLLM 0.32-like /metrics (--vllm-metrics): the batch is --max-concurrency slots, every wait is for
+    capacity, and a roomy KV cache, so that a capacity search names batch slots, as it would on vLLM."""
+    labels = 'engine="0",model_name="fake-model"'
+    blocks, used = 4096, config.running * 4
+    return "".join(f"# TYPE {name} {kind}\n{name}{{{labels}{extra}}} {value}\n" for name, kind, extra, value in (
+        ("vllm:num_requests_running", "gauge", "", config.running),
+        ("vllm:num_requests_waiting", "gauge", "", config.waiting),
+        ("vllm:kv_cache_usage_perc", "gauge", "", used / blocks),
+        ("vllm:generation_tokens_total", "counter", "", config.generated),
+        ("vllm:request_success_total", "counter", ',finished_reason="stop"', config.finished),
+    )) + (f'# TYPE vllm:num_requests_waiting_by_reason gauge\n'
+          f'vllm:num_requests_waiting_by_reason{{{labels},reason="capacity"}} {config.waiting}\n'
+          f'vllm:num_requests_waiting_by_reason{{{labels},reason="deferred"}} 0\n'
+          f'# TYPE vllm:cache_config_info gauge\n'
+          f'vllm:cache_config_info{{block_size="16",cache_dtype="auto",enable_prefix_caching="True",engine="0",'
+          f'num_gpu_blocks="{blocks}"}} 1.0\n')
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, default=0)
@@ -371,6 +404,8 @@ def main() -> None:
     parser.add_argument("--authorization", help="the Authorization header /v1/ requests must carry, else 401")
     parser.add_argument("--max-concurrency", type=int, help="streams served at once; the others wait")
     parser.add_argument("--no-responses", action="store_true", help="no /v1/responses: a 404, as an older server")
+    parser.add_argument("--vllm-metrics", action="store_true",
+                        help="GET /metrics as vLLM 0.32's (its slots as its batch)")
     args = parser.parse_args()
     config, stats = Config(args), Stats()
 

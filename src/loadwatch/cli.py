@@ -25,6 +25,7 @@ from loadwatch.report.commands import add_parsers
 from loadwatch.run import RunOptions, headless_run
 from loadwatch.stack.settings import StackSettings
 from loadwatch.stack.stack import down, up
+from loadwatch.tune.options import TuneOptions
 
 
 def say(message: str) -> None:
@@ -127,6 +128,22 @@ def capacity_command(args: argparse.Namespace) -> int:
                     engine_args(args.vllm_args, {endpoint_of(args.passthrough)}), Path(args.out), say)
 
 
+def tune_command(args: argparse.Namespace) -> int:
+    from loadwatch.loadrun.locust import LocustRun
+    from loadwatch.tune.command import tune
+    from loadwatch.tune.options import TuneOptions
+
+    try:
+        capacity = model_from_args(CapacityOptions, args)
+        options = model_from_args(TuneOptions, args)
+    except ValueError as exc:
+        say(f"error: {exc}")
+        return 2
+    assert isinstance(capacity, CapacityOptions) and isinstance(options, TuneOptions)
+    return tune(capacity, options, LocustRun(args.locustfile, slo=args.slo, options=args.passthrough), args.target,
+                engine_args(args.vllm_args, {endpoint_of(args.passthrough)}), Path(args.out), say)
+
+
 def experiment_command(args: argparse.Namespace) -> int:
     from loadwatch.experiment.command import ExperimentOptions, experiment_command
 
@@ -209,6 +226,19 @@ def parser() -> argparse.ArgumentParser:
     search.add_argument("--vllm-arg", dest="vllm_args", action="append", default=[],
                         help="extra flag for the embedded vllm serve, repeatable")
     search.set_defaults(handler=capacity_command)
+    tuning = commands.add_parser("tune", help="from the limit that binds to the vLLM flag that relieves it: "
+                                              "capacity, levers tried in rounds, the best adopted, again")
+    tuning.add_argument("--target", help="base URL of an OpenAI-compatible server (with --restart); default: the "
+                                         "embedded engine")
+    tuning.add_argument("--slo", action="append", required=True, help="as locust's --slo, repeatable; at least one")
+    add_model_options(tuning, CapacityOptions)
+    add_model_options(tuning, TuneOptions)
+    tuning.add_argument("--locustfile", type=Path, default=assets.locustfile())
+    tuning.add_argument("--out", default="runs", help="folder for the run directories")
+    tuning.add_argument("--vllm-arg", dest="vllm_args", action="append", default=[],
+                        help="a flag of the configuration tune starts from, repeatable (the embedded engine's, or "
+                             "what --restart gives the target)")
+    tuning.set_defaults(handler=tune_command)
     trial = commands.add_parser("experiment", help="arms (engine flags) x workloads x load levels, repeated, "
                                                    "each cell a run with its report, then verdicts against the "
                                                    "baseline arm")

@@ -58,7 +58,7 @@ def the_room_is_the_engines_own(run_dir: Path, result: dict) -> None:
     assert evidence["kv_cache_holds_requests"] == holds >= 1
     assert result["room"].startswith(f"The KV cache holds {holds} requests at the workload's mean context of "
                                      f"{evidence['mean_context_tokens']} tokens ({blocks} blocks of {block_size}")
-    assert "the batch allows 8 (--max-num-seqs, the embedded engine's flags)" in result["room"]
+    assert "the batch allows 8 (--max-num-seqs, the server's flags)" in result["room"]
     assert f"The KV cache holds {holds} requests" in (run_dir / "report.md").read_text()
 
 

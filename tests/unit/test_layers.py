@@ -22,6 +22,7 @@ LAYERS = [
     {"run"},  # loadwatch run: stack, Locust, report
     {"capacity"},  # loadwatch capacity: levels of loadwatch-run-like runs
     {"experiment"},  # loadwatch experiment: cells of runs per arm, with verdicts
+    {"tune"},  # loadwatch tune: capacity searches and trials, levers adopted one step at a time
     {"cli"},
 ]
 LAYER = {unit: i for i, units in enumerate(LAYERS) for unit in units}

@@ -14,7 +14,7 @@ from loadwatch.capacity.levels import Level, run_level
 from loadwatch.capacity.options import CapacityOptions
 from loadwatch.capacity.room import Batch
 from loadwatch.capacity.search import Search
-from loadwatch.engine.flags import max_num_seqs
+from loadwatch.engine.flags import given_max_num_seqs, max_num_seqs
 from loadwatch.loadrun.locust import INTERRUPTED, MAX_STRETCH, Load, LocustRun
 from loadwatch.loadrun.stack import new_run_dir, running
 from loadwatch.metrics.slo import FAILURE_RATIO, parse_slo
@@ -26,6 +26,7 @@ from loadwatch.workloads.errors import DatasetError
 
 MIN_REQUESTS = 20
 NO_KNEE = 1  # nothing held, or the search could not locate the knee
+START_MARGIN = 1.25  # a first rate this much above the one that just completes the requests needed in time
 
 
 def needed_requests(slos: list[str]) -> int:
@@ -38,6 +39,16 @@ def needed_requests(slos: list[str]) -> int:
         q = 0.5 if slo.stat == "median" else float(slo.stat[1:]) / 100
         needed = max(needed, math.ceil(round(5 / (1 - q), 6)))  # 5 / 0.1 is 50.000000000000004
     return needed
+
+
+def first_level(options: CapacityOptions, needed: int) -> float:
+    """--start, else 2 users, or the rate that completes the requests a level needs well within its
+    longest stretch: a p99 needs 500, which 1 req/s cannot complete in 8 x 15 s."""
+    if options.start is not None:
+        return options.start
+    if options.mode == "users":
+        return 2.0
+    return max(1.0, float(f"{START_MARGIN * needed / (MAX_STRETCH * options.level_duration):.3g}"))
 
 
 def rule(options: CapacityOptions, needed: int) -> str:
@@ -71,12 +82,15 @@ def level_run(options: CapacityOptions, template: LocustRun, level: Level, resul
 
 
 def batch_of(options: CapacityOptions, target: str | None, vllm_args: list[str]) -> Batch | None:
-    """--max-num-seqs as the user gave it, or the embedded engine's own; None for a target that
-    was not told it (vLLM does not export it: it is inferred from the levels, if it can be)."""
+    """--max-num-seqs as the user gave it, as the server's flags set it (the embedded engine's, or a
+    target's that tune restarts with them), or the embedded engine's default; None for a target
+    that was not told it (vLLM does not export it: it is inferred from the levels, if it can be)."""
     if options.max_num_seqs is not None:
         return Batch(options.max_num_seqs, "given with --max-num-seqs")
+    if (given := given_max_num_seqs(vllm_args)) is not None:
+        return Batch(given, "the server's flags")
     if target is None:
-        return Batch(max_num_seqs(vllm_args), "the embedded engine's flags")
+        return Batch(max_num_seqs(vllm_args), "vLLM's default on the CPU")
     return None
 
 
@@ -111,9 +125,8 @@ def search(options: CapacityOptions, template: LocustRun, api: PrometheusAPI, ta
            say, batch: Batch | None = None) -> dict:
     """Levels of load against a stack that is up, until the knee is found; the conclusion, also
     written to run_dir. Ctrl-C stops the level running and is raised again."""
-    search = Search(options.start or (2.0 if options.mode == "users" else 1.0), integer=options.mode == "users",
-                    precision=options.precision)
     needed = needed_requests(template.slo)
+    search = Search(first_level(options, needed), integer=options.mode == "users", precision=options.precision)
     levels: list[Level] = []
     deadline = time.monotonic() + options.max_duration
     undecided = None
@@ -136,6 +149,11 @@ def search(options: CapacityOptions, template: LocustRun, api: PrometheusAPI, ta
             say(f"warning: no engine figures for {level.name}: {exc}")
         level.attribute(records_beside(results), api)
         levels.append(level)
+        if level.too_few and level.under_slos and _more_than_before(level, levels[:-1]):
+            # More load completes more requests: the knee lies higher.
+            search.too_few(value)
+            say(f"{level.name}: {level.problem}; under its SLOs on what it completed, so the search goes higher")
+            continue
         if level.problem:  # neither held nor broke: a knee placed past it would be a guess
             undecided = f"{level.name} ({value:g} {options.unit}) could not be judged: {level.problem}"
             break
@@ -143,6 +161,11 @@ def search(options: CapacityOptions, template: LocustRun, api: PrometheusAPI, ta
         verdict = "held" if level.passed else f"broke ({level.stopped_early or level.problem or 'SLO'})"
         say(f"{level.name}: {verdict}, {level.results.get('request_throughput', 0):.2f} req/s")
     best = search.best
+    if undecided is None and search.unjudged and (best is None or max(search.unjudged) > best):
+        undecided = (f"the knee lies between {max(search.unjudged):g} {options.unit}, which completed too few "
+                     f"requests to judge, and {min(search.broke):g} {options.unit}, which broke; a longer "
+                     "--level-duration would judge it" if search.broke else
+                     "no level completed enough requests to judge; a longer --level-duration would do")
     decisive = _decisive(levels, best)
     figures = decisive.results if decisive else {}
     diagnosis = diagnose(figures, decisive.engine if decisive else {}, figures.get("saturated", {}),
@@ -162,9 +185,17 @@ def search(options: CapacityOptions, template: LocustRun, api: PrometheusAPI, ta
     return result
 
 
+def _more_than_before(level: Level, before: list[Level]) -> bool:
+    """Whether a level too short to judge completed more than the one before it that was: where more
+    load completes no more requests, going higher cannot help."""
+    completed = level.results.get("completed", 0)
+    earlier = [lv.results.get("completed", 0) for lv in before if lv.too_few]
+    return completed > 0 and (not earlier or completed > earlier[-1])
+
+
 def _decisive(levels: list[Level], best: float | None) -> Level | None:
     """The level whose figures show the limit: the lowest that broke above the best, else the highest run."""
-    broke = [lv for lv in levels if not lv.passed and (best is None or lv.value > best)]
+    broke = [lv for lv in levels if not lv.passed and not lv.too_few and (best is None or lv.value > best)]
     if broke:
         return min(broke, key=lambda lv: lv.value)
     return max(levels, key=lambda lv: lv.value, default=None)

@@ -35,8 +35,14 @@ class Level:
     results: dict = field(default_factory=dict)
     engine: dict = field(default_factory=dict)
     stopped_early: str | None = None
-    problem: str | None = None  # the level produced no results
+    problem: str | None = None  # the level produced no results, or too few to judge
+    too_few: bool = False  # its problem: it completed fewer requests than its percentiles need
     split: dict | None = None  # its requests split by the engine's own account (report.attribution)
+
+    @property
+    def under_slos(self) -> bool:
+        """Every SLO within its limit on the requests it completed (too few to judge, or not)."""
+        return all(s["passed"] for s in self.results.get("slo") or [])
 
     @property
     def passed(self) -> bool:
@@ -119,6 +125,7 @@ def run_level(level: Level, locust: LocustRun, target: str, api: PrometheusAPI |
     completed = level.results.get("completed", 0)
     if level.results and not level.stopped_early and completed < needed:
         e2e = level.results.get(latency_key("e2el", "median"))
+        level.too_few = True
         level.problem = (f"too few requests to judge: {completed} of the {needed} needed completed in "
                          f"{level.end - level.start:.0f} s" + (f" (median E2E {e2e / 1000:.1f} s)" if e2e else "")
                          + "; a longer --level-duration would do")

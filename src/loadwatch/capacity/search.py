@@ -17,9 +17,15 @@ class Search:
     floor: float = 0.1  # below this (or 1 user) nothing is sustainable
     held: list[float] = field(default_factory=list)
     broke: list[float] = field(default_factory=list)
+    # Levels that completed too few requests to judge while under their SLOs: the knee lies above
+    # them (more load completes more requests), but none of them is a level that held.
+    unjudged: list[float] = field(default_factory=list)
 
     def record(self, level: float, passed: bool) -> None:
         (self.held if passed else self.broke).append(level)
+
+    def too_few(self, level: float) -> None:
+        self.unjudged.append(level)
 
     @property
     def best(self) -> float | None:
@@ -33,12 +39,19 @@ class Search:
 
     def next(self) -> float | None:
         """The next level to run, or None when the knee is found (or nothing is sustainable)."""
-        if not self.held and not self.broke:
+        if not self.held and not self.broke and not self.unjudged:
             return self._round(self.start)
         best = self.best
+        floor = max(self.unjudged, default=None)
         if not self.broke:
-            return self._round(max(self.held) * self.factor)
+            return self._round(max([*self.held, *self.unjudged]) * self.factor)
         high = min(self.broke)
+        if floor is not None and (best is None or floor > best):
+            # Below `floor` nothing can be judged: bisect above it, or stop where nothing is left.
+            level = self._round(math.sqrt(floor * high))
+            if self.integer and high - floor <= 1 or not self.integer and high / floor - 1 <= self.precision:
+                return None
+            return None if level in (floor, high) else level
         if best is None:  # the first level already broke: go down
             level = self._round(high / self.factor)
             lowest = 1.0 if self.integer else self.floor

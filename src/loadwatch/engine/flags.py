@@ -10,8 +10,14 @@ import argparse
 CPU_DEFAULT_MAX_NUM_SEQS = 128
 
 
+def given_max_num_seqs(vllm_args: list[str] | tuple[str, ...]) -> int | None:
+    """--max-num-seqs as the flags set it, or None."""
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    parser.add_argument("--max-num-seqs", type=int)
+    return parser.parse_known_args(list(vllm_args))[0].max_num_seqs
+
+
 def max_num_seqs(vllm_args: list[str] | tuple[str, ...]) -> int:
     """The running batch's limit of an embedded engine started with `vllm_args`."""
-    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
-    parser.add_argument("--max-num-seqs", type=int, default=CPU_DEFAULT_MAX_NUM_SEQS)
-    return parser.parse_known_args(list(vllm_args))[0].max_num_seqs
+    given = given_max_num_seqs(vllm_args)
+    return CPU_DEFAULT_MAX_NUM_SEQS if given is None else given

@@ -16,11 +16,11 @@ pytestmark = pytest.mark.needs("prometheus")
 CAPACITY = 4 / (0.05 + 9 * 0.01)
 
 
-def capacity(tmp_path, target: str, *options: str) -> tuple[int, str, Path, dict]:
+def capacity(tmp_path, target: str, *options: str, timeout: float = 400) -> tuple[int, str, Path, dict]:
     """`loadwatch capacity` run as a user runs it: its exit code, output, run folder and capacity.json."""
     env = {**os.environ, "LOADWATCH_STACK_HOME": str(tmp_path / "home")}
     run = subprocess.run([sys.executable, "-m", "loadwatch.cli", "capacity", "--target", target, *options,
-                          "--out", str(tmp_path / "runs")], capture_output=True, text=True, timeout=400, env=env)
+                          "--out", str(tmp_path / "runs")], capture_output=True, text=True, timeout=timeout, env=env)
     output = run.stdout + run.stderr
     (run_dir,) = (tmp_path / "runs").iterdir()
     return run.returncode, output, run_dir, json.loads((run_dir / "capacity.json").read_text())
@@ -49,14 +49,28 @@ def test_the_knee_of_a_server_of_known_capacity(fake_server, tmp_path):
 
 
 def test_a_search_whose_levels_are_too_short_to_judge_says_so(fake_server, tmp_path):
-    """Requests of 4.6 s against 1 s levels (4 s at most): the first level completes too few to
-    judge, so the search names no knee, says why and what would do, and exits 1."""
-    server = fake_server("--ttft", "0.1", "--itl", "0.5", "--tokens", "10")
+    """Requests of 4.6 s, one at a time, against 1 s levels (8 s at most): a level completes too few to
+    judge, and more users complete no more, so the search names no knee, says why and what would
+    do, and exits 1."""
+    server = fake_server("--ttft", "0.1", "--itl", "0.5", "--tokens", "10", "--max-concurrency", "1")
     code, output, run_dir, result = capacity(
         tmp_path, server.url, "--slo", "ttft_p90_ms=2000", "--mode", "users", "--start", "1", "--level-duration",
         "1s", "--warmup", "0s", "--cool-down", "0s")
     assert code == 1, output
-    assert len(result["levels"]) == 1 and "too few requests to judge" in result["undecided"], result
+    assert len(result["levels"]) <= 3 and "too few requests to judge" in result["undecided"], result
     assert "a longer --level-duration would do" in result["undecided"]
     assert "The knee was not located" in (run_dir / "report.md").read_text()
     assert "the knee was not located" in output and "Traceback" not in output
+
+
+def test_a_p99_slo_finds_the_knee_on_the_defaults(fake_server, tmp_path):
+    """The command a user writes, against 8 streams at once of 0.61 s each (13.1 req/s at most): a
+    p99 needs 500 requests a level, which the old first level of 1 req/s could not complete in its
+    8 x 15 s, and the search ended with no knee. It now starts where a level can be judged."""
+    server = fake_server("--ttft", "0.1", "--itl", "0.01", "--tokens", "52", "--max-concurrency", "8")
+    code, output, _run_dir, result = capacity(tmp_path, server.url, "--slo", "ttft_p99_ms=600",
+                                              "--level-duration", "15s", timeout=1200)
+    assert code == 0 and result["undecided"] is None, output[-3000:]
+    assert result["levels"][0]["level"] == 5.21  # 1.25 x 500 requests / 120 s
+    assert 0.5 * 8 / 0.61 <= result["max_sustainable"] <= 8 / 0.61, output[-3000:]
+    assert "Traceback" not in output

@@ -59,3 +59,35 @@ def test_a_search_that_could_not_judge_a_level_says_so_instead_of_a_knee():
     assert result["undecided"] and "The knee was not located" in text and "2 users held" in text
     assert "is the most this server sustained" not in text and "too few requests to judge: 3 of the 20" in text
 
+
+
+def test_a_rate_search_starts_where_its_first_level_can_complete_what_a_percentile_needs():
+    from loadwatch.capacity.command import first_level
+    from loadwatch.capacity.options import CapacityOptions
+    p99 = needed_requests(["ttft_p99_ms=600"])
+    assert p99 == 500
+    assert first_level(CapacityOptions(level_duration=15), p99) == 5.21  # 1.25 x 500 / (8 x 15 s)
+    assert first_level(CapacityOptions(level_duration=15), needed_requests(["ttft_p90_ms=600"])) == 1.0
+    assert first_level(CapacityOptions(level_duration=15, start=0.5), p99) == 0.5  # the user's own
+    assert first_level(CapacityOptions(mode="users"), p99) == 2.0
+
+
+def test_levels_too_short_to_judge_send_the_search_higher_and_never_count_as_held():
+    search = Search(1.0, integer=False, precision=0.1)
+    assert search.next() == 1.0
+    search.too_few(1.0)  # under its SLOs on what it completed
+    assert search.next() == 2.0
+    search.record(2.0, True)
+    search.record(4.0, False)
+    assert search.best == 2.0 and search.next() == 2.83
+    short = Search(1.0, integer=False, precision=0.1)
+    short.too_few(1.0)
+    short.record(2.0, False)  # broke right above a level that could not be judged
+    assert short.best is None and short.next() == 1.41  # bisected above the floor, never below it
+    short.record(1.41, False)
+    short.too_few(1.1)
+    assert short.next() == 1.25
+    short.record(1.25, False)
+    assert short.next() == 1.17
+    short.too_few(1.17)
+    assert short.next() is None and short.best is None  # within the precision: undecided, not held

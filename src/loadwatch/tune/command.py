@@ -1,0 +1,186 @@
+"""`loadwatch tune`: the loop an engineer runs by hand. Find the capacity and the limit that binds;
+take the levers of that limit (then of what the run missed) from the catalogue; try each against the
+current configuration where it broke its SLO, in rounds, with an interval on the SLO's metric;
+adopt the best that improves it beyond doubt; measure the new capacity and its limit; go on while
+the budget lasts and a lever applies. Every finished step is written as it ends."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from loadwatch.capacity.command import batch_of, search
+from loadwatch.capacity.options import CapacityOptions
+from loadwatch.engine.settings import EngineSettings
+from loadwatch.experiment.server import ServerError
+from loadwatch.loadrun.locust import INTERRUPTED, LocustRun
+from loadwatch.loadrun.stack import new_run_dir
+from loadwatch.metrics.slo import FAILURE_RATIO, parse_slo
+from loadwatch.processes import ComponentError
+from loadwatch.prometheus import PrometheusAPI
+from loadwatch.tune import output
+from loadwatch.tune.config import Config
+from loadwatch.tune.levers import NO_LEVER, Situation, applicable
+from loadwatch.tune.options import TuneOptions
+from loadwatch.tune.server import ARGS, Server, why_refused
+from loadwatch.tune.trial import Arm, BudgetSpent, gain, run_trial
+
+BAD_INPUT, INCOMPLETE = 2, 1
+MIN_SEARCH = 30.0  # seconds of budget below which no capacity search is started
+
+
+class Tuner:
+    def __init__(self, capacity: CapacityOptions, options: TuneOptions, template: LocustRun, server: Server,
+                 run_dir: Path, say) -> None:
+        self.capacity, self.options, self.template, self.server = capacity, options, template, server
+        self.run_dir, self.say = run_dir, say
+        self.deadline = time.monotonic() + options.budget
+
+    def left(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def measure_capacity(self, config: Config, name: str) -> dict:
+        """capacity.json of the configuration, its search bounded by what is left of the budget."""
+        if self.left() < MIN_SEARCH:
+            raise BudgetSpent
+        options = self.capacity.model_copy(update={"max_duration": min(self.capacity.max_duration,
+                                                                       float(round(self.left())))})
+        folder = self.run_dir / name
+        self.say(f"{name}: the capacity of {config_words(config)}; about {self.left() / 60:.0f} min of the budget "
+                 "left")
+        with self.server.serving(config, folder, lambda message: None) as stack:
+            template = replace(self.template, metrics_port=stack.client_port, engine_metrics=stack.engine_metrics)
+            return search(options, template, PrometheusAPI(stack.url("prometheus")),
+                          self.server.target or stack.target, folder, lambda message: self.say(f"  {message}"),
+                          batch_of(options, self.server.target, list(config.vllm_args)))
+
+
+def duration_words(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
+
+
+def config_words(config: Config) -> str:
+    parts = [*(f"{name}={value}" for name, value in config.env), *config.vllm_args]
+    return " ".join(parts) or "vLLM's defaults"
+
+
+def metric_of(slos: list[str], level: dict) -> str:
+    """The SLO a trial is judged on: the one the level broke, else the first latency one."""
+    broken = [s["name"] for s in level.get("slo", []) if not s["passed"]]
+    latency = [parse_slo(s).name for s in slos if parse_slo(s).name != FAILURE_RATIO]
+    return (broken or latency or [parse_slo(slos[0]).name])[0]
+
+
+def where_it_broke(result: dict) -> dict | None:
+    """The level the trial runs at: the one the diagnosis read (the lowest that broke above the knee)."""
+    return next((lv for lv in result["levels"] if lv["name"] == result.get("decisive_level")), None)
+
+
+def gain_words(row: dict, metric: str) -> str:
+    g = row["gain"]
+    if row["verdict"] == "refused":
+        return f"refused by the server: {row['refused']}"
+    if g["change_pct"] is None:
+        return f"{metric}: too few runs to compare"
+    interval = "" if g["ci_low"] is None else f" [{g['ci_low']:+.1f}%, {g['ci_high']:+.1f}%]"
+    return f"{metric} {g['change_pct']:+.1f}%{interval}"
+
+
+def step_rows(step: int, result: dict, arms: list[Arm], levers: list, metric: str) -> list[dict]:
+    base = arms[0]
+    rows = []
+    for arm, (lever, change) in zip(arms[1:], levers, strict=True):
+        rows.append({"step": step, "limit": result["limit"], "evidence": result["evidence"],
+                     "change": change.as_dict(), "reason": lever.reason,
+                     "verdict": "refused" if arm.refused else "rejected", "refused": arm.refused,
+                     "gain": gain(base, arm, metric).as_dict(), "capacity_after": None, "limit_after": None,
+                     "runs": {"current": base.values, "with_change": arm.values}})
+    return rows
+
+
+def tune(capacity: CapacityOptions, options: TuneOptions, template: LocustRun, target: str | None,
+         vllm_args: list[str], out: Path, say) -> int:
+    if target is not None and (options.restart is None or ARGS not in options.restart):
+        say("error: tune changes the server's flags, and a --target is restarted by your command: give --restart "
+            f"'COMMAND {ARGS}' (e.g. --restart 'ssh gpu1 ./serve.sh {ARGS}'), which starts it with the flags in "
+            f"place of {ARGS}")
+        return BAD_INPUT
+    run_dir = new_run_dir(out)
+    tuner = Tuner(capacity, options, template, Server(target, options.restart, options.ready_timeout), run_dir, say)
+    current = Config(tuple(vllm_args))
+    model = "MODEL" if target else str(EngineSettings().model_dir)
+    doc: dict = {"budget_s": options.budget, "baseline": None, "steps": [], "final": None, "stopped": None}
+    result: dict | None = None
+    code = 0
+    try:
+        result = tuner.measure_capacity(current, "baseline")
+        doc["baseline"] = {**current.as_dict(), "capacity": output.capacity_of(result), "limit": result["limit"]}
+        output.write(run_dir, doc, current)
+        step = 0
+        while True:
+            if result["limit"] in NO_LEVER:
+                doc["stopped"] = f"the limit is {result['limit']}: {NO_LEVER[result['limit']]}"
+                break
+            situation = Situation(result["evidence"], [m["item"] for m in result.get("missed") or []], current,
+                                  embedded=target is None, kv_cache_gib=EngineSettings().kv_cache_gib)
+            levers = applicable(result["limit"], situation)
+            level = where_it_broke(result)
+            if not levers:
+                doc["stopped"] = f"no lever of the catalogue applies to the limit {result['limit']} any more"
+                break
+            if level is None:
+                doc["stopped"] = "the last capacity search ran no level to compare at"
+                break
+            if tuner.left() < MIN_SEARCH:
+                raise BudgetSpent
+            step += 1
+            metric = metric_of(template.slo, level)
+            say(f"step {step}: {result['limit']}: trying " + "; ".join(c.words() for _, c in levers)
+                + f" at {level['level']:g} {level['unit']}, judged on {metric}; about {tuner.left() / 60:.0f} min "
+                  "of the budget left")
+            arms = [Arm("current", current), *(Arm(f"{i}-{c.flag.strip('-')}", current.with_change(c))
+                                               for i, (_, c) in enumerate(levers, 1))]
+            run_trial(arms, tuner.server, template, capacity, level["level"], level["unit"], metric, options.repeats,
+                      run_dir / f"step-{step}" / "trial", tuner.left, say)
+            rows = step_rows(step, result, arms, levers, metric)
+            passing = [(row, arm) for row, arm in zip(rows, arms[1:], strict=True)
+                       if arm.refused is None and row["gain"]["ci_high"] is not None and row["gain"]["ci_high"] < 0]
+            for row in rows:
+                say(f"step {step}: {row['change']['flag']}: " + gain_words(row, metric))
+            doc["steps"] += rows
+            if not passing:
+                doc["stopped"] = f"no lever of step {step} improved {metric} beyond doubt"
+                output.write(run_dir, doc, current)
+                break
+            row, arm = min(passing, key=lambda pair: pair[0]["gain"]["change_pct"])
+            row["verdict"] = "adopted"
+            current = arm.config
+            say(f"step {step}: adopted {levers[arms.index(arm) - 1][1].words()}")
+            output.write(run_dir, doc, current)
+            result = tuner.measure_capacity(current, f"step-{step}")
+            row["capacity_after"], row["limit_after"] = output.capacity_of(result), result["limit"]
+            output.write(run_dir, doc, current)
+    except BudgetSpent:
+        doc["stopped"] = (f"the budget ({duration_words(options.budget)}) ran out"
+                          + ("" if doc["baseline"] else " before the baseline's capacity was known")
+                          + "; an unfinished step is left out")
+        code = 0 if doc["baseline"] else INCOMPLETE
+    except (ComponentError, ServerError) as exc:
+        doc["stopped"] = f"the server did not start: {why_refused(exc, run_dir / 'baseline')}"
+        code = INCOMPLETE
+    except KeyboardInterrupt:
+        doc["stopped"] = "interrupted; the finished steps are kept"
+        code = INTERRUPTED
+    if doc["baseline"] is not None:
+        last_adopted = next((s for s in reversed(doc["steps"]) if s["verdict"] == "adopted"), None)
+        measured = last_adopted["capacity_after"] if last_adopted else doc["baseline"]["capacity"]
+        limit = last_adopted["limit_after"] if last_adopted else doc["baseline"]["limit"]
+        doc["final"] = {**current.as_dict(), "capacity": measured, "limit": limit,
+                        "command_line": current.command_line(model)}
+    output.write(run_dir, doc, current)
+    say(f"tune: {doc['stopped']}" if doc["stopped"] else "tune: done")
+    if doc["final"]:
+        say(f"tune: final: {doc['final']['command_line']}")
+    say(f"written: {run_dir}/tune.json (and report.md, report.html, {output.COMPOSE}, {output.ENV}, {output.PATCH})")
+    return code

@@ -1,0 +1,157 @@
+"""The levers tune pulls, in one catalogue: for each, the limit it relieves, when it applies (read
+from the capacity search's evidence), the flag and the step it takes, and why, in a line a user
+reads. The docs' table (docs/tune.md) is this list.
+
+A lever proposes a Change or None: None where its condition does not hold, or where the step would
+change nothing (the flag is already there). Limits no engine flag relieves end the loop with a
+sentence saying what would help instead.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from loadwatch.engine.flags import CPU_DEFAULT_MAX_NUM_SEQS
+from loadwatch.tune.config import Change, Config
+
+BATCH_STEP = 4  # --max-num-seqs grows at most this many times a step, and never past what the KV cache holds
+TOKEN_BUDGET_DEFAULT = 2048  # vLLM's --max-num-batched-tokens for its API server on the CPU (and smaller GPUs)
+MEMORY_CEILING = 0.95  # --gpu-memory-utilization is raised by 0.05 a step, to this at most
+NGRAM = '{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 3, "prompt_lookup_min": 1}'
+
+
+@dataclass
+class Situation:
+    """What a lever reads: the capacity search's conclusion and the configuration it ran."""
+
+    evidence: dict
+    missed: list[str]  # items of capacity.json's `missed`
+    config: Config
+    embedded: bool  # the embedded engine (the CPU), not a --target
+    kv_cache_gib: int = 1  # the embedded engine's VLLM_CPU_KVCACHE_SPACE when the configuration sets none
+
+
+@dataclass(frozen=True)
+class Lever:
+    relieves: str  # a limit of capacity/diagnose.LIMITS, or `missed:<item>`
+    flag: str
+    when: str  # the condition, in words
+    reason: str
+    propose: Callable[[Situation], Change | None] = field(repr=False)
+
+
+def _int(text: str | None) -> int | None:
+    try:
+        return int(float(text)) if text is not None else None
+    except ValueError:
+        return None
+
+
+def _max_num_seqs(s: Situation) -> Change | None:
+    current = _int(s.config.value("--max-num-seqs")) or s.evidence.get("max_num_seqs") or CPU_DEFAULT_MAX_NUM_SEQS
+    holds = s.evidence.get("kv_cache_holds_requests")
+    target = BATCH_STEP * current if holds is None else min(holds, BATCH_STEP * current)
+    return Change("--max-num-seqs", s.config.value("--max-num-seqs"), str(target)) if target > current else None
+
+
+def _token_budget(s: Situation) -> Change | None:
+    before = s.config.value("--max-num-batched-tokens")
+    return Change("--max-num-batched-tokens", before, str(2 * (_int(before) or TOKEN_BUDGET_DEFAULT)))
+
+
+def _blocks(s: Situation) -> Change | None:
+    before = _int(s.config.value("--num-gpu-blocks-override"))
+    return None if before is None else Change("--num-gpu-blocks-override", str(before), str(2 * before))
+
+
+def _cpu_kv_space(s: Situation) -> Change | None:
+    if not s.embedded or s.config.value("--num-gpu-blocks-override") is not None:
+        return None  # a pinned block count overrides the space (vLLM's platforms/cpu.py)
+    before = s.config.value("VLLM_CPU_KVCACHE_SPACE")
+    return Change("VLLM_CPU_KVCACHE_SPACE", before, str(2 * (_int(before) or s.kv_cache_gib)))
+
+
+def _gpu_memory(s: Situation) -> Change | None:
+    if s.embedded:
+        return None
+    before = s.config.value("--gpu-memory-utilization")
+    after = round(min(MEMORY_CEILING, float(before or 0.9) + 0.05), 2)
+    return Change("--gpu-memory-utilization", before, f"{after:g}") if after > float(before or 0.9) else None
+
+
+def _kv_dtype(s: Situation) -> Change | None:
+    before = s.config.value("--kv-cache-dtype")
+    return Change("--kv-cache-dtype", before, "fp8") if before in (None, "auto") else None
+
+
+def _max_model_len(s: Situation) -> Change | None:
+    """No longer than the workload needs: twice its mean context, in whole blocks of 16."""
+    before = _int(s.config.value("--max-model-len"))
+    context = s.evidence.get("mean_context_tokens")
+    if before is None or not context:
+        return None
+    after = 16 * math.ceil(2 * context / 16)
+    return Change("--max-model-len", str(before), str(after)) if after < before else None
+
+
+def _speculate(s: Situation) -> Change | None:
+    return None if s.config.value("--speculative-config") else Change("--speculative-config", None, NGRAM)
+
+
+def _prefix_caching(s: Situation) -> Change | None:
+    return Change("--enable-prefix-caching", s.config.value("--enable-prefix-caching"), "true") \
+        if "prefix_cache" in s.missed else None
+
+
+LEVERS = (
+    Lever("batch_slots", "--max-num-seqs", "the running batch sits at --max-num-seqs while requests wait for "
+          "capacity and the KV cache has room", "more requests run at once, as far as the free KV cache holds the "
+          f"workload's contexts (up to {BATCH_STEP} times a step)", _max_num_seqs),
+    Lever("kv_cache", "--num-gpu-blocks-override", "the KV cache peaks at 90 % or more with requests waiting or "
+          "preempted, and its block count is pinned", "twice the blocks: more requests fit at once", _blocks),
+    Lever("kv_cache", "VLLM_CPU_KVCACHE_SPACE", "the same, on vLLM's CPU build (the embedded engine)",
+          "twice the GiB of KV cache; on the CPU vLLM takes its size from this variable, which overrides "
+          "--kv-cache-memory-bytes (platforms/cpu.py)", _cpu_kv_space),
+    Lever("kv_cache", "--gpu-memory-utilization", "the same, on a GPU", "more of the GPU's memory for the KV "
+          f"cache (0.05 a step, to {MEMORY_CEILING:g})", _gpu_memory),
+    Lever("kv_cache", "--kv-cache-dtype", "the same, with the cache in 16 bits", "fp8 halves a token's KV cache "
+          "where the platform has it (vLLM refuses it elsewhere, and tune says so)", _kv_dtype),
+    Lever("kv_cache", "--max-model-len", "the same, with a model length far above the workload's contexts",
+          "a shorter model length: twice the workload's mean context", _max_model_len),
+    Lever("token_budget", "--max-num-batched-tokens", "requests wait for capacity with the batch below "
+          "--max-num-seqs and the KV cache free", "a larger token budget per step admits more prefills at once",
+          _token_budget),
+    Lever("prefill", "--max-num-batched-tokens", "time to first token rises with the load while nothing waits for "
+          "room", "larger prefill chunks per step: fewer steps to a first token", _token_budget),
+    Lever("decode", "--speculative-config", "time per output token rises with the load while nothing waits for "
+          "room, and the workload repeats itself", "n-gram speculation proposes tokens from the prompt; accepted "
+          "ones cost no step of their own", _speculate),
+    Lever("missed:prefix_cache", "--enable-prefix-caching", "prompts share prefixes while the prefix cache is "
+          "off or hits little", "a shared prefix is prefilled once and then found in the cache", _prefix_caching),
+)
+
+# Limits that no engine flag relieves: what would help instead.
+NO_LEVER = {
+    "outside_engine": "most of the time is spent before the engine sees a request (the API server's tokenising "
+                      "and chat template, the network, or the client): more API server processes "
+                      "(--api-server-count) or a load generator closer to the server would help, not an engine flag",
+    "load_generator": "the load generator could not keep up: run more Locust processes (--processes) or hosts; "
+                      "no engine flag helps",
+    "slo_only": "the target exports no vLLM metrics, so what binds is unknown: give the sidecar its /metrics",
+}
+
+
+def applicable(limit: str, situation: Situation) -> list[tuple[Lever, Change]]:
+    """The levers of the limit that apply, then those of the missed items, each with its change;
+    one change per flag."""
+    wanted = [limit, *(f"missed:{item}" for item in situation.missed)]
+    out: list[tuple[Lever, Change]] = []
+    for relieves in wanted:
+        for lever in LEVERS:
+            if lever.relieves == relieves and all(c.flag != lever.flag for _, c in out):
+                change = lever.propose(situation)
+                if change is not None:
+                    out.append((lever, change))
+    return out

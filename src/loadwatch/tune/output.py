@@ -1,0 +1,95 @@
+"""What tune leaves in its run folder: tune.json (DESIGN.md's contract), report.md and report.html
+with the Tuning section, and the final configuration three ways: a command line, a compose override
+(with the .env line for docker-compose.yml's VLLM_EXTRA_ARGS) and a Kubernetes patch of the shipped
+vLLM Deployment."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+
+import yaml
+
+from loadwatch.atomic import write_atomically
+from loadwatch.report.markdown import table
+from loadwatch.report.page import markdown_html, write_page
+from loadwatch.tune.config import Config
+
+COMPOSE, ENV, PATCH = "tuned.compose.yml", "tuned.env", "tuned-patch.yaml"
+
+
+def capacity_of(result: dict | None) -> dict | None:
+    """A capacity as tune.json carries it: capacity.json's max_sustainable, in its unit."""
+    if result is None:
+        return None
+    return {"max_sustainable": result["max_sustainable"], "unit": result["unit"],
+            "undecided": result.get("undecided")}
+
+
+def compose_override(config: Config) -> str:
+    environment = dict(config.env)
+    return ("# docker compose -f docker-compose.yml -f tuned.compose.yml up -d, with tuned.env's line in .env\n"
+            + yaml.safe_dump({"services": {"vllm": {"environment": environment}}} if environment
+                             else {"services": {"vllm": {}}}, sort_keys=False))
+
+
+def kubernetes_patch(config: Config) -> str:
+    """A JSON 6902 patch of deploy/kubernetes/vllm.yaml's Deployment (its first container is vLLM):
+    the flags appended to its args, the variables to its env. In kustomization.yaml:
+    patches: [{path: tuned-patch.yaml, target: {kind: Deployment, name: vllm}}]"""
+    ops: list[dict] = [{"op": "add", "path": "/spec/template/spec/containers/0/args/-", "value": arg}
+                       for arg in config.vllm_args]
+    ops += [{"op": "add", "path": "/spec/template/spec/containers/0/env/-", "value": {"name": name, "value": value}}
+            for name, value in config.env]
+    return yaml.safe_dump(ops, sort_keys=False)
+
+
+def _capacity_words(capacity: dict | None) -> str:
+    if capacity is None:
+        return "not measured"
+    if capacity["max_sustainable"] is None:
+        return "none held"
+    return f"{capacity['max_sustainable']:g} {capacity['unit']}" + (" (knee not located)" if capacity.get("undecided")
+                                                                   else "")
+
+
+def markdown(doc: dict) -> str:
+    lines = ["## Tuning", ""]
+    base, final = doc["baseline"], doc["final"]
+    if base is None:
+        return "\n".join([*lines, f"No baseline: {doc['stopped']}", ""])
+    lines += [f"Baseline `{shlex.join(base['vllm_args']) or '(vLLM defaults)'}`: "
+              f"**{_capacity_words(base['capacity'])}**, limit {base['limit']}.", ""]
+    if doc["steps"]:
+        lines += table(["step", "limit", "change", "why", "verdict", "gain (95 % interval)", "capacity after",
+                        "limit after"],
+                       [[str(s["step"]), s["limit"], f"{s['change']['flag']} {s['change']['from'] or 'default'} -> "
+                         f"{s['change']['to']}", s["reason"],
+                         s["verdict"] + (f": {s['refused']}" if s.get("refused") else ""),
+                         "n/a" if s["gain"]["change_pct"] is None else
+                         f"{s['gain']['metric']} {s['gain']['change_pct']:+.1f}% "
+                         + ("" if s["gain"]["ci_low"] is None else
+                            f"[{s['gain']['ci_low']:+.1f}%, {s['gain']['ci_high']:+.1f}%]"),
+                         _capacity_words(s["capacity_after"]) if s["verdict"] == "adopted" else "",
+                         s["limit_after"] or ""] for s in doc["steps"]])
+        lines += [""]
+    if final is not None:
+        lines += [f"Final: **{_capacity_words(final['capacity'])}**, limit {final['limit']}.", "",
+                  "```", final["command_line"], "```", "",
+                  f"The same as a compose override ({COMPOSE}, with {ENV} in .env) and a Kubernetes patch of the "
+                  f"vLLM Deployment ({PATCH}) in this folder."]
+    if doc.get("stopped"):
+        lines += ["", f"Tune stopped: {doc['stopped']}."]
+    return "\n".join(lines) + "\n"
+
+
+def write(run_dir: Path, doc: dict, config: Config) -> None:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_atomically(run_dir / "tune.json", json.dumps(doc, indent=2) + "\n")
+    text = "# loadwatch tune report\n\n" + markdown(doc)
+    write_atomically(run_dir / "report.md", text)
+    write_page(run_dir / "report.html", "loadwatch tune report", markdown_html(text, run_dir), [])
+    write_atomically(run_dir / COMPOSE, compose_override(config))
+    write_atomically(run_dir / ENV, f"VLLM_EXTRA_ARGS={shlex.quote(shlex.join(config.vllm_args))}\n")
+    write_atomically(run_dir / PATCH, kubernetes_patch(config))

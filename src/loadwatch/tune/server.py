@@ -1,0 +1,73 @@
+"""The server tune configures: the embedded engine, started with a configuration's flags and
+environment, or a --target restarted into them by the user's --restart template."""
+
+from __future__ import annotations
+
+import os
+import shlex
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from loadwatch.experiment.server import restart
+from loadwatch.loadrun.stack import running
+from loadwatch.processes import log_tail
+from loadwatch.stack.stack import Stack
+from loadwatch.tune.config import Config
+
+ARGS = "{vllm_args}"
+# The embedded engine's KV cache size is loadwatch's own setting (engine/settings.py), passed on to
+# vLLM as VLLM_CPU_KVCACHE_SPACE: the lever's variable reaches it through that setting.
+ENGINE_SETTING = {"VLLM_CPU_KVCACHE_SPACE": "LOADWATCH_KV_CACHE_GIB"}
+
+
+def restart_command(template: str, config: Config) -> str:
+    return template.replace(ARGS, shlex.join(config.vllm_args))
+
+
+@contextmanager
+def _environment(env: dict[str, str]) -> Iterator[None]:
+    names = {ENGINE_SETTING.get(name, name): value for name, value in env.items()}
+    saved = {name: os.environ.get(name) for name in names}
+    os.environ.update(names)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+@dataclass
+class Server:
+    target: str | None
+    restart: str | None
+    ready_timeout: float
+
+    @contextmanager
+    def serving(self, config: Config, folder: Path, say) -> Iterator[Stack]:
+        """The stack up on the server in `config` for the body, then down. ComponentError or
+        ServerError where it does not start: vLLM refused the configuration, or the restart failed."""
+        folder.mkdir(parents=True, exist_ok=True)
+        with _environment(dict(config.env)):
+            if self.target is not None:
+                assert self.restart is not None
+                with open(folder / "restart.log", "a") as log:
+                    restart(restart_command(self.restart, config), self.target, self.ready_timeout, log)
+            with running(folder, self.target, [] if self.target else list(config.vllm_args), say) as stack:
+                yield stack
+
+
+def why_refused(error: Exception, folder: Path) -> str:
+    """vLLM's own words for a configuration that did not start: the last error line of what it (or
+    the restart command) printed, else the whole message."""
+    text = str(error)
+    log = folder / "restart.log"
+    if log.is_file():
+        text += "\n" + log_tail(log)
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    errors = [line for line in lines if "error" in line.lower()]
+    return (errors or lines or ["it did not start"])[-1]

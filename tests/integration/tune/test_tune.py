@@ -1,0 +1,115 @@
+"""`loadwatch tune` against a server of known slots that a --restart template starts with the flags
+tune gives it (tests/fakes/restart.py: the fake's --max-concurrency is vLLM's --max-num-seqs, its
+/metrics vLLM's): the loop's verdicts are exact here, and each run takes seconds. The embedded
+engine's own is tests/e2e/test_tune.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import REPO, free_port
+
+pytestmark = pytest.mark.needs("prometheus")
+RESTART = REPO / "tests" / "fakes" / "restart.py"
+# Answers of 0.34 s (30 tokens): with 2 slots a third user waits up to 0.34 s, over a TTFT p90 of 200 ms.
+SEARCH = ("--mode", "users", "--start", "2", "--slo", "ttft_p90_ms=200", "--level-duration", "3s", "--warmup", "1s",
+          "--cool-down", "1s", "--repeats", "2")
+
+
+@pytest.fixture
+def fake_target(tmp_path):
+    port, pidfile = free_port(), tmp_path / "fake.pid"
+    yield port, pidfile
+    if pidfile.exists():
+        try:
+            os.kill(int(pidfile.read_text()), signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+
+
+def tune(tmp_path, port: int, pidfile: Path, *options: str, restart_options: str = "",
+         timeout: float = 600) -> tuple[int, str, Path | None]:
+    restart = f"{sys.executable} {RESTART} --port {port} --pidfile {pidfile} {restart_options} -- {{vllm_args}}"
+    env = {**os.environ, "LOADWATCH_STACK_HOME": str(tmp_path / "home")}
+    run = subprocess.run([sys.executable, "-m", "loadwatch.cli", "tune", "--target", f"http://127.0.0.1:{port}",
+                          "--restart", restart, "--vllm-arg=--max-num-seqs=2", *options, "--out", str(tmp_path / "runs"),
+                          "--", "--max-tokens", "30"], capture_output=True, text=True, timeout=timeout, env=env)
+    runs = list((tmp_path / "runs").iterdir()) if (tmp_path / "runs").is_dir() else []
+    return run.returncode, run.stdout + run.stderr, runs[0] if runs else None
+
+
+def test_batch_slots_are_named_more_seqs_adopted_and_the_capacity_after_is_higher(tmp_path, fake_target):
+    code, output, run_dir = tune(tmp_path, *fake_target, *SEARCH, "--budget", "4m")
+    assert code == 0 and run_dir is not None, output[-3000:]
+    doc = json.loads((run_dir / "tune.json").read_text())
+    assert doc["baseline"]["limit"] == "batch_slots" and doc["baseline"]["capacity"]["max_sustainable"] == 2
+    assert doc["baseline"]["capacity"]["unit"] == "users" and doc["baseline"]["vllm_args"] == ["--max-num-seqs=2"]
+    step = doc["steps"][0]
+    assert step["change"] == {"flag": "--max-num-seqs", "from": "2", "to": "8"} and step["verdict"] == "adopted"
+    assert step["gain"]["metric"] == "ttft_p90_ms" and step["gain"]["ci_high"] < 0, step["gain"]
+    assert step["evidence"]["max_num_seqs"] == 2 and step["reason"]
+    assert step["capacity_after"]["max_sustainable"] > 2 and step["limit_after"], step
+    assert doc["final"]["vllm_args"] == ["--max-num-seqs=8"] and "--max-num-seqs=8" in doc["final"]["command_line"]
+    assert doc["final"]["capacity"] == step["capacity_after"]
+    report = (run_dir / "report.md").read_text()
+    assert "## Tuning" in report and "| 1 | batch_slots | --max-num-seqs 2 -> 8 |" in report
+    assert (run_dir / "report.html").is_file() and "step 1: batch_slots: trying --max-num-seqs 2 -> 8" in output
+    assert (run_dir / "tuned.env").read_text() == "VLLM_EXTRA_ARGS=--max-num-seqs=8\n"
+    assert "Traceback" not in output
+    the_patch_applies_to_the_shipped_deployment(tmp_path, run_dir)
+
+
+def the_patch_applies_to_the_shipped_deployment(tmp_path: Path, run_dir: Path) -> None:
+    overlay = tmp_path / "overlay"
+    overlay.mkdir()
+    (overlay / "tuned-patch.yaml").write_text((run_dir / "tuned-patch.yaml").read_text())
+    (overlay / "kustomization.yaml").write_text(yaml.safe_dump({
+        "resources": [os.path.relpath(REPO / "deploy" / "kubernetes", overlay)],
+        "patches": [{"path": "tuned-patch.yaml", "target": {"kind": "Deployment", "name": "vllm"}}]}))
+    built = subprocess.run(["kubectl", "kustomize", str(overlay), "--load-restrictor", "LoadRestrictionsNone"],
+                           capture_output=True, text=True, timeout=60)
+    assert built.returncode == 0, built.stderr
+    (deployment,) = [d for d in yaml.safe_load_all(built.stdout)
+                     if d and d["kind"] == "Deployment" and d["metadata"]["name"] == "vllm"]
+    assert deployment["spec"]["template"]["spec"]["containers"][0]["args"][-1] == "--max-num-seqs=8"
+
+
+def test_a_flag_the_server_refuses_is_reported_in_its_words_and_nothing_else_is_lost(tmp_path, fake_target):
+    code, output, run_dir = tune(tmp_path, *fake_target, *SEARCH, "--budget", "5m",
+                                 restart_options="--refuse=--max-num-seqs=8")
+    assert code == 0 and run_dir is not None, output[-3000:]
+    doc = json.loads((run_dir / "tune.json").read_text())
+    (step,) = doc["steps"]
+    assert step["verdict"] == "refused" and "unrecognized arguments: --max-num-seqs=8" in step["refused"]
+    assert doc["baseline"]["limit"] == "batch_slots" and doc["final"]["vllm_args"] == ["--max-num-seqs=2"]
+    assert "no lever of step 1 improved ttft_p90_ms beyond doubt" in doc["stopped"]
+    assert "refused by the server: vllm serve: error: unrecognized arguments: --max-num-seqs=8" in output
+    assert "Traceback" not in output
+
+
+def test_a_budget_too_short_for_the_baseline_ends_incomplete_with_the_file_written(tmp_path, fake_target):
+    code, output, run_dir = tune(tmp_path, *fake_target, *SEARCH, "--budget", "10s")
+    assert code == 1 and run_dir is not None, output
+    doc = json.loads((run_dir / "tune.json").read_text())
+    assert doc["baseline"] is None and doc["steps"] == [] and doc["final"] is None
+    assert "the budget (10 s) ran out before the baseline's capacity was known" in output
+    assert "Traceback" not in output
+
+
+def test_a_target_without_a_restart_template_is_bad_input(tmp_path):
+    env = {**os.environ, "LOADWATCH_STACK_HOME": str(tmp_path / "home")}
+    for restart in ([], ["--restart", "ssh gpu1 ./serve.sh"]):
+        run = subprocess.run([sys.executable, "-m", "loadwatch.cli", "tune", "--target", "http://127.0.0.1:1",
+                              "--slo", "ttft_p90_ms=200", *restart, "--out", str(tmp_path / "runs")],
+                             capture_output=True, text=True, timeout=60, env=env)
+        assert run.returncode == 2, run.stdout + run.stderr
+        assert "give --restart 'COMMAND {vllm_args}'" in run.stdout and "Traceback" not in run.stderr
+    assert not (tmp_path / "runs").exists()
