@@ -51,6 +51,7 @@ generate: setup
 	$(VENV)/bin/python -m loadwatch.rules
 	$(VENV)/bin/python -m loadwatch.grafana
 	$(VENV)/bin/python -m loadwatch.deploy
+	$(VENV)/bin/python -m loadwatch.tune
 
 # The embedded engine's venv carries the `vllm bench serve` that fidelity.py runs beside loadwatch.
 benchmark: setup

@@ -35,7 +35,9 @@ class Tuner:
                  run_dir: Path, say) -> None:
         self.capacity, self.options, self.template, self.server = capacity, options, template, server
         self.run_dir, self.say = run_dir, say
-        self.deadline = time.monotonic() + options.budget
+        self.began = time.monotonic()
+        self.deadline = self.began + options.budget
+        self.searches: list[dict] = []  # each capacity search's name and seconds: the cost of a configuration
 
     def left(self) -> float:
         return self.deadline - time.monotonic()
@@ -49,11 +51,19 @@ class Tuner:
         folder = self.run_dir / name
         self.say(f"{name}: the capacity of {config_words(config)}; about {self.left() / 60:.0f} min of the budget "
                  "left")
+        began = time.monotonic()
         with self.server.serving(config, folder, lambda message: None) as stack:
             template = replace(self.template, metrics_port=stack.client_port, engine_metrics=stack.engine_metrics)
-            return search(options, template, PrometheusAPI(stack.url("prometheus")),
-                          self.server.target or stack.target, folder, lambda message: self.say(f"  {message}"),
-                          batch_of(options, self.server.target, list(config.vllm_args)))
+            result = search(options, template, PrometheusAPI(stack.url("prometheus")),
+                            self.server.target or stack.target, folder, lambda message: self.say(f"  {message}"),
+                            batch_of(options, self.server.target, list(config.vllm_args)))
+        self.searches.append({"name": name, "seconds": round(time.monotonic() - began, 1)})
+        return result
+
+    def cost(self) -> dict:
+        """What tune spent: server starts (a model load each) and seconds, with each search's."""
+        return {"server_starts": self.server.starts, "seconds": round(time.monotonic() - self.began, 1),
+                "capacity_searches": self.searches}
 
 
 def duration_words(seconds: float) -> str:
@@ -178,6 +188,7 @@ def tune(capacity: CapacityOptions, options: TuneOptions, template: LocustRun, t
         limit = last_adopted["limit_after"] if last_adopted else doc["baseline"]["limit"]
         doc["final"] = {**current.as_dict(), "capacity": measured, "limit": limit,
                         "command_line": current.command_line(model)}
+    doc["cost"] = tuner.cost()
     output.write(run_dir, doc, current)
     say(f"tune: {doc['stopped']}" if doc["stopped"] else "tune: done")
     if doc["final"]:

@@ -46,12 +46,15 @@ class Server:
     target: str | None
     restart: str | None
     ready_timeout: float
+    starts: int = 0  # of the server, each costing a model load: what tune spends besides its load
+
 
     @contextmanager
     def serving(self, config: Config, folder: Path, say) -> Iterator[Stack]:
         """The stack up on the server in `config` for the body, then down. ComponentError or
         ServerError where it does not start: vLLM refused the configuration, or the restart failed."""
         folder.mkdir(parents=True, exist_ok=True)
+        self.starts += 1
         with _environment(dict(config.env)):
             if self.target is not None:
                 assert self.restart is not None

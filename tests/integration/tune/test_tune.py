@@ -40,8 +40,9 @@ def tune(tmp_path, port: int, pidfile: Path, *options: str, restart_options: str
     restart = f"{sys.executable} {RESTART} --port {port} --pidfile {pidfile} {restart_options} -- {{vllm_args}}"
     env = {**os.environ, "LOADWATCH_STACK_HOME": str(tmp_path / "home")}
     run = subprocess.run([sys.executable, "-m", "loadwatch.cli", "tune", "--target", f"http://127.0.0.1:{port}",
-                          "--restart", restart, "--vllm-arg=--max-num-seqs=2", *options, "--out", str(tmp_path / "runs"),
-                          "--", "--max-tokens", "30"], capture_output=True, text=True, timeout=timeout, env=env)
+                          "--restart", restart, "--vllm-arg=--max-num-seqs=2", *options,
+                          "--out", str(tmp_path / "runs"), "--", "--max-tokens", "30"],
+                         capture_output=True, text=True, timeout=timeout, env=env)
     runs = list((tmp_path / "runs").iterdir()) if (tmp_path / "runs").is_dir() else []
     return run.returncode, run.stdout + run.stderr, runs[0] if runs else None
 

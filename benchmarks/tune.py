@@ -1,0 +1,99 @@
+"""`loadwatch tune` on the embedded engine, as the issue's scenarios run it, and what a blind grid
+over the same two flags would cost, computed from the time this run measured per configuration.
+
+Scenarios (each a `loadwatch tune` of its own, on a fresh engine per configuration):
+- `slots`: the engine started mis-tuned, --max-num-seqs=2 with KV cache to spare, `make run`'s search;
+- `prefix`: every prompt opens with the same 512 tokens and prefix caching is off.
+
+For each it prints the steps (limit, change, verdict, gain with its interval, capacity after), the
+server starts and minutes tune spent, and the grid's: vLLM's auto_tune.sh runs every pair of
+--max-num-seqs and --max-num-batched-tokens, one server start and one search each. The grid is not
+run: its cost is the number of pairs times the mean seconds of one of this run's capacity searches
+(a start included).
+
+    .venv/bin/python benchmarks/tune.py [--scenario slots|prefix|both] [--budget 20m]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SEARCH = ["--mode", "users", "--start", "1", "--slo", "ttft_p90_ms=1000", "--level-duration", "15s",
+          "--cool-down", "3s"]
+SCENARIOS = {
+    "slots": (["--vllm-arg=--max-num-seqs=2"], ["--max-tokens", "200", "--ignore-eos"]),
+    "prefix": (["--vllm-arg=--no-enable-prefix-caching"],
+               ["--dataset", "random", "--prefix-len", "512", "--input-len", "64", "--max-tokens", "64",
+                "--ignore-eos"]),
+}
+# auto_tune.sh's defaults (vLLM's benchmarks/auto_tune): the grid it sweeps, one server start a pair.
+GRID_NUM_SEQS = (128, 256)
+GRID_BATCHED_TOKENS = (512, 1024, 2048, 4096)
+# A grid wide enough to reach this scenario's answer from --max-num-seqs=2: powers of two to 256.
+WIDE_NUM_SEQS = tuple(2 ** i for i in range(1, 9))
+
+
+def run(name: str, budget: str, out: Path) -> dict:
+    flags, workload = SCENARIOS[name]
+    env = {**os.environ, "LOADWATCH_STACK_HOME": str(out / "home")}
+    began = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "loadwatch.cli", "tune", "--budget", budget, *flags, *SEARCH,
+                           "--out", str(out / name), "--", *workload], capture_output=True, text=True, env=env)
+    wall = time.monotonic() - began
+    print(done.stdout[-4000:])
+    (run_dir,) = [p for p in (out / name).iterdir() if p.is_dir()]
+    doc = json.loads((run_dir / "tune.json").read_text())
+    return {"doc": doc, "wall": wall, "code": done.returncode, "folder": run_dir}
+
+
+def report(name: str, outcome: dict) -> None:
+    doc, cost = outcome["doc"], outcome["doc"]["cost"]
+    print(f"## {name}: exit {outcome['code']}, {outcome['wall'] / 60:.1f} min wall, {cost['server_starts']} server "
+          f"starts, folder {outcome['folder']}")
+    base = doc["baseline"]
+    if base:
+        print(f"baseline {base['vllm_args']}: {base['capacity']['max_sustainable']} {base['capacity']['unit']}, "
+              f"limit {base['limit']}")
+    for s in doc["steps"]:
+        g = s["gain"]
+        gained = "n/a" if g["change_pct"] is None else (
+            f"{g['metric']} {g['change_pct']:+.1f}%" + ("" if g["ci_low"] is None else
+                                                       f" [{g['ci_low']:+.1f}%, {g['ci_high']:+.1f}%]"))
+        after = s["capacity_after"]
+        print(f"step {s['step']}: {s['limit']}: {s['change']['flag']} {s['change']['from']} -> {s['change']['to']}: "
+              f"{s['verdict']}, {gained}" + (f"; after: {after['max_sustainable']} {after['unit']}, limit "
+                                            f"{s['limit_after']}" if after else ""))
+    final = doc["final"]
+    if final:
+        print(f"final: {final['command_line']}: {final['capacity']}, limit {final['limit']}")
+    print(f"stopped: {doc['stopped']}")
+    searches = cost["capacity_searches"]
+    if searches:
+        per_config = sum(s["seconds"] for s in searches) / len(searches)
+        for label, pairs in (("auto_tune.sh's default grid", len(GRID_NUM_SEQS) * len(GRID_BATCHED_TOKENS)),
+                             ("a grid from 2 to 256 seqs", len(WIDE_NUM_SEQS) * len(GRID_BATCHED_TOKENS))):
+            print(f"{label}: {pairs} configurations x {per_config / 60:.1f} min (this run's mean capacity search, "
+                  f"a start included) = {pairs * per_config / 60:.0f} min and {pairs} server starts, against "
+                  f"tune's {cost['seconds'] / 60:.0f} min and {cost['server_starts']} starts")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--scenario", choices=[*SCENARIOS, "both"], default="slots")
+    parser.add_argument("--budget", default="20m")
+    parser.add_argument("--out", type=Path, default=REPO / "runs" / "tune-benchmark",
+                        help="where each scenario's run folder is kept (the docs' worked example is one)")
+    args = parser.parse_args()
+    for name in SCENARIOS if args.scenario == "both" else [args.scenario]:
+        report(name, run(name, args.budget, args.out / time.strftime("%Y%m%dT%H%M%S")))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,72 @@
+"""The lever catalogue: which levers a limit's evidence calls for, the step each takes, the
+configuration after it, and the docs' table in step with the code."""
+
+import yaml
+
+from loadwatch.tune.__main__ import PAGE, render
+from loadwatch.tune.config import Change, Config
+from loadwatch.tune.levers import NO_LEVER, Situation, applicable
+from loadwatch.tune.output import compose_override, kubernetes_patch
+from tests.conftest import REPO
+
+
+def changes(limit: str, evidence: dict, config: Config = Config(), embedded: bool = True,
+            missed: tuple[str, ...] = ()) -> list[tuple[str, str | None, str]]:
+    situation = Situation(evidence, list(missed), config, embedded, kv_cache_gib=1)
+    return [(c.flag, c.before, c.after) for _, c in applicable(limit, situation)]
+
+
+def test_batch_slots_raise_max_num_seqs_as_far_as_the_free_kv_cache_holds():
+    two = Config(("--max-num-seqs=2",))
+    assert changes("batch_slots", {"max_num_seqs": 2, "kv_cache_holds_requests": 6553}, two) == [
+        ("--max-num-seqs", "2", "8")]
+    assert changes("batch_slots", {"max_num_seqs": 2, "kv_cache_holds_requests": 5}, two) == [
+        ("--max-num-seqs", "2", "5")]
+    assert changes("batch_slots", {"max_num_seqs": 2, "kv_cache_holds_requests": 2}, two) == []  # no room to grow
+
+
+def test_a_full_kv_cache_grows_the_pinned_blocks_or_the_cpus_space_or_the_gpus_share():
+    pinned = Config(("--num-gpu-blocks-override=20", "--max-model-len=288"))
+    evidence = {"mean_context_tokens": 265}
+    assert changes("kv_cache", evidence, pinned) == [("--num-gpu-blocks-override", "20", "40"),
+                                                     ("--kv-cache-dtype", None, "fp8")]
+    assert changes("kv_cache", evidence)[0] == ("VLLM_CPU_KVCACHE_SPACE", None, "2")
+    assert changes("kv_cache", evidence, Config(env=(("VLLM_CPU_KVCACHE_SPACE", "4"),)))[0] == (
+        "VLLM_CPU_KVCACHE_SPACE", "4", "8")
+    on_gpu = changes("kv_cache", {"mean_context_tokens": 300}, Config(("--max-model-len", "32768")), embedded=False)
+    assert on_gpu == [("--gpu-memory-utilization", None, "0.95"), ("--kv-cache-dtype", None, "fp8"),
+                      ("--max-model-len", "32768", "608")]
+
+
+def test_the_missed_prefix_cache_comes_after_the_limits_own_levers_and_some_limits_have_none():
+    assert changes("token_budget", {}, missed=("prefix_cache",)) == [
+        ("--max-num-batched-tokens", None, "4096"), ("--enable-prefix-caching", None, "true")]
+    assert changes("decode", {}, Config(("--speculative-config", "{}"))) == []
+    for limit in NO_LEVER:
+        assert changes(limit, {}) == []
+
+
+def test_a_change_replaces_every_spelling_of_its_flag():
+    config = Config(("--max-num-seqs", "2", "--no-enable-prefix-caching", "--block-size=32"))
+    assert config.value("--max-num-seqs") == "2" and config.value("--enable-prefix-caching") == "false"
+    after = config.with_change(Change("--max-num-seqs", "2", "8")).with_change(
+        Change("--enable-prefix-caching", "false", "true"))
+    assert after.vllm_args == ("--block-size=32", "--max-num-seqs=8", "--enable-prefix-caching")
+    env = after.with_change(Change("VLLM_CPU_KVCACHE_SPACE", None, "2"))
+    assert env.command_line("m") == "VLLM_CPU_KVCACHE_SPACE=2 vllm serve m --block-size=32 --max-num-seqs=8 " \
+                                    "--enable-prefix-caching"
+
+
+def test_the_final_flags_as_a_compose_override_and_a_kubernetes_patch():
+    config = Config(("--max-num-seqs=8",), (("VLLM_CPU_KVCACHE_SPACE", "2"),))
+    assert yaml.safe_load(compose_override(config)) == {
+        "services": {"vllm": {"environment": {"VLLM_CPU_KVCACHE_SPACE": "2"}}}}
+    assert yaml.safe_load(kubernetes_patch(config)) == [
+        {"op": "add", "path": "/spec/template/spec/containers/0/args/-", "value": "--max-num-seqs=8"},
+        {"op": "add", "path": "/spec/template/spec/containers/0/env/-",
+         "value": {"name": "VLLM_CPU_KVCACHE_SPACE", "value": "2"}}]
+
+
+def test_the_docs_table_is_the_catalogue():
+    page = (REPO / PAGE).read_text()
+    assert render(page) == page, "docs/tune.md drifted from tune/levers.py: run `make generate`"
