@@ -129,6 +129,9 @@ def tune(capacity: CapacityOptions, options: TuneOptions, template: LocustRun, t
         output.write(run_dir, doc, current)
         step = 0
         while True:
+            if options.max_steps is not None and step >= options.max_steps:
+                doc["stopped"] = f"--max-steps ({options.max_steps}) reached"
+                break
             if result["limit"] in NO_LEVER:
                 doc["stopped"] = f"the limit is {result['limit']}: {NO_LEVER[result['limit']]}"
                 break

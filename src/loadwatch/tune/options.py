@@ -17,4 +17,6 @@ class TuneOptions(BaseModel):
                                                   "levers are set in its environment")
     repeats: int = Field(3, ge=2, description="runs of each configuration a trial compares, in rounds, each on a "
                                               "fresh start of the server")
+    max_steps: int | None = Field(None, gt=0, description="tune ends after this many steps, each with its capacity "
+                                                          "after; default: as many as the budget allows")
     ready_timeout: Seconds = Field(600.0, gt=0, description="seconds a restarted --target may take to answer")

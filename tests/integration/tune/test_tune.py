@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import REPO, free_port
+from tests.conftest import REPO, free_port, wait_for
 
 pytestmark = pytest.mark.needs("prometheus")
 RESTART = REPO / "tests" / "fakes" / "restart.py"
@@ -114,3 +114,28 @@ def test_a_target_without_a_restart_template_is_bad_input(tmp_path):
         assert run.returncode == 2, run.stdout + run.stderr
         assert "give --restart 'COMMAND {vllm_args}'" in run.stdout and "Traceback" not in run.stderr
     assert not (tmp_path / "runs").exists()
+
+
+def test_sigterm_in_a_trial_keeps_the_baseline_writes_the_summary_and_exits_130(tmp_path, fake_target):
+    port, pidfile = fake_target
+    restart = f"{sys.executable} {RESTART} --port {port} --pidfile {pidfile} -- {{vllm_args}}"
+    run = subprocess.Popen(
+        [sys.executable, "-m", "loadwatch.cli", "tune", "--target", f"http://127.0.0.1:{port}", "--restart", restart,
+         "--vllm-arg=--max-num-seqs=2", *SEARCH, "--budget", "10m", "--out", str(tmp_path / "runs"),
+         "--", "--max-tokens", "30"],
+        env={**os.environ, "LOADWATCH_STACK_HOME": str(tmp_path / "home")}, start_new_session=True,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_for(lambda: any((tmp_path / "runs").glob("*/step-1/trial/*/r1/locust.log")), 300, "the first trial run")
+        run.send_signal(signal.SIGTERM)
+        output, _ = run.communicate(timeout=180)
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+    assert run.returncode == 130, output[-3000:]
+    (doc_path,) = (tmp_path / "runs").glob("*/tune.json")
+    doc = json.loads(doc_path.read_text())
+    assert doc["baseline"]["limit"] == "batch_slots" and doc["steps"] == []  # the unfinished step left out
+    assert doc["stopped"] == "interrupted; the finished steps are kept" and doc["final"]["vllm_args"] == [
+        "--max-num-seqs=2"]
+    assert "Traceback" not in output

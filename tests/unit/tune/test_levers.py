@@ -9,8 +9,10 @@ from loadwatch.tune.levers import NO_LEVER, Situation, applicable
 from loadwatch.tune.output import compose_override, kubernetes_patch
 from tests.conftest import REPO
 
+DEFAULTS = Config()
 
-def changes(limit: str, evidence: dict, config: Config = Config(), embedded: bool = True,
+
+def changes(limit: str, evidence: dict, config: Config = DEFAULTS, embedded: bool = True,
             missed: tuple[str, ...] = ()) -> list[tuple[str, str | None, str]]:
     situation = Situation(evidence, list(missed), config, embedded, kv_cache_gib=1)
     return [(c.flag, c.before, c.after) for _, c in applicable(limit, situation)]

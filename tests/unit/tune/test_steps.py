@@ -1,0 +1,31 @@
+"""How a step is judged: the SLO a trial is judged on, the load it runs at, and its verdicts."""
+
+from loadwatch.tune.command import metric_of, step_rows, where_it_broke
+from loadwatch.tune.config import Change, Config
+from loadwatch.tune.levers import LEVERS
+from loadwatch.tune.trial import Arm, gain
+
+LEVEL = {"name": "level-03", "level": 3.0, "unit": "users",
+         "slo": [{"name": "e2el_p90_ms", "passed": True}, {"name": "ttft_p99_ms", "passed": False}]}
+
+
+def test_a_trial_is_judged_on_the_slo_that_broke_at_the_level_the_diagnosis_read():
+    assert metric_of(["failure_ratio=0.01", "e2el_p90_ms=900", "ttft_p99_ms=500"], LEVEL) == "ttft_p99_ms"
+    held = {**LEVEL, "slo": [{"name": "ttft_p99_ms", "passed": True}]}
+    assert metric_of(["failure_ratio=0.01", "tpot_p90_ms=50"], held) == "tpot_p90_ms"  # the first latency SLO
+    result = {"decisive_level": "level-03", "levels": [{"name": "level-02"}, LEVEL]}
+    assert where_it_broke(result) is LEVEL and where_it_broke({**result, "decisive_level": None}) is None
+
+
+def test_each_lever_tried_is_a_row_refused_in_vllms_words_or_judged_by_its_interval():
+    current = Arm("current", Config(), [400.0, 410.0, 395.0])
+    better = Arm("1-max-num-seqs", Config(), [50.0, 52.0, 49.0])
+    refused = Arm("2-kv-cache-dtype", Config(), refused="ValueError: fp8 is not supported on CPU")
+    levers = [(LEVERS[0], Change("--max-num-seqs", "2", "8")), (LEVERS[4], Change("--kv-cache-dtype", None, "fp8"))]
+    rows = step_rows(1, {"limit": "batch_slots", "evidence": {"max_num_seqs": 2}}, [current, better, refused], levers,
+                     "ttft_p99_ms")
+    assert [r["verdict"] for r in rows] == ["rejected", "refused"]  # the command adopts the best that passes
+    assert rows[0]["gain"]["ci_high"] < 0 and rows[0]["gain"]["change_pct"] < -80
+    assert rows[1]["refused"] == "ValueError: fp8 is not supported on CPU" and rows[1]["gain"]["change_pct"] is None
+    assert rows[0]["change"] == {"flag": "--max-num-seqs", "from": "2", "to": "8"}
+    assert not gain(current, Arm("x", Config(), [401.0]), "ttft_p99_ms").passes  # one run: no interval
