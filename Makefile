@@ -65,6 +65,7 @@ benchmark: setup
 	$(VENV)/bin/python benchmarks/stream_readers.py
 	$(VENV)/bin/python benchmarks/compare_cost.py
 	$(VENV)/bin/python benchmarks/history_cost.py
+	$(VENV)/bin/python benchmarks/tune.py --scenario both
 
 clean:
 	rm -rf $(VENV)
