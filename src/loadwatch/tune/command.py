@@ -175,10 +175,12 @@ def tune(capacity: CapacityOptions, options: TuneOptions, template: LocustRun, t
             row["capacity_after"], row["limit_after"] = output.capacity_of(result), result["limit"]
             output.write(run_dir, doc, current)
     except BudgetSpent:
-        doc["stopped"] = (f"the budget ({duration_words(options.budget)}) ran out"
-                          + ("" if doc["baseline"] else " before the baseline's capacity was known")
-                          + "; an unfinished step is left out")
-        code = 0 if doc["baseline"] else INCOMPLETE
+        # Incomplete where not one step finished: a budget too short for what tune is for.
+        before = (" before the baseline's capacity was known" if not doc["baseline"] else
+                  " before a step finished" if not doc["steps"] else "")
+        doc["stopped"] = (f"the budget ({duration_words(options.budget)}) ran out{before}; an unfinished step is "
+                          "left out")
+        code = INCOMPLETE if before else 0
     except (ComponentError, ServerError) as exc:
         doc["stopped"] = f"the server did not start: {why_refused(exc, run_dir / 'baseline')}"
         code = INCOMPLETE

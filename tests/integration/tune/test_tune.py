@@ -10,8 +10,10 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import psutil
 import pytest
 import yaml
 
@@ -47,6 +49,7 @@ def tune(tmp_path, port: int, pidfile: Path, *options: str, restart_options: str
     return run.returncode, run.stdout + run.stderr, runs[0] if runs else None
 
 
+@pytest.mark.needs("kubectl")  # its patch is rendered with the shipped manifests by `kubectl kustomize`
 def test_batch_slots_are_named_more_seqs_adopted_and_the_capacity_after_is_higher(tmp_path, fake_target):
     code, output, run_dir = tune(tmp_path, *fake_target, *SEARCH, "--budget", "4m")
     assert code == 0 and run_dir is not None, output[-3000:]
@@ -127,6 +130,7 @@ def test_sigterm_in_a_trial_keeps_the_baseline_writes_the_summary_and_exits_130(
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         wait_for(lambda: any((tmp_path / "runs").glob("*/step-1/trial/*/r1/locust.log")), 300, "the first trial run")
+        children = psutil.Process(run.pid).children(recursive=True)
         run.send_signal(signal.SIGTERM)
         output, _ = run.communicate(timeout=180)
     finally:
@@ -138,4 +142,6 @@ def test_sigterm_in_a_trial_keeps_the_baseline_writes_the_summary_and_exits_130(
     assert doc["baseline"]["limit"] == "batch_slots" and doc["steps"] == []  # the unfinished step left out
     assert doc["stopped"] == "interrupted; the finished steps are kept" and doc["final"]["vllm_args"] == [
         "--max-num-seqs=2"]
+    time.sleep(0.5)  # Locust and the stack's servers stopped with it, none left behind
+    assert not [p for p in children if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
     assert "Traceback" not in output
