@@ -1,7 +1,8 @@
 """`loadwatch tune` against a server of known slots that a --restart template starts with the flags
 tune gives it (tests/fakes/restart.py: the fake's --max-concurrency is vLLM's --max-num-seqs, its
-/metrics vLLM's): the loop's verdicts are exact here, and each run takes seconds. The embedded
-engine's own is tests/e2e/test_tune.py."""
+/metrics vLLM's): the loop's verdicts are exact here, and each run takes seconds. On the embedded
+engine the loop is benchmarks/tune.py's: a step there costs six engine starts, over 14 minutes on a
+busy 2-core machine, too long for CI's e2e tier."""
 
 from __future__ import annotations
 
