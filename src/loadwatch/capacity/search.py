@@ -46,19 +46,16 @@ class Search:
         if not self.broke:
             return self._round(max([*self.held, *self.unjudged]) * self.factor)
         high = min(self.broke)
-        if floor is not None and (best is None or floor > best):
-            # Below `floor` nothing can be judged: bisect above it, or stop where nothing is left.
-            level = self._round(math.sqrt(floor * high))
-            if self.integer and high - floor <= 1 or not self.integer and high / floor - 1 <= self.precision:
-                return None
-            return None if level in (floor, high) else level
-        if best is None:  # the first level already broke: go down
+        # Bisect above the highest level that held, or above one that could not be judged (below it
+        # nothing can be), whichever is higher.
+        low = max((b for b in (best, floor) if b is not None), default=None)
+        if low is None:  # the first level already broke: go down
             level = self._round(high / self.factor)
             lowest = 1.0 if self.integer else self.floor
             return None if high <= lowest or level >= high else max(level, lowest)
-        if self.integer and high - best <= 1:
+        if self.integer and high - low <= 1:
             return None
-        if not self.integer and high / best - 1 <= self.precision:
+        if not self.integer and high / low - 1 <= self.precision:
             return None
-        level = self._round(math.sqrt(best * high))  # halfway on the geometric scale the ramp used
-        return None if level in (best, high) else level
+        level = self._round(math.sqrt(low * high))  # halfway on the geometric scale the ramp used
+        return None if level in (low, high) else level

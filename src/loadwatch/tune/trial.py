@@ -13,7 +13,7 @@ from loadwatch.capacity.command import needed_requests
 from loadwatch.capacity.options import CapacityOptions
 from loadwatch.experiment.server import ServerError
 from loadwatch.loadrun.locust import ENOUGH, INTERRUPTED, WATCH_SECONDS, Load, LocustRun, enough
-from loadwatch.metrics.repeats import change_over_runs
+from loadwatch.metrics.repeats import MIN_RUNS, change_over_runs
 from loadwatch.processes import ComponentError
 from loadwatch.tune.config import Config
 from loadwatch.tune.server import Server, why_refused
@@ -48,7 +48,7 @@ class Gain:
 
 
 def gain(base: Arm, arm: Arm, metric: str) -> Gain:
-    if len(base.values) < 2 or len(arm.values) < 2:
+    if len(base.values) < MIN_RUNS or len(arm.values) < MIN_RUNS:
         return Gain(metric, None, None, None)
     change = change_over_runs(base.values, arm.values, higher_is_better=False)
     return Gain(metric, change.change_pct, change.ci_low, change.ci_high)
