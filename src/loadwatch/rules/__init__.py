@@ -1,1 +1,1 @@
-"""Prometheus recording rules generated from the metric catalogue (alerts stay hand-written YAML)."""
+"""Prometheus recording and alerting rules, generated: the catalogue names the series, alerts.py the alerts."""

@@ -12,7 +12,7 @@ from tests.conftest import REPO
 PROM = REPO / "prometheus"
 ALERTS = {"VLLMEngineDown", "VLLMKVCacheSaturated", "VLLMRequestQueueGrowing", "VLLMPreemptionsHigh",
           "VLLMSpecDecodeAcceptanceLow", "LoadTestTTFTSLOViolated", "LoadTestFailureRateHigh", "LoadwatchSidecarDown",
-          "VLLMSchedulerStuck", "VLLMEngineAsleep"}
+          "VLLMSchedulerStuck", "VLLMEngineAsleep", "Watchdog"}
 pytestmark = pytest.mark.needs("promtool")
 
 
@@ -24,7 +24,7 @@ def run(*command: str) -> str:
 
 def test_prometheus_config_and_rules_are_valid():
     out = run("promtool", "check", "config", "prometheus.yml")
-    assert "SUCCESS: 10 rules found" in out
+    assert "SUCCESS: 11 rules found" in out
 
 
 def test_promtool_unit_tests_pass():
@@ -41,7 +41,8 @@ def test_alerts_are_exactly_the_designed_ones_with_severity_summary_and_descript
     alerts = {r["alert"]: r for g in rules["groups"] for r in g["rules"]}
     assert set(alerts) == ALERTS
     for name, rule in alerts.items():
-        assert rule["labels"]["severity"] in ("warning", "critical"), name
+        assert rule["labels"]["severity"] in ("warning", "critical", "none"), name
+        assert rule["annotations"]["runbook_url"].endswith(f"#{name.lower()}"), name
         assert rule["annotations"]["summary"], name
         assert "{{" in rule["annotations"]["description"], name
 
