@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import time
 from pathlib import Path
 
 from loadwatch import assets
@@ -21,8 +22,6 @@ from loadwatch.interrupts import catch_interrupts
 from loadwatch.loadrun.stack import describe, new_run_dir
 from loadwatch.model_options import add_model_options, model_from_args
 from loadwatch.processes import ComponentError, answers
-from loadwatch.report.commands import add_parsers
-from loadwatch.run import RunOptions, headless_run
 from loadwatch.stack.settings import StackSettings
 from loadwatch.stack.stack import down, up
 from loadwatch.tune.options import TuneOptions
@@ -106,6 +105,8 @@ def down_command(_args: argparse.Namespace) -> int:
 
 
 def run_command(args: argparse.Namespace) -> int:
+    from loadwatch.run import RunOptions, headless_run
+
     return headless_run(RunOptions(
         locustfile=args.locustfile, target=args.target, webhook_url=args.webhook_url, users=args.users,
         spawn_rate=args.spawn_rate, run_time=args.run_time, slo=args.slo, metrics_port=args.metrics_port,
@@ -167,18 +168,24 @@ def locustfile_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(
-        prog="loadwatch", description=__doc__,
-        epilog="After `--`: flags for vllm serve (engine start) or for Locust (run).",
-    )
-    commands = top.add_subparsers(dest="command", required=True)
+# The sidecar's image carries only the sidecar's dependencies (exporters/requirements.lock): these
+# commands are parsed, and run, without importing the load generator, the reports or their libraries.
+LIGHT_COMMANDS = ("exporter", "alert-log", "wait")
 
-    engine = commands.add_parser("engine", help="the embedded vLLM on the CPU (tiny local model)")
-    engine.add_argument("action", choices=["setup", "start", "stop", "status"])
-    engine.add_argument("--port", type=int, default=None, help="default: a free port")
-    engine.set_defaults(handler=engine_command)
 
+def wait_command(args: argparse.Namespace) -> int:
+    deadline = time.monotonic() + parse_duration(args.timeout)
+    say(f"waiting for {args.url} to answer 200 (at most {args.timeout})")
+    while not answers(args.url):
+        if time.monotonic() > deadline:
+            say(f"error: {args.url} did not answer 200 within {args.timeout}")
+            return 1
+        time.sleep(2)
+    say(f"{args.url} answers")
+    return 0
+
+
+def add_light_commands(commands) -> None:
     exporter = commands.add_parser("exporter", help="the engine sidecar: vLLM /metrics in a stable schema")
     exporter.add_argument("--target", action="append", default=[], metavar="NAME=URL",
                           help="a vLLM base URL (its /metrics is read), repeatable")
@@ -190,6 +197,29 @@ def parser() -> argparse.ArgumentParser:
     alert_log.add_argument("--host", default=LOOPBACK, help=f"address to listen on; default {LOOPBACK}")
     alert_log.add_argument("--port", type=int, default=PORTS["alert_log"], help=f"default {PORTS['alert_log']}")
     alert_log.set_defaults(handler=alert_log_command)
+
+    waiting = commands.add_parser("wait", help="wait until a URL answers 200 (a Kubernetes initContainer "
+                                               "waiting for vLLM's /health)")
+    waiting.add_argument("url")
+    waiting.add_argument("--timeout", default="30m", help="give up after this long (exit 1); default 30m")
+    waiting.set_defaults(handler=wait_command)
+
+
+def parser(light: bool = False) -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(
+        prog="loadwatch", description=__doc__,
+        epilog="After `--`: flags for vllm serve (engine start) or for Locust (run).",
+    )
+    commands = top.add_subparsers(dest="command", required=True)
+    add_light_commands(commands)
+    if light:
+        return top
+    from loadwatch.report.commands import add_parsers
+
+    engine = commands.add_parser("engine", help="the embedded vLLM on the CPU (tiny local model)")
+    engine.add_argument("action", choices=["setup", "start", "stop", "status"])
+    engine.add_argument("--port", type=int, default=None, help="default: a free port")
+    engine.set_defaults(handler=engine_command)
 
     stack_up = commands.add_parser("up", help="start the stack: engine (unless --target), sidecar, Prometheus, "
                                               "Alertmanager")
@@ -269,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
     catch_interrupts()
     # Split by hand: argparse's REMAINDER would also swallow our own options after the action.
     cut = argv.index("--") if "--" in argv else len(argv)
-    args = parser().parse_args(argv[:cut])
+    args = parser(light=bool(argv) and argv[0] in LIGHT_COMMANDS).parse_args(argv[:cut])
     args.passthrough = argv[cut + 1:]
     try:
         return args.handler(args)

@@ -11,7 +11,7 @@ from tests.conftest import REPO
 SERIES = re.compile(r"(?<![:\w])(loadwatch_(?:client|engine)_[a-z0-9_]+|loadwatch_run_info|loadwatch_slo_objective)")
 SUFFIXES = ("_total", "_bucket", "_sum", "_count")
 SOURCES = [*(REPO / "grafana" / "dashboards").glob("*.json"), *(REPO / "prometheus").glob("*/*.yml"),
-           *(REPO / "deploy" / "kubernetes" / "generated").glob("*.yaml"),
+           *(REPO / "deploy" / "kubernetes" / "components" / "prometheus-operator" / "generated").glob("*.yaml"),
            *[p for p in (REPO / "src" / "loadwatch").rglob("*.py") if p.name != "catalogue.py"]]
 
 

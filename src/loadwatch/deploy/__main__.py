@@ -1,4 +1,4 @@
-"""Write deploy/kubernetes/generated/ from prometheus/rules and grafana/dashboards:
+"""Write deploy/kubernetes/components/prometheus-operator/generated/ from prometheus/rules and grafana/dashboards:
 `python -m loadwatch.deploy`, run from the checkout's root. A test fails when the files drift from their sources."""
 
 from __future__ import annotations

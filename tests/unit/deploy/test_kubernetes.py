@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 
 import kubernetes_validate
 import pytest
@@ -17,15 +18,25 @@ GENERATED = REPO / GENERATED_PATH
 OPERATOR_KINDS = {"ServiceMonitor", "PodMonitor", "PrometheusRule"}  # CRDs: no schema in kubernetes-validate
 
 
-@functools.cache  # parsed once: read-only for the tests, and a unit test stays well under a second
-def documents() -> list[tuple[str, dict]]:
-    kustomization = yaml.safe_load((KUSTOMIZE / "kustomization.yaml").read_text())
+def _walk(folder: Path) -> list[tuple[str, dict]]:
+    """The objects a kustomization folder lists, its folders and components followed (no transformer
+    applied: tests/integration/deploy renders every overlay with `kubectl kustomize`)."""
+    kustomization = yaml.safe_load((folder / "kustomization.yaml").read_text())
     out = []
-    for resource in kustomization["resources"]:
-        path = KUSTOMIZE / resource
-        assert path.is_file(), f"kustomization lists a missing file: {resource}"
-        out += [(resource, doc) for doc in yaml.load_all(path.read_text(), Loader=yaml.CSafeLoader) if doc]
+    for entry in [*kustomization.get("resources", []), *kustomization.get("components", [])]:
+        path = folder / entry
+        if path.is_dir():
+            out += _walk(path)
+            continue
+        assert path.is_file(), f"{folder / 'kustomization.yaml'} lists a missing file: {entry}"
+        out += [(str(path.relative_to(KUSTOMIZE)), doc)
+                for doc in yaml.load_all(path.read_text(), Loader=yaml.CSafeLoader) if doc]
     return out
+
+
+@functools.cache  # parsed once: read-only for the tests, and a unit test stays well under a second
+def documents(folder: Path = KUSTOMIZE) -> list[tuple[str, dict]]:
+    return _walk(folder)
 
 
 def by_kind(kind: str, name: str) -> dict:
@@ -92,12 +103,17 @@ def containers() -> list[tuple[str, dict, dict]]:
             if doc["kind"] == "Deployment" for c in doc["spec"]["template"]["spec"]["containers"]]
 
 
+def init_containers() -> list[tuple[str, dict, dict]]:
+    return [(doc["metadata"]["name"], doc["spec"]["template"]["spec"], c) for _, doc in documents()
+            if doc["kind"] == "Deployment" for c in doc["spec"]["template"]["spec"].get("initContainers", [])]
+
+
 WRITABLE_ROOT = {"vllm"}  # its libraries write caches and kernels under the image (vllm.yaml says why)
 
 
 def test_every_container_runs_unprivileged_with_requests_and_a_memory_limit():
-    assert len(containers()) == 4
-    for deployment, pod, container in containers():
+    assert len(containers()) == 4 and len(init_containers()) == 2
+    for deployment, pod, container in containers() + init_containers():
         where = f"{deployment}/{container['name']}"
         assert pod["securityContext"]["runAsNonRoot"] is True, where
         assert pod["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault", where
@@ -152,3 +168,80 @@ def test_a_worker_pod_runs_a_process_per_cpu_of_its_limit():
     (container,) = by_kind("Deployment", "locust-worker")["spec"]["template"]["spec"]["containers"]
     assert container["args"][-2:] == ["--processes", "auto"] and "--worker" in container["args"]
     assert container["resources"]["limits"]["cpu"] == container["resources"]["requests"]["cpu"]
+
+
+def vllm_pod() -> dict:
+    return by_kind("Deployment", "vllm")["spec"]["template"]["spec"]
+
+
+def test_1_vllm_runs_as_the_images_own_user_with_a_name():
+    """vllm/vllm-openai's non-root user is `vllm`, UID 2000, group 0; any other UID lacks a passwd
+    entry and torch's getpass.getuser() raises on import."""
+    pod = vllm_pod()
+    assert pod["securityContext"]["runAsUser"] == 2000 and pod["securityContext"]["runAsGroup"] == 0
+    vllm = next(c for c in pod["containers"] if c["name"] == "vllm")
+    env = {e["name"]: e.get("value") for e in vllm["env"]}
+    assert env["USER"] == env["LOGNAME"] == "vllm"
+    assert pod["containers"][0] is vllm  # tune's tuned-patch.yaml appends to the first container's args
+
+
+def test_2_a_flag_change_replaces_the_pod_instead_of_waiting_for_a_second_gpu():
+    assert by_kind("Deployment", "vllm")["spec"]["strategy"] == {"type": "Recreate"}
+
+
+def test_7_each_pod_is_its_own_target_and_the_master_reads_each_pod():
+    sidecar = next(c for c in vllm_pod()["containers"] if c["name"] == "loadwatch-sidecar")
+    target = sidecar["args"][sidecar["args"].index("--target") + 1]
+    assert target.startswith("$(POD_NAME)=")
+    env = {e["name"]: e for e in sidecar["env"]}
+    assert env["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    (master,) = by_kind("Deployment", "locust-master")["spec"]["template"]["spec"]["containers"]
+    url = master["args"][master["args"].index("--engine-metrics") + 1]
+    host, port = url.split("/")[2].split(":")
+    service = by_kind("Service", host)
+    assert service["spec"]["clusterIP"] == "None", "a headless Service: one address per pod"
+    assert service["spec"]["selector"] == by_kind("Deployment", "vllm")["spec"]["selector"]["matchLabels"]
+    assert int(port) in [p["port"] for p in service["spec"]["ports"]]
+    # The ServiceMonitor must not select the headless Service too: each sidecar would be scraped twice.
+    selector = by_kind("ServiceMonitor", "vllm")["spec"]["selector"]["matchLabels"]
+    selected = [d["metadata"]["name"] for _, d in documents() if d["kind"] == "Service"
+                and selector.items() <= d["metadata"]["labels"].items()]
+    assert selected == ["vllm"]
+
+
+def test_8_the_master_writes_its_results_to_a_persistent_volume():
+    pod = by_kind("Deployment", "locust-master")["spec"]["template"]["spec"]
+    (master,) = pod["containers"]
+    results = master["args"][master["args"].index("--results-json") + 1]
+    mount = next(m for m in master["volumeMounts"] if results.startswith(m["mountPath"] + "/"))
+    volume = next(v for v in pod["volumes"] if v["name"] == mount["name"])
+    claim = by_kind("PersistentVolumeClaim", volume["persistentVolumeClaim"]["claimName"])
+    assert claim["spec"]["resources"]["requests"]["storage"]
+    assert pod["securityContext"]["fsGroup"] == master["securityContext"].get("runAsUser",
+                                                                             pod["securityContext"]["runAsUser"])
+
+
+def test_9_locust_waits_for_vllm_to_answer_before_it_starts():
+    for name in ("locust-master", "locust-worker"):
+        (init,) = by_kind("Deployment", name)["spec"]["template"]["spec"]["initContainers"]
+        assert init["command"][:2] == ["loadwatch", "wait"] and init["command"][2] == "http://vllm:8000/health"
+
+
+def test_12_the_base_needs_no_operator_and_the_release_label_has_one_home():
+    base = documents(KUSTOMIZE / "base")
+    assert not [d["kind"] for _, d in base if d["kind"] in OPERATOR_KINDS]
+    assert {d["kind"] for _, d in documents() if d["kind"] in OPERATOR_KINDS} == OPERATOR_KINDS
+    homes = [p.relative_to(REPO).as_posix() for p in [*KUSTOMIZE.rglob("*.yaml"), *(REPO / "src").rglob("*.py")]
+             if "kube-prometheus-stack" in p.read_text() and "release" in p.read_text()]
+    assert homes == ["deploy/kubernetes/components/prometheus-operator/kustomization.yaml"]
+    assert not [d for _, d in documents() if "release" in d["metadata"].get("labels", {})]  # set by the patch
+
+
+def test_13_every_container_that_serves_has_a_liveness_probe():
+    served = [(d, c) for d, _pod, c in containers() if c.get("ports") or c.get("readinessProbe")]
+    assert {c["name"] for _, c in served} == {"vllm", "loadwatch-sidecar", "locust"}
+    for deployment, container in served:
+        if deployment == "locust-worker":
+            continue
+        probe = container["livenessProbe"]
+        assert probe["httpGet"]["path"] and probe["failureThreshold"] * probe["periodSeconds"] >= 60, deployment
