@@ -15,7 +15,12 @@ from loadwatch.grafana.panels import (
 )
 
 C = 'model=~"$model", scenario=~"$scenario"'  # client series
-E = 'target=~"$target", model=~"$model"'  # engine series
+# Where Kubernetes scrapes them, engine series carry the pod's namespace and name (the ServiceMonitor's
+# labels); elsewhere they have none, and the variables' "All" (.*) matches the empty label too.
+POD = 'namespace=~"$namespace", pod=~"$pod"'
+E = f'target=~"$target", model=~"$model", {POD}'  # engine series
+POD_VARIABLES = [variable("namespace", "Namespace", f"label_values({Engine.UP}, namespace)"),
+                 variable("pod", "Pod", f'label_values({Engine.UP}{{namespace=~"$namespace"}}, pod)')]
 NOT_COMPUTED = E + ', source!="local_compute"'  # prompt tokens the engine did not prefill itself
 
 ANNOTATIONS = [
@@ -23,7 +28,7 @@ ANNOTATIONS = [
         "Load-test stages", f'max by (run_id, stage) ({RUN_INFO}{{stage!~"idle|stopped"}})',
         "{{stage}}", "run {{run_id}}", "stage,run_id", "rgba(115, 191, 105, 0.6)"),
     prometheus_annotation(
-        "Firing alerts", 'ALERTS{alertstate="firing"}', "{{alertname}}", "{{severity}} on {{target}}",
+        "Firing alerts", 'ALERTS{alertstate="firing", alertname!="Watchdog"}', "{{alertname}}", "{{severity}} on {{target}}",
         "alertname,severity", "rgba(242, 73, 92, 0.6)"),
 ]
 
@@ -227,7 +232,8 @@ def overview() -> dict:
     variables = [
         variable("model", "Model", f"label_values({total(Client.REQUESTS)}, model)"),
         variable("scenario", "Scenario", f'label_values({total(Client.REQUESTS)}{{model=~"$model"}}, scenario)'),
-        variable("target", "Engine", f"label_values({Engine.UP}, target)"),
+        *POD_VARIABLES,
+        variable("target", "Engine", f'label_values({Engine.UP}{{{POD}}}, target)'),
     ]
     return dashboard("loadwatch-overview", "loadwatch: load test overview",
                      "Client latency from the load generator beside vLLM's engine state, on one time axis.",
@@ -246,10 +252,10 @@ def engine() -> dict:
                 (f"max by (target, model, prefix_caching, cache_dtype) ({Engine.CACHE_CONFIG_INFO}{{{E}}})", "info"),
             ], "short", "What each engine's KV cache holds, as vLLM states it (vllm:cache_config_info): the room a "
                         "capacity verdict is counted in.", kind="table", width=24, height=6),
-            Panel("Sidecar sees the engine", [(f'max by (target) ({Engine.UP}{{target=~"$target"}})', "{{target}}")],
+            Panel("Sidecar sees the engine", [(f'max by (target) ({Engine.UP}{{target=~"$target", {POD}}})', "{{target}}")],
                   "short", "1 when the sidecar's last sample of the engine's /metrics succeeded.", max=1),
             Panel("Sidecar sample duration", [
-                (f'max by (target) ({Engine.SCRAPE_DURATION}{{target=~"$target"}})', "{{target}}")],
+                (f'max by (target) ({Engine.SCRAPE_DURATION}{{target=~"$target", {POD}}})', "{{target}}")],
                   "s", "How long reading the engine's /metrics took: slow under heavy load."),
             Panel("Finished requests by reason", [
                 (rate(total(Engine.REQUEST_SUCCESS), E, "target, finished_reason"),
@@ -285,7 +291,8 @@ def engine() -> dict:
         Row("State", [*_engine_state(by), *_batch_and_admission()]),
     ]
     variables = [
-        variable("target", "Engine", f"label_values({Engine.UP}, target)"),
+        *POD_VARIABLES,
+        variable("target", "Engine", f'label_values({Engine.UP}{{{POD}}}, target)'),
         variable("model", "Model", f'label_values({Engine.REQUESTS_RUNNING}{{target=~"$target"}}, model)'),
     ]
     return dashboard("loadwatch-engine", "loadwatch: vLLM engines",

@@ -92,3 +92,18 @@ def test_latency_panels_on_client_ttft_and_e2e_buckets_show_their_exemplars():
                 if on_buckets:
                     shown.append(panel["title"])
     assert len(shown) >= 2
+
+
+def test_engine_series_are_chosen_by_namespace_and_pod_as_kubernetes_labels_them():
+    """Replicas of vLLM stay apart: each pod's sidecar names its target after the pod, and a
+    dashboard narrows to a namespace and pod (finding 7 of the cluster review)."""
+    for path in FILES:
+        dashboard = load(path)
+        names = [v["name"] for v in dashboard["templating"]["list"]]
+        assert {"namespace", "pod"} <= set(names) and names.index("pod") < names.index("target"), path.name
+        for panel in panels(dashboard):
+            for target in panel.get("targets", []):
+                if "loadwatch_engine_" in target["expr"]:
+                    assert 'pod=~"$pod"' in target["expr"], (path.name, panel["title"])
+    annotations = [a for d in map(load, FILES) for a in d["annotations"]["list"] if a.get("name") == "Firing alerts"]
+    assert annotations and all('alertname!="Watchdog"' in a["expr"] for a in annotations)

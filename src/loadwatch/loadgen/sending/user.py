@@ -138,7 +138,7 @@ class LLMUser(User):
         split = settings.models()
         # A split's first model stands for all of them where one is needed (its tokenizer, open-loop labels).
         self.model = split[0][0] if split else settings.model or resolve_model(self.streamer)
-        self.pick_model = self._splitter(split) if split else (lambda: self.model)
+        self.pick_model = self._splitter(split) if split else self._model
         try:
             workload = self.workload or self.process.dataset_workload(self.streamer, self.model, self.dataset,
                                                                         self.worker, self.workers)
@@ -166,6 +166,12 @@ class LLMUser(User):
         where more have joined."""
         expected = getattr(self.environment.parsed_options, "expect_workers", None) or 1
         return max(expected, self.worker + 1)
+
+    def _model(self) -> str | None:
+        """The model to ask for: the one given, or the server's, looked up again while it is unknown."""
+        if self.model is None and not self.process.settings.model:
+            self.model = resolve_model(self.streamer)
+        return self.model
 
     def _splitter(self, split: list[tuple[str, float]]) -> Callable[[], str]:
         rng = random.Random(f"{self.process.settings.seed}-split-{self.worker}-{next(self.process.user_numbers)}")

@@ -6,12 +6,18 @@ and ratios over the time since the previous reading (prefix-cache hits, the shar
 served from cache, spec-decode acceptance, the engine's mean TTFT), from counters that both
 endpoints expose. An engine that cannot be read, or that the
 sidecar reports down, is `up: false` with no figures, never zeros.
+
+A name with several addresses (a Kubernetes headless Service: one per vLLM pod) is read address by
+address and the payloads added up, as one engine of several replicas; through a load-balancing
+name each reading would come from whichever pod answered, and its counters would jump between them.
 """
 
 from __future__ import annotations
 
 import logging
+import socket
 from collections.abc import Callable
+from urllib.parse import urlsplit, urlunsplit
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -30,14 +36,19 @@ COUNTERS = {  # name in a reading -> the counter it comes from
 }
 
 
-def _samples(text: str) -> dict[str, list[tuple[dict, float]]]:
-    """Sample name -> its (labels, value), from the sidecar's schema or, for vLLM's own /metrics,
-    after the sidecar's normalisation (so both read alike)."""
+def _families(text: str) -> list:
+    """The payload's families in the sidecar's schema: vLLM's own /metrics after the sidecar's
+    normalisation (so both read alike)."""
     families = list(text_string_to_metric_families(text))
     if not any(f.name.startswith("loadwatch_engine_") for f in families):
         families = list(normalize(text, "engine").families.values())
+    return families
+
+
+def _samples(texts: tuple[str, ...]) -> dict[str, list[tuple[dict, float]]]:
+    """Sample name -> its (labels, value), over the payloads of every address."""
     out: dict[str, list[tuple[dict, float]]] = {}
-    for family in families:
+    for family in (f for text in texts for f in _families(text)):
         for sample in family.samples:
             # A counter's samples end in _total however the parser types its family.
             out.setdefault(sample.name.removesuffix("_total"), []).append((sample.labels, sample.value))
@@ -59,10 +70,10 @@ def _max(samples: dict, name: str) -> float | None:
     return max(values) if values else None
 
 
-def parse(text: str) -> dict:
-    """One /metrics payload -> the raw figures of a reading (counters as totals). ValueError for a
-    payload that is neither the sidecar's nor vLLM's."""
-    samples = _samples(text)
+def parse(*texts: str) -> dict:
+    """The /metrics payloads of one reading (one an address) -> its raw figures (counters as totals,
+    added up over the addresses). ValueError for a payload that is neither the sidecar's nor vLLM's."""
+    samples = _samples(texts)
     ups = [v for _, v in samples.get(Engine.UP, [])]
     return {
         "up": (max(ups) >= 1) if ups else True,  # vLLM's own endpoint answered: it is up
@@ -105,15 +116,17 @@ def reading(now: dict | None, before: dict | None, error: str | None = None) -> 
 class EngineWatch:
     """Reads the URL every INTERVAL seconds in a greenlet of its own; `latest` is the last reading."""
 
-    def __init__(self, url: str, fetch: Callable[[str], str] | None = None) -> None:
+    def __init__(self, url: str, fetch: Callable[[str], str] | None = None,
+                 addresses: Callable[[str], list[str]] | None = None) -> None:
         self.url = url
         self.fetch = fetch or _fetch
+        self.addresses = addresses or _addresses
         self.latest: dict | None = None  # None: not read yet
         self._before: dict | None = None
 
     def read_once(self) -> dict:
         try:
-            now = parse(self.fetch(self.url))
+            now = parse(*(self.fetch(url) for url in self.addresses(self.url)))
         except (OSError, ValueError) as exc:
             self._before = None
             self.latest = reading(None, None, f"cannot read {self.url}: {exc}")
@@ -125,6 +138,21 @@ class EngineWatch:
     def start(self) -> None:
         every(INTERVAL, self.read_once)
         log.info("Engine state for the web UI read from %s every %g s", self.url, INTERVAL)
+
+
+def _addresses(url: str) -> list[str]:
+    """The URL once per address its host name has, or the URL itself for one address (or an IP)."""
+    parts = urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        found = sorted({str(info[4][0]) for info in socket.getaddrinfo(parts.hostname, port, type=socket.SOCK_STREAM)})
+    except OSError:
+        return [url]  # the fetch says why, in the words the chart shows
+    if len(found) <= 1:
+        return [url]
+    userinfo = parts.netloc.rpartition("@")[0]
+    return [urlunsplit(parts._replace(netloc=(f"{userinfo}@" if userinfo else "")
+                                      + (f"[{a}]" if ":" in a else a) + f":{port}")) for a in found]
 
 
 def _fetch(url: str) -> str:

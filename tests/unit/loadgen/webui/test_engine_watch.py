@@ -68,3 +68,14 @@ def test_why_requests_wait_and_the_prompt_tokens_served_from_cache_are_charted()
     assert shown["prompt_cached_share"] == 0.75  # 750 of the 1000 prompt tokens in between came from cache
     old = reading(parse((PAYLOADS / "vllm-0.10-v1.txt").read_text()), None)
     assert old["waiting_capacity"] is None and old["prompt_cached_share"] is None  # absent, never 0
+
+
+def test_a_name_of_several_pods_is_read_pod_by_pod_and_added_up():
+    """Finding 7: through a load-balancing Service each reading came from whichever pod answered."""
+    payloads = {"http://10.0.0.1:9647/metrics": SIDECAR % (1, 1000, 100),
+                "http://10.0.0.2:9647/metrics": SIDECAR % (1, 3000, 1100)}
+    watch = EngineWatch("http://vllm-sidecars:9647/metrics", payloads.__getitem__, lambda url: sorted(payloads))
+    both = watch.read_once()
+    alone = [EngineWatch(url, payloads.__getitem__, lambda u: [u]).read_once() for url in sorted(payloads)]
+    assert both["up"] and both["waiting"] == sum(r["waiting"] for r in alone) == 6
+    assert watch.addresses is not None and parse(*payloads.values())["prefix_queries"] == 4000
