@@ -106,7 +106,7 @@ def test_tiny_kv_cache_fires_saturation_alert_through_alertmanager_and_resolves(
     # Other alerts (preemptions, the queue) may fire too with `for:` cut to 5 s: look at this one.
     alert = next(a for n in webhook.notifications for a in n["alerts"]
                  if a["status"] == "firing" and a["labels"]["alertname"] == "VLLMKVCacheSaturated")
-    assert alert["labels"]["severity"] == "critical" and alert["labels"]["target"] == "vllm"
+    assert alert["labels"]["severity"] == "warning" and alert["labels"]["target"] == "vllm"  # a cause: it warns
     assert "KV cache usage with requests waiting" in alert["annotations"]["description"]
 
 

@@ -139,3 +139,36 @@ def test_locust_master_serves_ui_workers_and_metrics_and_workers_scale(stack):
     assert worker["deploy"]["replicas"] == 2
     assert (REPO / master["build"]["dockerfile"]).is_file()
     assert (REPO / stack["services"]["sidecar"]["build"]["dockerfile"]).is_file()
+
+
+def test_8_the_master_writes_its_results_to_a_volume_its_user_can_write(stack):
+    master = stack["services"]["locust-master"]
+    results = master["command"][master["command"].index("--results-json") + 1]
+    (mount,) = [v for v in master["volumes"] if results.startswith(v["target"] + "/")]
+    assert mount["type"] == "volume" and mount["source"] in stack["volumes"]
+    # A fresh named volume takes the owner of the image's folder: the image's user must own it.
+    dockerfile = (REPO / master["build"]["dockerfile"]).read_text()
+    assert f"mkdir {mount['target']} && chown 65534:65534 {mount['target']}" in dockerfile
+    assert "USER 65534:65534" in dockerfile
+
+
+def test_9_locust_starts_once_vllm_answers_its_health_check(stack):
+    services = stack["services"]
+    assert services["vllm"]["healthcheck"]["test"][-1].endswith("/health', timeout=3)")
+    for name in ("locust-master", "locust-worker"):
+        assert services[name]["depends_on"]["vllm"]["condition"] == "service_healthy", name
+
+
+def test_10_every_service_of_the_sidecars_image_checks_its_own_port(stack):
+    services = stack["services"]
+    image_check = re.search(r"HEALTHCHECK .*127\.0\.0\.1:(\d+)", (REPO / "exporters" / "Dockerfile").read_text())
+    assert image_check and services["sidecar"]["command"][-1] == image_check.group(1)
+    log = services["alert-log"]
+    port = log["command"][log["command"].index("--port") + 1]
+    assert f"127.0.0.1:{port}/" in " ".join(log["healthcheck"]["test"])
+
+
+def test_15_every_service_rotates_its_log(stack):
+    for name, service in stack["services"].items():
+        logging = service.get("logging", {})
+        assert logging.get("driver") == "json-file" and logging["options"]["max-size"], name
