@@ -28,7 +28,8 @@ ANNOTATIONS = [
         "Load-test stages", f'max by (run_id, stage) ({RUN_INFO}{{stage!~"idle|stopped"}})',
         "{{stage}}", "run {{run_id}}", "stage,run_id", "rgba(115, 191, 105, 0.6)"),
     prometheus_annotation(
-        "Firing alerts", 'ALERTS{alertstate="firing", alertname!="Watchdog"}', "{{alertname}}", "{{severity}} on {{target}}",
+        "Firing alerts", 'ALERTS{alertstate="firing", alertname!="Watchdog"}', "{{alertname}}",
+        "{{severity}} on {{target}}",
         "alertname,severity", "rgba(242, 73, 92, 0.6)"),
 ]
 
@@ -252,7 +253,8 @@ def engine() -> dict:
                 (f"max by (target, model, prefix_caching, cache_dtype) ({Engine.CACHE_CONFIG_INFO}{{{E}}})", "info"),
             ], "short", "What each engine's KV cache holds, as vLLM states it (vllm:cache_config_info): the room a "
                         "capacity verdict is counted in.", kind="table", width=24, height=6),
-            Panel("Sidecar sees the engine", [(f'max by (target) ({Engine.UP}{{target=~"$target", {POD}}})', "{{target}}")],
+            Panel("Sidecar sees the engine",
+                  [(f'max by (target) ({Engine.UP}{{target=~"$target", {POD}}})', "{{target}}")],
                   "short", "1 when the sidecar's last sample of the engine's /metrics succeeded.", max=1),
             Panel("Sidecar sample duration", [
                 (f'max by (target) ({Engine.SCRAPE_DURATION}{{target=~"$target", {POD}}})', "{{target}}")],
