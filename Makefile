@@ -12,7 +12,7 @@ SMALL_ENGINE = $(shell $(VENV)/bin/python -m loadwatch.engine.small)
 CAPACITY ?= --mode users --start 1 --slo ttft_p90_ms=1000 --level-duration 15s --cool-down 3s
 WORKLOAD ?= --max-tokens 200 --ignore-eos
 
-.PHONY: setup run check test lint generate benchmark clean
+.PHONY: setup run check test lint generate lock benchmark clean
 PYTEST := $(VENV)/bin/python -m pytest -q -p no:cacheprovider
 
 $(STAMP): pyproject.toml
@@ -52,6 +52,15 @@ generate: setup
 	$(VENV)/bin/python -m loadwatch.grafana
 	$(VENV)/bin/python -m loadwatch.deploy
 	$(VENV)/bin/python -m loadwatch.tune
+
+# The images' dependencies, pinned with hashes for Python 3.11 on Linux (their base): the sidecar's
+# from exporters/requirements.in alone, the load generator's from pyproject.toml.
+lock: setup
+	$(VENV)/bin/pip install -q uv
+	$(VENV)/bin/uv pip compile exporters/requirements.in --python-version 3.11 --python-platform x86_64-manylinux_2_28 \
+		--generate-hashes --no-header -q -o exporters/requirements.lock
+	$(VENV)/bin/uv pip compile pyproject.toml --python-version 3.11 --python-platform x86_64-manylinux_2_28 \
+		--generate-hashes --no-header -q -o locustfiles/requirements.lock
 
 # The embedded engine's venv carries the `vllm bench serve` that fidelity.py runs beside loadwatch.
 benchmark: setup
