@@ -23,8 +23,8 @@ def samplers_for(settings: ExporterSettings) -> list[TargetSampler]:
 # Both stop the sidecar. They are blocked before any thread starts, so every thread inherits the
 # block and the kernel keeps a signal pending for the process until the main thread takes it with
 # sigwait. A Python handler instead runs only in the main thread, between two bytecodes: one that
-# arrived as the main thread went to sleep in its wait was never run, and the sidecar sampled on
-# (1 SIGTERM in 60 missed with both cores busy; the stop of a pod then waits out its grace period).
+# arrived as the main thread went to sleep in its wait could go unrun, and the sidecar sampled on (seen
+# once in a check, 1 stop in 60 here with both cores busy; a pod's stop then waits out its grace period).
 STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
 
 
