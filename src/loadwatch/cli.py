@@ -23,7 +23,7 @@ from loadwatch.loadrun.stack import describe, new_run_dir
 from loadwatch.model_options import add_model_options, model_from_args
 from loadwatch.processes import ComponentError, answers
 from loadwatch.stack.settings import StackSettings
-from loadwatch.stack.stack import down, up
+from loadwatch.stack.stack import WhichStack, down, up
 from loadwatch.tune.options import TuneOptions
 
 
@@ -94,13 +94,20 @@ def up_command(args: argparse.Namespace) -> int:
     describe(stack, say)
     say(f"load it with: locust -f locustfiles/chat.py -H {stack.target} --metrics-port {stack.client_port} "
         f"--engine-metrics {stack.engine_metrics}")
-    say("stop everything with `loadwatch down`")
+    say(f"stop everything with `loadwatch down {stack.run_dir}`")
     return 0
 
 
-def down_command(_args: argparse.Namespace) -> int:
-    stack = down(StackSettings())
-    say(f"stopped the stack of {stack.run_dir}" if stack else "no stack was running")
+def down_command(args: argparse.Namespace) -> int:
+    try:
+        stack = down(StackSettings(), args.run)
+    except WhichStack as exc:
+        say(f"error: {exc}")
+        return 2
+    if stack is None:
+        say(f"no stack runs for {args.run}" if args.run else "no stack was running")
+        return 0
+    say(f"stopped the stack of {stack.run_dir}")
     return 0
 
 
@@ -229,7 +236,9 @@ def parser(light: bool = False) -> argparse.ArgumentParser:
                           help="the Locust master Prometheus scrapes")
     stack_up.add_argument("--out", default="runs", help="folder for the run directories")
     stack_up.set_defaults(handler=up_command)
-    commands.add_parser("down", help="stop what `loadwatch up` started").set_defaults(handler=down_command)
+    stack_down = commands.add_parser("down", help="stop a stack: the one of RUN, or the only one running")
+    stack_down.add_argument("run", nargs="?", type=Path, help="the run folder whose stack to stop (when several run)")
+    stack_down.set_defaults(handler=down_command)
 
     run = commands.add_parser("run", help="up, a headless load test, results and report, down")
     run.add_argument("--target", help="base URL of an OpenAI-compatible server; default: the embedded engine")

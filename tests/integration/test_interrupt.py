@@ -35,7 +35,7 @@ def test_an_interrupted_run_keeps_its_results_and_stops_everything(fake_server, 
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=in_a_terminal)
     try:
         wait_for(lambda: server.stats()["arrivals"] >= 10, 60, "the load test to be under way")
-        started = json.loads((home / "stack.json").read_text())
+        started = json.loads(next((tmp_path / "runs").glob("*/stack.json")).read_text())
         pids = [c["pid"] for c in started["components"]]
         locust = [p for p in psutil.Process(run.pid).children() if "locust" in " ".join(p.cmdline())]
         if how.startswith("SIGTERM"):
@@ -52,5 +52,5 @@ def test_an_interrupted_run_keeps_its_results_and_stops_everything(fake_server, 
     time.sleep(0.5)
     assert not [pid for pid in pids if psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"]
     assert locust and not any(p.is_running() and p.status() != "zombie" for p in locust)
-    assert not (home / "stack.json").exists()
+    assert not list((home / "stacks").glob("*.json")), "no stack is noted as running"
     assert "stack stopped" in output and "Traceback" not in output

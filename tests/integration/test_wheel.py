@@ -91,7 +91,7 @@ def test_the_installed_run_brings_the_stack_up_reports_and_brings_it_down(instal
     assert json.loads((run_dir / "results.json").read_text())["completed"] > 0
     assert (run_dir / "report.md").is_file(), done.stdout[-3000:]
     assert "stack stopped" in done.stdout
-    assert not (home / "stack.json").exists()
+    assert not list((home / "stacks").glob("*.json")), "no stack is noted as running"
 
 
 @pytest.mark.parametrize("name", ["prefix-caching", "chunked-prefill"])

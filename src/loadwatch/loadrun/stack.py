@@ -38,5 +38,5 @@ def running(run_dir: Path, target: str | None, vllm_args: list[str], say, settin
     finally:
         for component in stack.dead():
             say(f"error: {component.name} died during the run; end of {component.log}:\n{log_tail(component.log)}")
-        down(settings)
+        down(settings, run_dir)
         say("stack stopped" + (" (embedded engine included)" if stack.engine_started else ""))

@@ -15,7 +15,7 @@ from loadwatch.exporter.settings import ExporterSettings
 class StackSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="LOADWATCH_STACK_", extra="ignore")
 
-    home: Path = Field(HOME, description="where stack.json records what runs")
+    home: Path = Field(HOME, description="where stacks/ notes the run folders whose stacks run")
     prometheus_dir: Path = Field(default_factory=lambda: assets.path("prometheus"))
     rules_dir: Path | None = Field(None, description="default: prometheus/rules")
     prometheus_bin: str = "prometheus"
@@ -33,5 +33,5 @@ class StackSettings(BaseSettings):
                              "started side by side on one machine (parallel CI jobs) never race for a port")
 
     @property
-    def state_file(self) -> Path:
-        return self.home / "stack.json"
+    def stacks_dir(self) -> Path:
+        return self.home / "stacks"

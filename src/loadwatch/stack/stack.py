@@ -1,8 +1,17 @@
-"""`loadwatch up` / `down`: engine (unless a target is given), sidecar, Prometheus, Alertmanager."""
+"""`loadwatch up` / `down`: engine (unless a target is given), sidecar, Prometheus, Alertmanager.
+
+Each stack is its run folder's: its state there (stack.json), its own ports, its own processes.
+Stacks side by side on one load host are the rule (two people, two servers, two folders), with one
+exception: a second embedded engine is refused, since two would share this machine's cores and each
+would measure the other. A home folder lists the running stacks (`stacks/`), so that `down` stops
+the one named, or the only one, and never another folder's.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -25,6 +34,13 @@ from loadwatch.stack.settings import StackSettings
 class StackError(ComponentError):
     """The stack cannot start or run; the message says which part and why."""
 
+
+class WhichStack(StackError):
+    """`down` without a folder while several stacks run: the user must name one."""
+
+
+STATE = "stack.json"  # in the run folder
+
 DEFAULT_PORTS = {"exporter": PORTS["sidecar"], "prometheus": PORTS["prometheus"], "alertmanager": PORTS["alertmanager"],
                  "alert-log": PORTS["alert_log"]}
 
@@ -39,6 +55,15 @@ class Stack:
     client_port: int
     engine_started: bool
     components: list[Component] = field(default_factory=list)
+    owner: int = field(default_factory=os.getpid)  # the loadwatch process that started it
+
+    @property
+    def state_file(self) -> Path:
+        return Path(self.run_dir) / STATE
+
+    def live(self) -> bool:
+        """Starting (its owner still at work) or running (a part alive)."""
+        return processes.alive(self.owner) or any(c.alive() for c in self.components)
 
     def url(self, name: str) -> str:
         return next(c.url for c in self.components if c.name == name)
@@ -76,7 +101,7 @@ def _start_all(stack: Stack, settings: StackSettings, run_dir: Path) -> None:
         except ComponentError as exc:
             raise StackError(str(exc)) from None
         stack.components.append(started.component)
-        stack.save(settings.state_file)
+        stack.save(stack.state_file)
         spawned.append((started, ready_path))
 
     # All four at once, then awaited: none needs another to be up to start, and one after the other
@@ -132,17 +157,41 @@ def _wait_for_first_scrape(url: str, timeout: float) -> None:
         time.sleep(0.5)
 
 
+def _entry(settings: StackSettings, run_dir: Path | str) -> Path:
+    """The home's note that a stack of this run folder runs."""
+    return settings.stacks_dir / (hashlib.sha256(str(Path(run_dir).resolve()).encode()).hexdigest()[:16] + ".json")
+
+
+def running_stacks(settings: StackSettings) -> list[Stack]:
+    """The stacks of this home that are starting or running, oldest first; the notes of the others
+    are removed."""
+    stacks = []
+    for note in sorted(settings.stacks_dir.glob("*.json"), key=lambda p: p.stat().st_mtime):
+        try:
+            stack = Stack.load(Path(json.loads(note.read_text())["run_dir"]) / STATE)
+        except (OSError, ValueError, KeyError, TypeError):
+            stack = None
+        if stack is not None and stack.live():
+            stacks.append(stack)
+        else:
+            note.unlink(missing_ok=True)
+    return stacks
+
+
 def up(settings: StackSettings, run_dir: Path, target: str | None = None, vllm_args: list[str] | None = None,
        client_port: int = PORTS["client_metrics"], say=print, dev_endpoints: bool = False) -> Stack:
-    running = Stack.load(settings.state_file)
-    if running is not None and any(c.alive() for c in running.components):
-        raise StackError(f"a stack is already running (run directory {running.run_dir}); "
-                         "stop it with `loadwatch down`")
+    engines = [s for s in running_stacks(settings) if s.engine_started]
+    if target is None and engines:
+        raise StackError(f"the stack of {engines[0].run_dir} already runs the embedded engine, and two would share "
+                         "this machine's cores, each measuring the other: give --target, or stop it with "
+                         f"`loadwatch down {engines[0].run_dir}`")
     run_dir.mkdir(parents=True, exist_ok=True)
     engine_settings = EngineSettings()
     # Without credentials: vLLM's /metrics needs none, and stack.json, logs and configs keep none.
     stack = Stack(str(run_dir), split_credentials(target)[0] if target else "", client_port,
                   engine_started=target is None)
+    stack.save(stack.state_file)
+    processes.write_state(_entry(settings, run_dir), {"run_dir": str(run_dir.resolve())})
     try:
         if target is None:
             ensure_engine(engine_settings, say)
@@ -151,9 +200,9 @@ def up(settings: StackSettings, run_dir: Path, target: str | None = None, vllm_a
         _start_all(stack, settings, run_dir)
     except BaseException:
         _stop(stack, engine_settings)
-        settings.state_file.unlink(missing_ok=True)
+        _entry(settings, run_dir).unlink(missing_ok=True)
         raise
-    stack.save(settings.state_file)
+    stack.save(stack.state_file)
     return stack
 
 
@@ -164,10 +213,19 @@ def _stop(stack: Stack, engine_settings: EngineSettings) -> None:
         engine.stop(engine_settings)
 
 
-def down(settings: StackSettings) -> Stack | None:
-    stack = Stack.load(settings.state_file)
+def down(settings: StackSettings, run_dir: Path | None = None) -> Stack | None:
+    """Stop the stack of `run_dir`, or the only one running; None when there is none to stop.
+    WhichStack when several run and none is named."""
+    if run_dir is None:
+        stacks = running_stacks(settings)
+        if len(stacks) > 1:
+            raise WhichStack("several stacks run; name the one to stop:\n" + "\n".join(
+                f"  loadwatch down {s.run_dir}" for s in stacks))
+        stack = stacks[0] if stacks else None
+    else:
+        stack = Stack.load(run_dir / STATE)
     if stack is None:
         return None
     _stop(stack, EngineSettings())
-    settings.state_file.unlink(missing_ok=True)
+    _entry(settings, stack.run_dir).unlink(missing_ok=True)
     return stack

@@ -40,7 +40,7 @@ def test_the_native_stack_is_loopback_only_keeps_no_credentials_and_logs_alerts(
                         capture_output=True, text=True, timeout=120, env=env)
     try:
         assert up.returncode == 0, up.stdout + up.stderr
-        stack = json.loads((tmp_path / "home" / "stack.json").read_text())
+        stack = json.loads(next((tmp_path / "runs").glob("*/stack.json")).read_text())
         components = {c["name"]: c for c in stack["components"]}
         assert set(components) == {"exporter", "alert-log", "alertmanager", "prometheus"}
         listening = {name: {c.laddr.ip for c in psutil.Process(c_["pid"]).net_connections(kind="inet")

@@ -1,0 +1,47 @@
+"""Which stacks run on this load host, and the one refusal: a second embedded engine."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from loadwatch.processes import write_state
+from loadwatch.stack.settings import StackSettings
+from loadwatch.stack.stack import STATE, Stack, StackError, WhichStack, _entry, down, running_stacks, up
+
+
+def started(settings: StackSettings, run_dir, engine: bool, owner: int) -> None:
+    """A stack's files as `up` leaves them, its owner the given process."""
+    Stack(str(run_dir), "http://127.0.0.1:8000", 0, engine_started=engine, owner=owner).save(run_dir / STATE)
+    write_state(_entry(settings, run_dir), {"run_dir": str(run_dir)})
+
+
+def test_a_second_embedded_engine_is_refused_in_one_line_naming_the_first(tmp_path):
+    settings = StackSettings(home=tmp_path / "home")
+    started(settings, tmp_path / "first", engine=True, owner=os.getpid())
+    with pytest.raises(StackError) as refused:
+        up(settings, tmp_path / "second")
+    message = str(refused.value)
+    assert "\n" not in message and str(tmp_path / "first") in message and "share this machine's cores" in message
+    assert not (tmp_path / "second").exists(), "nothing of the refused stack is made"
+
+
+def test_stacks_whose_owner_and_parts_are_gone_are_forgotten(tmp_path):
+    settings = StackSettings(home=tmp_path / "home")
+    gone = 2**22 + 12345  # above any pid this kernel hands out
+    started(settings, tmp_path / "old", engine=True, owner=gone)
+    started(settings, tmp_path / "live", engine=False, owner=os.getpid())
+    assert [s.run_dir for s in running_stacks(settings)] == [str(tmp_path / "live")]
+    assert len(list(settings.stacks_dir.glob("*.json"))) == 1
+
+
+def test_down_without_a_folder_names_each_of_several_and_stops_none(tmp_path):
+    settings = StackSettings(home=tmp_path / "home")
+    for name in ("a", "b"):
+        started(settings, tmp_path / name, engine=False, owner=os.getpid())
+    with pytest.raises(WhichStack) as which:
+        down(settings)
+    assert f"loadwatch down {tmp_path / 'a'}" in str(which.value) and f"loadwatch down {tmp_path / 'b'}" in str(
+        which.value)
+    assert len(running_stacks(settings)) == 2
