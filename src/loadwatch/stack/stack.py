@@ -163,15 +163,17 @@ def _entry(settings: StackSettings, run_dir: Path | str) -> Path:
 
 
 def running_stacks(settings: StackSettings) -> list[Stack]:
-    """The stacks of this home that are starting or running, oldest first; the notes of the others
-    are removed."""
+    """The stacks of this home that are starting or running, oldest first, each with its run
+    folder's absolute path; the notes of the others are removed."""
     stacks = []
     for note in sorted(settings.stacks_dir.glob("*.json"), key=lambda p: p.stat().st_mtime):
         try:
-            stack = Stack.load(Path(json.loads(note.read_text())["run_dir"]) / STATE)
+            run_dir = json.loads(note.read_text())["run_dir"]
+            stack = Stack.load(Path(run_dir) / STATE)
         except (OSError, ValueError, KeyError, TypeError):
             stack = None
         if stack is not None and stack.live():
+            stack.run_dir = run_dir
             stacks.append(stack)
         else:
             note.unlink(missing_ok=True)
@@ -200,7 +202,7 @@ def up(settings: StackSettings, run_dir: Path, target: str | None = None, vllm_a
         _start_all(stack, settings, run_dir)
     except BaseException:
         _stop(stack, engine_settings)
-        _entry(settings, run_dir).unlink(missing_ok=True)
+        _forget(settings, run_dir)
         raise
     stack.save(stack.state_file)
     return stack
@@ -213,6 +215,12 @@ def _stop(stack: Stack, engine_settings: EngineSettings) -> None:
         engine.stop(engine_settings)
 
 
+def _forget(settings: StackSettings, run_dir: Path) -> None:
+    """A stopped stack leaves no state: its PIDs may be another process's tomorrow."""
+    (run_dir / STATE).unlink(missing_ok=True)
+    _entry(settings, run_dir).unlink(missing_ok=True)
+
+
 def down(settings: StackSettings, run_dir: Path | None = None) -> Stack | None:
     """Stop the stack of `run_dir`, or the only one running; None when there is none to stop.
     WhichStack when several run and none is named."""
@@ -221,11 +229,13 @@ def down(settings: StackSettings, run_dir: Path | None = None) -> Stack | None:
         if len(stacks) > 1:
             raise WhichStack("several stacks run; name the one to stop:\n" + "\n".join(
                 f"  loadwatch down {s.run_dir}" for s in stacks))
-        stack = stacks[0] if stacks else None
-    else:
-        stack = Stack.load(run_dir / STATE)
+        if not stacks:
+            return None
+        run_dir = Path(stacks[0].run_dir)
+    stack = Stack.load(run_dir / STATE)
     if stack is None:
         return None
+    stack.run_dir = str(run_dir)  # as this command reaches it
     _stop(stack, EngineSettings())
-    _entry(settings, stack.run_dir).unlink(missing_ok=True)
+    _forget(settings, run_dir)
     return stack
