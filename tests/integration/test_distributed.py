@@ -7,6 +7,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.request
 
@@ -114,6 +115,7 @@ def run_with_one_worker_upset(fake_server, tmp_path, run_time: str, stop_timeout
         upset(workers[0])
     finally:
         output = finish(locust, exit_within=60)
+    run_with_one_worker_upset.exit_code = locust.returncode  # type: ignore[attr-defined]
     return server.stats()["arrivals"], output, json.loads(results.read_text())
 
 
@@ -131,11 +133,26 @@ def test_a_worker_marked_missing_at_the_stop_still_has_its_last_requests_counted
     assert data["completed"] + data["failed"] == arrivals, output
 
 
-def test_a_dead_worker_is_named_and_the_others_results_are_written(fake_server, tmp_path):
+def test_a_dead_worker_is_lost_its_requests_unknown_and_the_run_incomplete(fake_server, tmp_path):
+    """Issue 40: a lost worker's requests vanished, and the run said 0 failed and exited 0."""
     arrivals, output, data = run_with_one_worker_upset(fake_server, tmp_path, "6s", "2", psutil.Process.kill)
-    assert "No last report from worker(s)" in output and "are not counted" in output, output
     assert "Traceback" not in output
-    assert 0 < data["completed"] + data["failed"] < arrivals
+    (lost,) = data["lost_workers"]
+    assert lost["host"] == socket.gethostname() and lost["worker"].startswith(socket.gethostname() + "_")
+    assert 0 < lost["last_heard"] <= lost["lost_at"] <= data["ended_at"] and "estimate" in lost["unknown_counted_as"]
+    assert data["unknown_outcomes"] == lost["unknown"] > 0
+    accounted = data["completed"] + data["failed"]
+    print(f"server saw {arrivals}, the results account for {accounted}, unknown {data['unknown_outcomes']}")
+    assert 0 < accounted < arrivals <= accounted + data["unknown_outcomes"], (arrivals, data["unknown_outcomes"])
+    assert f"{lost['worker']} on host {lost['host']} is lost" in output and "outcomes unknown" in output, output
+    assert f"Incomplete: {lost['unknown']} requests' outcomes unknown: worker lost (exit code 1)" in output
+    assert run_with_one_worker_upset.exit_code == 1  # type: ignore[attr-defined]
+    report = subprocess.run([sys.executable, "-m", "loadwatch.cli", "report", str(tmp_path / "results.json")],
+                            capture_output=True, text=True, timeout=120)
+    assert report.returncode == 0, report.stdout + report.stderr
+    page = (tmp_path / "report.md").read_text()
+    assert f"Incomplete: worker {lost['worker']} on host {lost['host']} was lost" in page
+    assert f"{lost['unknown']} requests' outcomes unknown" in (tmp_path / "report.html").read_text()
 
 
 def test_headless_run_breaking_an_slo_exits_3_and_says_which(fake_server, tmp_path):

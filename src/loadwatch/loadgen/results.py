@@ -18,6 +18,7 @@ from loadwatch.settings import LoadSettings
 
 log = logging.getLogger(__name__)
 SLO_EXIT_CODE = 3
+INCOMPLETE_EXIT_CODE = 1  # a worker was lost: requests went out whose outcomes nobody knows
 
 
 def write_results(path: Path, result: dict, summary: str) -> None:
@@ -43,6 +44,7 @@ def _results(process: Process, partial: bool = False) -> tuple[Results, list[Ver
         "warmup_requests": state.recorder.warmup_finished, "partial": partial,
         "saturated": dict(state.recorder.saturated), "busy": state.recorder.busy(ended_at - state.started_at),
         "output_tokens_counted_by": dict(state.recorder.tokens_from), "options": settings.public_options(),
+        "lost_workers": state.workers.lost, "unknown_outcomes": state.workers.unknown(),
         "records": records_reference(settings.results_json, settings.requests_path)})
     return result, verdicts
 
@@ -99,3 +101,6 @@ def print_summary(process: Process, exit_code: int) -> None:
         print(process.summary, flush=True)
         if exit_code == SLO_EXIT_CODE:
             print(f"SLO broken: exit code {SLO_EXIT_CODE}", flush=True)
+        if process.state.workers.lost:
+            print(f"Incomplete: {process.state.workers.unknown()} requests' outcomes unknown: worker lost "
+                  f"(exit code {INCOMPLETE_EXIT_CODE})", flush=True)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import gevent
 from locust.env import Environment
-from locust.runners import STATE_RUNNING, STATE_SPAWNING, MasterRunner, WorkerRunner
+from locust.runners import HEARTBEAT_LIVENESS, STATE_MISSING, STATE_RUNNING, STATE_SPAWNING, MasterRunner, WorkerRunner
 
 from loadwatch.loadgen import exposition, results
 from loadwatch.loadgen.keeper import Keeper
@@ -26,6 +26,7 @@ from loadwatch.loadgen.sending.quota import ASK, FINAL, FLUSH, GRANT, Quota, Tic
 from loadwatch.loadgen.sending.schedule import plan_run
 from loadwatch.loadgen.sending.shape import LOAD_START, OptionShape
 from loadwatch.loadgen.state import Phase, RunState
+from loadwatch.loadgen.ticker import every
 from loadwatch.settings import LoadSettings
 from loadwatch.workloads.datasets import DATASETS
 
@@ -113,6 +114,8 @@ class Summing(Role):
     def on_quitting(self, environment: Environment, **_kwargs) -> None:
         self.keeper.stop()
         exit_code = results.finish(self.process)
+        if self.process.state.workers.lost:  # incomplete: what it measured cannot be judged whole
+            exit_code = results.INCOMPLETE_EXIT_CODE
         if exit_code is not None:
             environment.process_exit_code = exit_code
 
@@ -151,6 +154,17 @@ class Master(Summing):
         runner.register_message(ASK, self.grant_tickets)
         runner.register_message(FINAL, self.take_final_report)
         runner.register_message(HELLO, self.check_worker)
+        every(1.0, self.watch_heartbeats)
+
+    def watch_heartbeats(self) -> None:
+        """Each worker's last heartbeat: a lost one's requests are counted up to then. Locust sets a
+        worker's count to HEARTBEAT_LIVENESS at each heartbeat and takes one off a second."""
+        runner = self.environment.runner
+        assert isinstance(runner, MasterRunner)
+        now = time.time()
+        for client in runner.clients.all:
+            if client.state != STATE_MISSING:
+                self.process.state.workers.heartbeat(client.id, now - (HEARTBEAT_LIVENESS - client.heartbeat))
 
     def check_worker(self, msg, **_kwargs) -> None:
         """A worker of another loadwatch version measures and reports differently, and one of another
@@ -173,6 +187,7 @@ class Master(Summing):
     def grant_tickets(self, msg, **_kwargs) -> None:
         tickets = self.process.tickets
         kinds = tickets.take(msg.data["n"]) if isinstance(tickets, Tickets) else []
+        self.process.state.workers.granted(msg.node_id, len(kinds))
         runner = self.environment.runner
         if DATASETS[self.process.settings.dataset].timed:  # the replay's clock, before the entries it times
             runner.send_message(LOAD_START, {"at": self.process.state.load_started()}, msg.node_id)  # type: ignore[union-attr]
@@ -191,14 +206,21 @@ class Master(Summing):
         assert isinstance(runner, MasterRunner)
         state = self.process.state
         # A worker marked missing is often only late with its heartbeats (a busy CPU): it still runs
-        # users and answers, so its last requests are awaited as well.
-        workers = {c.id for c in runner.clients.all}
+        # users and answers, so its last requests are awaited as well; so are those of a worker Locust
+        # removed after a minute of silence, which may have come back since.
+        workers = {c.id for c in runner.clients.all} | state.workers.known()
         if workers:
             state.expect_final_reports(workers)
             runner.send_message(FLUSH, {})
             if not state.finals_done.wait(timeout=(self.environment.stop_timeout or 0) + 10):
-                log.warning("No last report from worker(s) %s: their requests since their previous report "
-                            "are not counted", ", ".join(sorted(state.finals_pending)))
+                lost_workers = state.workers.lose(state.finals_pending, isinstance(self.process.tickets, Tickets),
+                                                  time.time())
+                for lost in lost_workers:
+                    heard = time.strftime("%H:%M:%S", time.localtime(lost["last_heard"])) if lost["last_heard"] \
+                        else "never"
+                    log.error("Worker %s on host %s is lost (last heard %s): %d requests' outcomes unknown (%s); "
+                              "the run is incomplete", lost["worker"], lost["host"], heard, lost["unknown"],
+                              lost["unknown_counted_as"])
 
 
 class Worker(Role):

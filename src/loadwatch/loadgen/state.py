@@ -18,6 +18,7 @@ from gevent.event import Event
 from loadwatch.credentials import redact_url
 from loadwatch.loadgen.recorder import Recorder
 from loadwatch.loadgen.sending.schedule import Stage, stage_at
+from loadwatch.loadgen.workers import Workers
 
 
 def new_run_id(name: str = "") -> str:
@@ -41,6 +42,7 @@ class RunState:
         self.phase = Phase.IDLE
         self.recorder = Recorder()
         self.worker_in_flight: dict[str, list] = {}
+        self.workers = Workers()  # the master's account of each, and the lost ones
         self.warmup_requests = 0
         self.warmup_until = 0.0
         self.warmup_seconds = 0.0
@@ -66,6 +68,7 @@ class RunState:
         self.warmup_seconds = warmup_seconds
         self.load_start = None if warmup_requests or warmup_seconds else self.started_at
         self.stopped_at = None
+        self.workers.reset(self.started_at)
 
     def start_replica(self, schedule: list[Stage]) -> None:
         """A worker's run starts: the open loop's schedule, its clock unknown until the master says."""
@@ -160,6 +163,7 @@ class RunState:
     def on_final_report(self, client_id: str, report: dict) -> None:
         self.recorder.merge(report)
         self.worker_in_flight[client_id] = report["in_flight"]
+        self.workers.reported(client_id, report, time())
         self.finals_pending.discard(client_id)
         if not self.finals_pending:
             self.finals_done.set()
@@ -170,3 +174,4 @@ class RunState:
             return
         self.recorder.merge(report)
         self.worker_in_flight[client_id] = report["in_flight"]
+        self.workers.reported(client_id, report, time())

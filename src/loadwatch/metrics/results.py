@@ -100,6 +100,10 @@ class Results(Figures):
     run_id: str
     target: str | None = None
     partial: bool = False  # a checkpoint written during the run, not its end
+    # Workers whose last report never came (loadgen/workers.py): each with its host, when it was last
+    # heard and how many of its requests' outcomes are unknown; never counted as successes.
+    lost_workers: list[dict[str, Any]] = []
+    unknown_outcomes: int = 0
     saturated: dict[str, str] = {}  # Locust process -> why it was a bottleneck (none: it kept up)
     busy: dict[str, float] = {}  # Locust process -> the share of a core it used over the run
     started_at: float

@@ -168,6 +168,7 @@ def format_block(result: Results, verdict_list: list[Verdict]) -> str:
         _row("Successful requests:", result.completed),
         _row("Failed requests:", result.failed),
         *([_row("Cancelled requests (hung up):", result.cancelled)] if result.cancelled else []),
+        *([_row("Outcomes unknown (worker lost):", result.unknown_outcomes)] if result.lost_workers else []),
         _row("Benchmark duration (s):", result.duration),
         _row("Total input tokens:", result.total_input_tokens),
         _row("Total generated tokens:", result.total_output_tokens),

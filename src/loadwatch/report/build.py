@@ -70,6 +70,12 @@ def build_report(results_path: Path, api: PrometheusAPI | None, out_dir: Path, r
     results, records = read_exact(results_path)
     start, end = results.started_at, results.ended_at
     notes: list[str] = []
+    for lost in results.lost_workers:  # first: the figures below lack these requests
+        heard = (datetime.fromtimestamp(lost["last_heard"], UTC).strftime("%H:%M:%S UTC") if lost.get("last_heard")
+                 else "never")
+        notes.append(f"Incomplete: worker {lost['worker']} on host {lost['host']} was lost (last heard {heard}); "
+                     f"{lost['unknown']} requests' outcomes unknown ({lost['unknown_counted_as']}), counted "
+                     "neither as successes nor as failures.")
     for process, why in sorted(results.saturated.items()):
         notes.append(f"The load generator was a bottleneck: Locust process {process} was saturated ({why}); "
                      "its latencies include its own delays. Run more processes (--processes N).")

@@ -1,0 +1,83 @@
+"""The master's account of each worker: tickets dealt, outcomes reported, requests in flight, when it
+was last heard. At the stop, a worker whose last report never comes is lost (killed, or its host cut
+off), and the requests it sent but never reported are counted as unknown, never as successes: the
+server saw them, the results must say so.
+
+How many are unknown: with --num-requests, the tickets dealt to it minus the outcomes it reported
+(a ticket held but never used counts too: an upper bound). In a run bounded by time, the requests in
+flight at its last report plus what it sent from then until it was lost, at the rate of its last
+report. It was lost after its last heartbeat (one a second, read from Locust's count of them), and
+at most two seconds after it: an estimate, said as such, and high rather than low.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+LOST_WITHIN = 2.0  # seconds after its last heartbeat seen: one between heartbeats, one between our looks
+
+
+@dataclass
+class Account:
+    granted: int = 0  # --num-requests tickets dealt to it
+    reported: int = 0  # outcomes it reported, warm-up included
+    in_flight: int = 0  # at its last report
+    last_heard: float = 0.0  # wall clock of its last report
+    rate: float = 0.0  # outcomes a second over the interval its last report covers (the first: since the start)
+    alive_at: float | None = None  # wall clock: its last heartbeat, as near as Locust's count tells
+
+
+def host_of(worker: str) -> str:
+    """Locust names a worker `<hostname>_<uuid>`."""
+    return worker.rpartition("_")[0] or worker
+
+
+class Workers:
+    def __init__(self) -> None:
+        self.accounts: dict[str, Account] = {}
+        self.lost: list[dict] = []
+        self.started_at = 0.0
+
+    def reset(self, started_at: float) -> None:
+        self.accounts.clear()
+        self.lost.clear()
+        self.started_at = started_at
+
+    def granted(self, worker: str, n: int) -> None:
+        self.accounts.setdefault(worker, Account()).granted += n
+
+    def reported(self, worker: str, report: dict, at: float) -> None:
+        account = self.accounts.setdefault(worker, Account())
+        finished = report["finished"] + report["warmup_finished"]
+        since = account.last_heard or self.started_at
+        if since and at > since:
+            account.rate = finished / (at - since)
+        account.reported += finished
+        account.in_flight = sum(n for _labels, n in report["in_flight"])
+        account.last_heard = at
+
+    def heartbeat(self, worker: str, at: float) -> None:
+        account = self.accounts.setdefault(worker, Account())
+        account.alive_at = max(at, account.alive_at or at)
+
+    def known(self) -> set[str]:
+        return set(self.accounts)
+
+    def lose(self, workers: set[str], counted: bool, now: float) -> list[dict]:
+        """Mark these workers lost (by `now` at the latest); what the results say of each."""
+        for worker in sorted(workers):
+            account = self.accounts.get(worker, Account())
+            lost_at = min(now, account.alive_at + LOST_WITHIN) if account.alive_at is not None else now
+            if counted:
+                unknown, how = max(0, account.granted - account.reported), "tickets dealt minus outcomes reported"
+            else:
+                since = max(0.0, lost_at - account.last_heard) if account.last_heard else 0.0
+                unknown = account.in_flight + math.ceil(account.rate * since)
+                how = "in flight at its last report plus its last rate until it was lost (an estimate)"
+            self.lost.append({"worker": worker, "host": host_of(worker), "last_heard": account.last_heard or None,
+                              "lost_at": lost_at, "unknown": unknown, "unknown_counted_as": how})
+        return self.lost
+
+    def unknown(self) -> int:
+        return sum(w["unknown"] for w in self.lost)

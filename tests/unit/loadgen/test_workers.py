@@ -1,0 +1,41 @@
+"""The master's account of its workers, and what a lost one's results say (issue 40)."""
+
+from __future__ import annotations
+
+from loadwatch.loadgen.workers import Workers, host_of
+
+
+def report(finished: int, in_flight: int = 0, warmup: int = 0) -> dict:
+    return {"finished": finished, "warmup_finished": warmup, "in_flight": [[["m", "chat"], in_flight]]}
+
+
+def test_with_tickets_a_lost_workers_unknown_is_what_it_was_dealt_and_never_reported():
+    workers = Workers()
+    workers.granted("gpu-host-2_ab12", 40)
+    workers.reported("gpu-host-2_ab12", report(20, in_flight=3, warmup=4), at=100.0)
+    (lost,) = workers.lose({"gpu-host-2_ab12"}, counted=True, now=130.0)
+    assert lost["unknown"] == 16 and lost["host"] == "gpu-host-2" and lost["last_heard"] == 100.0
+    assert lost["unknown_counted_as"] == "tickets dealt minus outcomes reported" and workers.unknown() == 16
+
+
+def test_in_a_timed_run_the_unknown_runs_at_its_last_rate_until_its_last_heartbeat_and_a_little_after():
+    workers = Workers()
+    workers.reset(started_at=97.0)
+    workers.reported("h_1", report(30), at=100.0)
+    assert workers.accounts["h_1"].rate == 10  # a first report: its rate since the start
+    workers.reported("h_1", report(30, in_flight=2), at=103.0)  # 10 a second
+    workers.heartbeat("h_1", at=103.5)
+    workers.heartbeat("h_1", at=102.0)  # a look that read an older count: the later stands
+    (lost,) = workers.lose({"h_1"}, counted=False, now=120.0)
+    assert lost["lost_at"] == 105.5 and lost["unknown"] == 2 + 25 and "estimate" in lost["unknown_counted_as"]
+
+
+def test_a_worker_heard_again_is_not_missing_and_one_never_heard_counts_nothing():
+    workers = Workers()
+    workers.heartbeat("a_1", at=8.5)
+    workers.reported("a_1", report(10), at=7.0)  # no start known: no rate
+    (never, again) = sorted(workers.lose({"a_1", "silent_9"}, counted=False, now=9.0), key=lambda w: w["worker"],
+                            reverse=True)
+    assert again["lost_at"] == 9.0 and again["unknown"] == 0
+    assert never["unknown"] == 0 and never["last_heard"] is None
+    assert host_of("no-uuid") == "no-uuid"
