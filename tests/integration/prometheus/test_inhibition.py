@@ -61,7 +61,12 @@ def case(url: str, test: str, *alerts: dict[str, str], expected: dict[str, bool]
 
 
 def test_a_sidecar_down_silences_no_client_symptom(alertmanager):
-    """Finding 5: matched on `target` alone, LoadwatchSidecarDown silenced the TTFT SLO alert, which has none."""
+    """Finding 5: matched by severity on `target` alone, a critical alert without a target silenced every
+    warning without one: LoadwatchSidecarDown (then critical) silenced the TTFT SLO alert (then a warning)."""
+    case(alertmanager, "sidecar-then",
+         {"alertname": "LoadwatchSidecarDown", "severity": "critical", "job": "loadwatch-engine"},
+         {"alertname": "LoadTestTTFTSLOViolated", "severity": "warning", "model": "m", "scenario": "chat"},
+         expected={"LoadwatchSidecarDown -": False, "LoadTestTTFTSLOViolated -": False})
     case(alertmanager, "sidecar",
          {"alertname": "LoadwatchSidecarDown", "severity": "warning", "job": "loadwatch-engine"},
          {"alertname": "LoadTestTTFTSLOViolated", "severity": "critical", "model": "m", "scenario": "chat"},
