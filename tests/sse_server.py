@@ -392,6 +392,7 @@ def vllm_metrics(config: Config) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (a test host's, in its namespace)")
     parser.add_argument("--ttft", type=float, default=0.1)
     parser.add_argument("--itl", type=float, default=0.02)
     parser.add_argument("--tokens", type=int, default=20)
@@ -411,7 +412,7 @@ def main() -> None:
 
     async def serve() -> None:
         loop = asyncio.get_running_loop()
-        server = await loop.create_server(lambda: Connection(config, stats), "127.0.0.1", args.port, backlog=2048)
+        server = await loop.create_server(lambda: Connection(config, stats), args.host, args.port, backlog=2048)
         print(f"listening on {server.sockets[0].getsockname()[1]}", flush=True)
         await server.serve_forever()
 
