@@ -121,3 +121,21 @@ def test_a_load_host_cut_off_mid_run_is_lost_and_its_requests_unknown(hosts, tmp
     assert accounted < arrivals <= accounted + data["unknown_outcomes"]
     assert "on host load2 is lost" in output and "Incomplete:" in output and "Traceback" not in output
     assert {r["worker"].rpartition("_")[0] for r in records(tmp_path)} == set(LOAD_HOSTS)
+
+
+def test_a_load_host_whose_link_comes_back_before_the_stop_is_not_lost(hosts, tmp_path):
+    """Its heartbeats stop (Locust marks its workers missing after 3 s) and resume: its last reports
+    come, and every request is counted once."""
+    h = hosts("server", "master", *LOAD_HOSTS)
+    server, master = start(h, tmp_path, "--headless", "-u", "8", "-r", "8", "-t", "20s", "--stop-timeout", "2")
+    wait_for(lambda: (page := fetch(h, "server", f"{server}/stats")) and json.loads(page)["arrivals"] > 50, 60,
+             "the load under way")
+    h.cut("load2")
+    time.sleep(6)
+    h.mend("load2")
+    assert master.wait(120) == 0, (tmp_path / "master.log").read_text()[-3000:]
+    output = (tmp_path / "master.log").read_text()
+    arrivals = json.loads(fetch(h, "server", f"{server}/stats"))["arrivals"]
+    data = json.loads((tmp_path / "results.json").read_text())
+    assert "setting state to missing" in output, output[-3000:]
+    assert data["lost_workers"] == [] and data["completed"] + data["failed"] == arrivals
