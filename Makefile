@@ -38,7 +38,7 @@ check: lint
 # tiers: the tests that judge timing to the millisecond alone, then the rest of both side by side
 # (scripts/test_tiers.py says why). Every test's duration is kept in test-durations/.
 test: check
-	scripts/apt-install chromium prometheus prometheus-alertmanager
+	scripts/apt-install chromium prometheus prometheus-alertmanager faketime
 	$(VENV)/bin/loadwatch engine setup
 	$(VENV)/bin/python scripts/test_tiers.py
 

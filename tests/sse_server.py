@@ -8,7 +8,8 @@ arrival: first at +TTFT, then every ITL, so the schedule does not drift under lo
 
 Prints `listening on PORT` when ready. GET /stats returns what it did: outcomes, and the median
 TTFT (first content write minus the arrival of the request's first byte) and TPOT it really
-produced; GET /stats/arrivals the arrival times, /stats/ttft-by-user the true TTFT of each
+produced; GET /stats/arrivals the arrival times, /stats/arrived-at each X-Request-Id's wall-clock arrival,
+/stats/ttft-by-user the true TTFT of each
 request that named a `user`. It speaks just enough HTTP/1.1 by hand (keep-alive, Content-Length bodies, chunked
 responses) to stamp a request's first byte and write each chunk synchronously: an HTTP framework
 adds about a millisecond of its own between the two, which is the size of the error under test.
@@ -21,6 +22,7 @@ import asyncio
 import base64
 import json
 import statistics
+import time
 from collections import Counter
 
 FAULTS = ("connection", "http_500", "http_429", "stream_cut", "malformed_chunk", "empty_completion",
@@ -71,6 +73,7 @@ class Stats:
         self.ttft_by_user: dict[str, float] = {}  # requests that name a `user`, for pairing
         self.arrival_times: list[float] = []
         self.request_ids: list[str | None] = []  # the X-Request-Id of each completion request
+        self.arrived_at: dict[str, float] = {}  # X-Request-Id -> wall-clock time it came (this host's clock)
         self.last_request: dict = {}  # the headers and body of the last completion request
         self.models: Counter[str] = Counter()  # completion requests by the model they asked for
         self.true_ttfa: list[float] = []  # to the first answer token, after the reasoning ones
@@ -160,6 +163,8 @@ class Connection(asyncio.Protocol):
             return
         if method == "POST" and (path.startswith("/v1/") or path == "/rerank"):
             self.stats.request_ids.append(headers.get("x-request-id"))
+            if headers.get("x-request-id"):
+                self.stats.arrived_at[headers["x-request-id"]] = time.time()
             self.stats.last_request = {"headers": headers, "body": json.loads(body or b"{}")}
         self.loop.create_task(self._serve(method, path, body, arrival))
 
@@ -192,6 +197,8 @@ class Connection(asyncio.Protocol):
                 self._respond(200, self.stats.ttft_by_user)
             elif method == "GET" and path == "/stats/request-ids":
                 self._respond(200, self.stats.request_ids)
+            elif method == "GET" and path == "/stats/arrived-at":
+                self._respond(200, self.stats.arrived_at)
             elif method == "GET" and path == "/stats/last-request":
                 self._respond(200, self.stats.last_request)
             elif method == "POST" and path in ("/v1/embeddings", "/rerank"):

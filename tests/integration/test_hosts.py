@@ -18,6 +18,8 @@ from tests.hosts import Hosts, HostsUnavailable
 
 LOAD_HOSTS = ("load1", "load2")
 SERVER_PORT, MASTER_PORT, WEB_PORT, METRICS_PORT = 8000, 5557, 8089, 9646
+SKEW = 2.0  # seconds one load host's clock is ahead
+NETWORK = 0.25  # seconds: a request's way from its send to the server's stamp on a busy machine (the skew is 2 s)
 PYTHON = sys.executable
 
 
@@ -52,8 +54,10 @@ def state(hosts: Hosts, web: str) -> str | None:
     return json.loads(page)["state"] if page else None
 
 
-def start(hosts: Hosts, tmp_path: Path, *master_args: str) -> tuple[str, object]:
-    """The server, the master and two load hosts' workers; the server's URL and the master process."""
+def start(hosts: Hosts, tmp_path: Path, *master_args: str, skewed: str | None = None) -> tuple[str, object]:
+    """The server, the master and two load hosts' workers; the server's URL and the master process.
+    The workers of host `skewed` run with their wall clock SKEW ahead (libfaketime; their monotonic
+    clock left alone, as durations are measured on it)."""
     server = f"http://{hosts.address('server')}:{SERVER_PORT}"
     hosts.popen("server", [PYTHON, str(REPO / "tests" / "sse_server.py"), "--host", hosts.address("server"),
                            "--port", str(SERVER_PORT), "--ttft", "0.02", "--itl", "0.005", "--tokens", "5"],
@@ -66,9 +70,10 @@ def start(hosts: Hosts, tmp_path: Path, *master_args: str) -> tuple[str, object]
         "--metrics-host", master_address, "--metrics-port", str(METRICS_PORT),
         "--results-json", str(tmp_path / "results.json"), *master_args], tmp_path / "master.log")
     for name in LOAD_HOSTS:
-        hosts.popen(name, [PYTHON, "-m", "locust", "-f", str(REPO / "locustfiles" / "chat.py"), "--worker",
+        faked = ["faketime", "-f", f"+{SKEW:g}s"] if name == skewed else []
+        hosts.popen(name, [*faked, PYTHON, "-m", "locust", "-f", str(REPO / "locustfiles" / "chat.py"), "--worker",
                            "--master-host", master_address, "--master-port", str(MASTER_PORT), "--processes", "2"],
-                    tmp_path / f"{name}.log")
+                    tmp_path / f"{name}.log", env={**os.environ, "FAKETIME_DONT_FAKE_MONOTONIC": "1"})
     return server, master
 
 
@@ -139,3 +144,29 @@ def test_a_load_host_whose_link_comes_back_before_the_stop_is_not_lost(hosts, tm
     data = json.loads((tmp_path / "results.json").read_text())
     assert "setting state to missing" in output, output[-3000:]
     assert data["lost_workers"] == [] and data["completed"] + data["failed"] == arrivals
+
+
+@pytest.mark.needs("faketime")
+def test_a_load_hosts_clock_two_seconds_ahead_is_measured_and_its_records_corrected(hosts, tmp_path):
+    h = hosts("server", "master", *LOAD_HOSTS)
+    server, master = start(h, tmp_path, "--headless", "-u", "8", "-r", "8", "-t", "8s", skewed="load2")
+    assert master.wait(120) == 0, (tmp_path / "master.log").read_text()[-3000:]
+    data = json.loads((tmp_path / "results.json").read_text())
+    offsets = data["clock_offsets"]
+    assert len(offsets) == 4, offsets
+    for worker, offset in offsets.items():
+        expected = SKEW if worker.startswith("load2_") else 0.0
+        assert abs(offset["offset_s"] - expected) <= offset["uncertainty_s"] + 0.01, (worker, offset)
+        assert offset["uncertainty_s"] < 0.1, offset
+    # The server's clock is the master's (neither is faked): each request's corrected send time lies just
+    # before the server's stamp, whichever host sent it, so the two hosts' records interleave as it saw them.
+    arrived = json.loads(fetch(h, "server", f"{server}/stats/arrived-at"))
+    kept = records(tmp_path)
+    assert {r["worker"].rpartition("_")[0] for r in kept} == set(LOAD_HOSTS)
+    late = [(r["worker"], round(arrived[r["id"]] - r["start"], 3)) for r in kept
+            if not -offsets[r["worker"]]["uncertainty_s"] - 0.01 <= arrived[r["id"]] - r["start"]
+            <= NETWORK + offsets[r["worker"]]["uncertainty_s"]]
+    assert not late, late[:10]
+    gaps = sorted(arrived[r["id"]] - r["start"] for r in kept)
+    print(f"{len(kept)} records, send to server's stamp median {gaps[len(gaps) // 2] * 1000:.1f} ms, "
+          f"max {gaps[-1] * 1000:.1f} ms; offsets {offsets}")

@@ -18,6 +18,7 @@ from locust.env import Environment
 from locust.runners import HEARTBEAT_LIVENESS, STATE_MISSING, STATE_RUNNING, STATE_SPAWNING, MasterRunner, WorkerRunner
 
 from loadwatch.loadgen import exposition, results
+from loadwatch.loadgen.clocks import PING, PINGS_AT_HELLO, PONG
 from loadwatch.loadgen.keeper import Keeper
 from loadwatch.loadgen.monitor import Monitor
 from loadwatch.loadgen.process import Process, attach, run_users
@@ -34,6 +35,7 @@ log = logging.getLogger(__name__)
 VERSION = version("loadwatch")
 HELLO = "loadwatch_hello"  # a worker's first message: its loadwatch version, run name and locustfile
 TICKET_BATCH = 4  # tickets a worker asks for at a time: few messages, little held back at the end
+CLOCK_PING_EVERY = 5.0  # seconds: a ping with a shorter round trip may come at any time
 
 
 def hello(environment, run_name: str) -> dict:
@@ -154,7 +156,27 @@ class Master(Summing):
         runner.register_message(ASK, self.grant_tickets)
         runner.register_message(FINAL, self.take_final_report)
         runner.register_message(HELLO, self.check_worker)
+        runner.register_message(PONG, self.take_pong)
         every(1.0, self.watch_heartbeats)
+        every(CLOCK_PING_EVERY, self.ping_all)
+
+    def ping(self, worker: str, times: int = 1) -> None:
+        runner = self.environment.runner
+        assert isinstance(runner, MasterRunner)
+        for i in range(times):
+            if i:
+                gevent.sleep(0.05)
+            runner.send_message(PING, {"t0": time.time()}, worker)
+
+    def ping_all(self) -> None:
+        runner = self.environment.runner
+        assert isinstance(runner, MasterRunner)
+        for client in runner.clients.all:
+            if client.state != STATE_MISSING:
+                self.ping(client.id)
+
+    def take_pong(self, msg, **_kwargs) -> None:
+        self.process.state.clocks.pong(msg.node_id, msg.data["t0"], msg.data["tw"], time.time())
 
     def watch_heartbeats(self) -> None:
         """Each worker's last heartbeat: a lost one's requests are counted up to then. Locust sets a
@@ -180,6 +202,7 @@ class Master(Summing):
         elif theirs.get("locustfile") and ours["locustfile"] and theirs["locustfile"] != ours["locustfile"]:
             why = f"runs {theirs['locustfile']}, this master {ours['locustfile']}"
         else:
+            gevent.spawn(self.ping, msg.node_id, PINGS_AT_HELLO)  # its clock, before its first record
             return
         log.error("Worker %s %s: it is told to quit", msg.node_id, why)
         self.environment.runner.send_message("quit", None, msg.node_id)  # type: ignore[union-attr]
@@ -221,6 +244,7 @@ class Master(Summing):
                     log.error("Worker %s on host %s is lost (last heard %s): %d requests' outcomes unknown (%s); "
                               "the run is incomplete", lost["worker"], lost["host"], heard, lost["unknown"],
                               lost["unknown_counted_as"])
+        state.clocks.warn_uncertain()
 
 
 class Worker(Role):
@@ -236,6 +260,8 @@ class Worker(Role):
         self.environment.events.report_to_master.add_listener(self.add_report)
         runner.register_message(FLUSH, self.send_final_report, concurrent=True)
         runner.register_message(LOAD_START, self.follow_load_start)
+        runner.register_message(PING, lambda msg, **_kw: runner.send_message(PONG, {"t0": msg.data["t0"],
+                                                                                  "tw": time.time()}))
         runner.send_message(HELLO, hello(self.environment, self.process.settings.run_name))
         # Locust connects a worker to its master before it fires init: the master's spawn can come
         # first, firing test_start before this handler exists. The users are spawned only after init

@@ -16,6 +16,7 @@ from time import monotonic, time
 from gevent.event import Event
 
 from loadwatch.credentials import redact_url
+from loadwatch.loadgen.clocks import Clocks
 from loadwatch.loadgen.recorder import Recorder
 from loadwatch.loadgen.sending.schedule import Stage, stage_at
 from loadwatch.loadgen.workers import Workers
@@ -43,6 +44,7 @@ class RunState:
         self.recorder = Recorder()
         self.worker_in_flight: dict[str, list] = {}
         self.workers = Workers()  # the master's account of each, and the lost ones
+        self.clocks = Clocks()  # each worker's clock against the master's (kept across runs)
         self.warmup_requests = 0
         self.warmup_until = 0.0
         self.warmup_seconds = 0.0
@@ -160,7 +162,12 @@ class RunState:
         self.finals_pending = set(workers)
         self.finals_done.clear()
 
+    def _on_the_masters_clock(self, client_id: str, report: dict) -> None:
+        self.clocks.correct(client_id, report["records"])
+        self.clocks.correct(client_id, report["slow"])
+
     def on_final_report(self, client_id: str, report: dict) -> None:
+        self._on_the_masters_clock(client_id, report)
         self.recorder.merge(report)
         self.worker_in_flight[client_id] = report["in_flight"]
         self.workers.reported(client_id, report, time())
@@ -172,6 +179,7 @@ class RunState:
         report = data.get("loadwatch")
         if report is None:
             return
+        self._on_the_masters_clock(client_id, report)
         self.recorder.merge(report)
         self.worker_in_flight[client_id] = report["in_flight"]
         self.workers.reported(client_id, report, time())

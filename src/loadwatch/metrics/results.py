@@ -104,6 +104,8 @@ class Results(Figures):
     # heard and how many of its requests' outcomes are unknown; never counted as successes.
     lost_workers: list[dict[str, Any]] = []
     unknown_outcomes: int = 0
+    # Each worker's clock against the master's (loadgen/clocks.py); its records' times are corrected by it.
+    clock_offsets: dict[str, dict[str, float]] = {}
     saturated: dict[str, str] = {}  # Locust process -> why it was a bottleneck (none: it kept up)
     busy: dict[str, float] = {}  # Locust process -> the share of a core it used over the run
     started_at: float
