@@ -15,6 +15,7 @@ from pathlib import Path
 
 import gevent
 from locust.env import Environment
+from locust.exception import RPCError
 from locust.runners import HEARTBEAT_LIVENESS, STATE_MISSING, STATE_RUNNING, STATE_SPAWNING, MasterRunner, WorkerRunner
 
 from loadwatch.loadgen import exposition, results
@@ -166,7 +167,10 @@ class Master(Summing):
         for i in range(times):
             if i:
                 gevent.sleep(0.05)
-            runner.send_message(PING, {"t0": time.time()}, worker)
+            try:
+                runner.send_message(PING, {"t0": time.time()}, worker)
+            except RPCError:  # a worker gone since: its heartbeats say so, and its offset stays as it was
+                return
 
     def ping_all(self) -> None:
         runner = self.environment.runner
