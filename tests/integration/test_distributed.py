@@ -278,3 +278,17 @@ def test_processes_auto_forks_a_worker_per_core_left_and_the_results_say_how_bus
     refused = subprocess.run(locust_command("--headless", "--processes", "many"), capture_output=True, text=True,
                              timeout=60)
     assert refused.returncode == 2 and "--processes takes a number or `auto`, not 'many'" in refused.stderr
+
+
+def test_a_timed_run_without_a_stop_timeout_keeps_a_record_of_every_request(fake_server, tmp_path):
+    """The workers' last reports went out with requests in flight (--stop-timeout 0): those requests
+    were counted from a later report, after the master had closed its records file, 8 short a run."""
+    server = fake_server("--ttft", "0.02", "--itl", "0.005", "--tokens", "5")
+    results = tmp_path / "results.json"
+    done = subprocess.run(locust_command("-H", server.url, "--headless", "-u", "8", "-r", "8", "-t", "4s",
+                                         "--processes", "2", "--metrics-port", "0", "--results-json", str(results)),
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    data = json.loads(results.read_text())
+    kept = (tmp_path / "results.requests.jsonl").read_text().splitlines()
+    assert server.stats()["arrivals"] == data["completed"] + data["failed"] == len(kept)
