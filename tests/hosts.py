@@ -83,11 +83,6 @@ class Hosts:
         self.processes.append(process)
         return process
 
-    def run(self, name: str, argv: list[str], timeout: float = 60) -> str:
-        done = subprocess.run(self.command(name, argv), capture_output=True, text=True, timeout=timeout)
-        assert done.returncode == 0, done.stdout + done.stderr
-        return done.stdout
-
     def cut(self, name: str) -> None:
         _ip("-n", self.namespace("bridge"), "link", "set", f"p{self.names.index(name)}", "down")
 
