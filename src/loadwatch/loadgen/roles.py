@@ -29,6 +29,7 @@ from loadwatch.loadgen.sending.schedule import plan_run
 from loadwatch.loadgen.sending.shape import LOAD_START, OptionShape
 from loadwatch.loadgen.state import Phase, RunState
 from loadwatch.loadgen.ticker import every
+from loadwatch.loadgen.workers import host_of
 from loadwatch.settings import LoadSettings
 from loadwatch.workloads.datasets import DATASETS
 
@@ -134,7 +135,8 @@ class Summing(Role):
         """End the run once --num-requests measured requests have finished, everywhere."""
         process = self.process
         wanted = process.settings.num_requests
-        if wanted and process.state.phase is Phase.RUNNING and process.recorder.finished >= wanted:
+        done = process.recorder.finished + process.state.workers.written_off()
+        if wanted and process.state.phase is Phase.RUNNING and done >= wanted:
             process.state.phase = Phase.STOPPING
             runner = self.environment.runner
             assert runner is not None
@@ -150,6 +152,11 @@ class Local(Summing):
 
 class Master(Summing):
     name = "master"
+
+    def __init__(self, environment: Environment, process: Process) -> None:
+        super().__init__(environment, process)
+        self.states: dict[str, str] = {}  # each worker's Locust state at the last look
+        self.greeted: set[str] = set()  # workers that said hello and were let in
 
     def install(self) -> None:
         super().install()
@@ -181,7 +188,8 @@ class Master(Summing):
         runner = self.environment.runner
         assert isinstance(runner, MasterRunner)
         for client in runner.clients.all:
-            if client.state != STATE_MISSING:
+            # Not one that has yet to say hello: it cannot answer before its handlers are in.
+            if client.state != STATE_MISSING and client.id in self.greeted:
                 self.ping(client.id)
 
     def take_pong(self, msg, **_kwargs) -> None:
@@ -189,13 +197,27 @@ class Master(Summing):
 
     def watch_heartbeats(self) -> None:
         """Each worker's last heartbeat: a lost one's requests are counted up to then. Locust sets a
-        worker's count to HEARTBEAT_LIVENESS at each heartbeat and takes one off a second."""
+        worker's count to HEARTBEAT_LIVENESS at each heartbeat and takes one off a second. A worker
+        that falls silent is named as it goes missing, and as lost when Locust removes it a minute
+        later (one that quits goes without being missing first)."""
         runner = self.environment.runner
         assert isinstance(runner, MasterRunner)
-        now = time.time()
+        now, workers = time.time(), self.process.state.workers
+        states = {client.id: client.state for client in runner.clients.all}
         for client in runner.clients.all:
             if client.state != STATE_MISSING:
-                self.process.state.workers.heartbeat(client.id, now - (HEARTBEAT_LIVENESS - client.heartbeat))
+                workers.heartbeat(client.id, now - (HEARTBEAT_LIVENESS - client.heartbeat))
+            elif self.states.get(client.id) != STATE_MISSING:
+                log.warning("Worker %s on host %s is missing (no heartbeat for %d s): the run goes on with the "
+                            "rest; its last report is awaited at the stop", client.id, host_of(client.id),
+                            HEARTBEAT_LIVENESS)
+        for gone in self.states.keys() - states.keys():
+            if self.states[gone] == STATE_MISSING:
+                workers.remove(gone)
+                log.error("Worker %s on host %s is lost: silent for a minute, Locust removed it; the run goes on "
+                          "with the rest, and its requests since its last report will be counted as unknown",
+                          gone, host_of(gone))
+        self.states = states
 
     def check_worker(self, msg, **_kwargs) -> None:
         """A worker of another loadwatch version measures and reports differently, and one of another
@@ -211,6 +233,7 @@ class Master(Summing):
         elif theirs.get("locustfile") and ours["locustfile"] and theirs["locustfile"] != ours["locustfile"]:
             why = f"runs {theirs['locustfile']}, this master {ours['locustfile']}"
         else:
+            self.greeted.add(msg.node_id)
             gevent.spawn(self.ping, msg.node_id, PINGS_AT_HELLO)  # its clock, before its first record
             return
         log.error("Worker %s %s: it is told to quit", msg.node_id, why)
@@ -222,7 +245,10 @@ class Master(Summing):
         self.process.state.workers.granted(msg.node_id, len(kinds))
         runner = self.environment.runner
         if DATASETS[self.process.settings.dataset].timed:  # the replay's clock, before the entries it times
-            runner.send_message(LOAD_START, {"at": self.process.state.load_started()}, msg.node_id)  # type: ignore[union-attr]
+            state = self.process.state
+            at = state.load_started()
+            theirs = None if at is None else state.clocks.on_workers_clock(msg.node_id, at)
+            runner.send_message(LOAD_START, {"at": theirs}, msg.node_id)  # type: ignore[union-attr]
         runner.send_message(GRANT, {"kinds": kinds}, msg.node_id)  # type: ignore[union-attr]
 
     def take_final_report(self, msg, **_kwargs) -> None:

@@ -37,11 +37,13 @@ class Workers:
     def __init__(self) -> None:
         self.accounts: dict[str, Account] = {}
         self.lost: list[dict] = []
+        self.removed: set[str] = set()  # by Locust, after a minute of silence: lost already, before the stop
         self.started_at = 0.0
 
     def reset(self, started_at: float) -> None:
         self.accounts.clear()
         self.lost.clear()
+        self.removed.clear()
         self.started_at = started_at
 
     def granted(self, worker: str, n: int) -> None:
@@ -63,6 +65,15 @@ class Workers:
 
     def known(self) -> set[str]:
         return set(self.accounts)
+
+    def remove(self, worker: str) -> None:
+        self.removed.add(worker)
+
+    def written_off(self) -> int:
+        """--num-requests tickets dealt to removed workers and never reported: a run that counts its
+        requests ends without them, or it would wait for them for ever."""
+        return sum(max(0, self.accounts[w].granted - self.accounts[w].reported) for w in self.removed
+                   if w in self.accounts)
 
     def lose(self, workers: set[str], counted: bool, now: float) -> list[dict]:
         """Mark these workers lost (by `now` at the latest); what the results say of each."""

@@ -39,3 +39,17 @@ def test_a_worker_heard_again_is_not_missing_and_one_never_heard_counts_nothing(
     assert again["lost_at"] == 9.0 and again["unknown"] == 0
     assert never["unknown"] == 0 and never["last_heard"] is None
     assert host_of("no-uuid") == "no-uuid"
+
+
+def test_tickets_of_a_removed_worker_are_written_off_so_a_counted_run_can_end_without_them():
+    workers = Workers()
+    workers.granted("a_1", 12)
+    workers.granted("b_2", 12)
+    workers.reported("a_1", report(5), at=1.0)
+    workers.reported("b_2", report(4), at=1.0)
+    assert workers.written_off() == 0  # silent, not removed: still awaited
+    workers.remove("a_1")
+    workers.remove("never_heard")
+    assert workers.written_off() == 7
+    workers.reset(started_at=0.0)
+    assert workers.written_off() == 0
