@@ -57,6 +57,24 @@ def test_step_shape_adds_users_stage_by_stage(fake_server, tmp_path):
     assert "step-2" in output  # the stage table under the summary
 
 
+def test_step_shape_stages_the_requests_of_every_worker(fake_server, tmp_path):
+    """A worker tells each request's stage from the schedule's start, which the master sends it on its
+    own clock: without it, every worker's request fell in the first stage."""
+    server = fake_server("--ttft", "0.05", "--itl", "0.01", "--tokens", "5")
+    process = subprocess.Popen(
+        locust_command("-H", server.url, "--headless", "-u", "4", "--processes", "2", "--metrics-port", "0",
+                       "--shape", "step", "--step-size", "2", "--stage-duration", "4", "--stop-timeout", "2",
+                       "--results-json", str(tmp_path / "r.json")),
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    output = finish_when_done(process)
+    assert process.returncode == 0, output
+    result = json.loads((tmp_path / "r.json").read_text())
+    first, second = result["stages"]
+    assert second["request_throughput"] / first["request_throughput"] == pytest.approx(2, rel=0.3), (first, second)
+    assert first["completed"] + second["completed"] == result["completed"]
+
+
 def test_rate_sweep_reaches_every_worker(fake_server, tmp_path):
     server = fake_server("--ttft", "0.05", "--itl", "0.01", "--tokens", "5")
     process = subprocess.Popen(

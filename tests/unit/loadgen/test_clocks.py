@@ -28,3 +28,10 @@ def test_an_offset_known_worse_than_100_ms_is_warned_about(caplog):
         clocks.warn_uncertain()
     assert "far_1's clock is +4.750 s from the master's, give or take 0.250 s" in caplog.text
     assert "near_2" not in caplog.text
+
+
+def test_a_moment_a_worker_acts_on_is_sent_on_its_own_clock():
+    clocks = Clocks()
+    clocks.pong("ahead_1", t0=10.0, tw=12.0, t1=10.0)
+    assert clocks.on_workers_clock("ahead_1", 500.0) == 502.0
+    assert clocks.on_workers_clock("unheard_2", 500.0) == 500.0

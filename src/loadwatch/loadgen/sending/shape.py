@@ -2,7 +2,8 @@
 
 In a closed loop a stage's level is the number of users; in an open loop (--request-rate) the
 users stay at -u and the level is the run's request rate, which every process reads from the same
-schedule once the master has told it when the schedule's clock started (the warm-up's end).
+schedule once the master has told it when the schedule's clock started (the warm-up's end). Either
+way a worker tells each request's stage from that start.
 """
 
 from __future__ import annotations
@@ -51,10 +52,13 @@ class OptionShape(LoadTestShape):
         load_start = state.load_started() if state.phase is Phase.RUNNING else None
         if load_start is not None and state.current() is None:
             return None
+        if load_start is not None and not self.announced and isinstance(self.runner, MasterRunner):
+            # On each worker's own clock: it tells each request's stage from it, and in an open loop its rate.
+            for client in self.runner.clients.all:
+                self.runner.send_message(LOAD_START, {"at": state.clocks.on_workers_clock(client.id, load_start)},
+                                         client.id)
+            self.announced = True
         if process.settings.request_rate:
-            if load_start is not None and not self.announced and isinstance(self.runner, MasterRunner):
-                self.runner.send_message(LOAD_START, {"at": load_start})
-                self.announced = True
             count = run_users(self.environment.parsed_options)
             return count, float(count)
         level = level_now(state.schedule, load_start, time.time())
