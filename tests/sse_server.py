@@ -27,14 +27,14 @@ from collections import Counter
 
 FAULTS = ("connection", "http_500", "http_429", "stream_cut", "malformed_chunk", "empty_completion",
           "stream_error", "timeout", "http_400", "http_503", "huge_error", "non_utf8", "delta_string",
-          "tokens_string", "endless_line", "error_null", "no_usage", "stall_first", "stall_mid")
+          "tokens_string", "endless_line", "error_null", "no_usage", "stall_first", "stall_mid", "no_done")
 # What the load generator must record for each fault: a failure reason, or None for a success.
 EXPECTED = {"connection": "connection", "http_500": "http_500", "http_429": "http_429", "stream_cut": "stream_cut",
             "malformed_chunk": "malformed_chunk", "empty_completion": "empty_completion",
             "stream_error": "stream_error", "timeout": "timeout", "http_400": "http_400", "http_503": "http_503",
             "huge_error": "http_500", "non_utf8": "malformed_chunk", "delta_string": "malformed_chunk",
             "tokens_string": "malformed_chunk", "endless_line": "malformed_chunk", "error_null": None,
-            "no_usage": None, "stall_first": "timeout", "stall_mid": "timeout"}
+            "no_usage": None, "stall_first": "timeout", "stall_mid": "timeout", "no_done": None}
 
 
 API_OF = {"/v1/chat/completions": "chat", "/v1/completions": "completions", "/v1/responses": "responses"}
@@ -343,6 +343,8 @@ class Connection(asyncio.Protocol):
             chunk = content_chunk(model, f"tok{i} ", api == "completions", config.tool_calls, i < config.reasoning)
             if fault == "error_null":
                 chunk["error"] = None
+            if i == n - 1:  # as vLLM says it, on the last token's chunk
+                chunk["choices"][0]["finish_reason"] = "length"
             self._chunk(sse(chunk))
             sent.append(self.loop.time())
         prompt_tokens = len(json.dumps(request.get("messages") or request.get("prompt") or request.get("input"))) // 4
@@ -363,7 +365,8 @@ class Connection(asyncio.Protocol):
             if fault != "no_usage":
                 self._chunk(sse({"id": "x", "object": "chat.completion.chunk", "model": model, "choices": [],
                                  "usage": usage}))
-            self._chunk(sse(b"[DONE]"))
+            if fault != "no_done":  # the body ends after the finish_reason and usage, as some proxies send it
+                self._chunk(sse(b"[DONE]"))
         self.transport.write(b"0\r\n\r\n")
         if not fault or EXPECTED[fault] is None:
             stats.outcomes["completed"] += 1

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import orjson
 
@@ -36,6 +36,7 @@ class Chunk:
     usage: Usage | None = None
     engine: EngineAccount | None = None  # the usage chunk's `metrics`, where vLLM sends them
     final: bool = False  # the stream's last word: the Responses API ends with an event, not [DONE]
+    finished: bool = False  # it carries a finish_reason: the generation is over, whatever follows
 
     @property
     def arguments(self) -> str:
@@ -128,11 +129,13 @@ def parse_chunk(data: str, endpoint: str) -> Chunk:
     if not isinstance(choices, list) or (choices and not isinstance(choices[0], dict)):
         raise RequestFailed(Reason.MALFORMED_CHUNK, f"no choices list: {data[:120]!r}")
     chunk = _delta(choices[0], endpoint) if choices else Chunk()
+    if choices and choices[0].get("finish_reason") is not None:
+        chunk = replace(chunk, finished=True)
     if usage is None:
         return chunk
     if not isinstance(usage, dict):
         raise RequestFailed(Reason.MALFORMED_CHUNK, f"usage is a {type(usage).__name__}, not an object")
-    return Chunk(chunk.content, chunk.reasoning, chunk.tool_calls, _usage(usage), _engine(obj.get("metrics")))
+    return replace(chunk, usage=_usage(usage), engine=_engine(obj.get("metrics")))
 
 
 def _seconds(metrics: dict, name: str) -> float | None:
@@ -155,14 +158,16 @@ def _engine(metrics: object) -> EngineAccount | None:
 
 
 def _response_event(event: dict, data: str) -> Chunk:
-    """One event of the Responses API, by its `type`: text and reasoning deltas and a function call's
+    """One event of the Responses API, by its `type`: text, reasoning (or its summary) deltas and a function call's
     arguments are output (its name, in the item that opens it, is not yet); `response.completed` (or
     `.incomplete`, at max_output_tokens) ends the stream with the usage and vLLM's account; the
     others (created, in_progress, parts opened and done) carry nothing the metrics need."""
     kind = event.get("type")
     if kind == "response.output_text.delta":
         return Chunk(content=_string(event.get("delta"), "delta"))
-    if kind == "response.reasoning_text.delta":
+    # OpenAI's reasoning models stream a summary of their reasoning, not the reasoning itself: the
+    # first output the client sees all the same.
+    if kind in ("response.reasoning_text.delta", "response.reasoning_summary_text.delta"):
         return Chunk(reasoning=_string(event.get("delta"), "delta"))
     index = event.get("output_index", 0)
     index = index if isinstance(index, int) else 0

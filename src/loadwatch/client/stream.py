@@ -70,6 +70,7 @@ class StreamResult:
     answer: Answer | None = None  # what the stream said, for a session's history
     cancelled: bool = False  # the client hung up on purpose (HangUp)
     first_chunk: float | None = None  # a cancelled request's TTFT, where it got that far
+    without_done: bool = False  # complete, though its body ended without `data: [DONE]`
 
 
 @dataclass(frozen=True)
@@ -185,11 +186,12 @@ class Streamer:
         arrivals: list[float] = []
         try:
             if streams(endpoint):
-                timing, received, answer = self._read_stream(endpoint, body, headers, t0, arrivals,
-                                                             hang_up.after_chunks if hang_up else None)
+                wants_usage = bool((payload.get("stream_options") or {}).get("include_usage"))
+                timing, received, answer, without_done = self._read_stream(
+                    endpoint, body, headers, t0, arrivals, hang_up.after_chunks if hang_up else None, wants_usage)
             else:
                 timing, received = self._read_answer(endpoint, body, headers, t0, inputs_of(endpoint, payload))
-                answer = None
+                answer, without_done = None, False
         except RequestFailed as failure:
             self.close()
             return StreamResult(started_at, perf_counter() - t0, received, failure=failure)
@@ -217,7 +219,8 @@ class Streamer:
             if hang is not None:
                 hang.close()
         return StreamResult(started_at, perf_counter() - t0, received, timing=timing, answer=answer,
-                            text_without_usage=answer.text() if answer and timing.completion_tokens is None else None)
+                            text_without_usage=answer.text() if answer and timing.completion_tokens is None else None,
+                            without_done=without_done)
 
     def _hung_up(self, started_at: float, t0: float, received: int, arrivals: list[float]) -> StreamResult:
         self.close()  # the server sees the connection go, and aborts the request
@@ -254,7 +257,12 @@ class Streamer:
         return RawTiming(t0, (), tokens, None, headers_at, answered_at=answered_at), len(reply)
 
     def _read_stream(self, endpoint: Endpoint, body: bytes, headers: dict[str, str], t0: float,
-                     arrivals: list[float], hang_up_after: int | None) -> tuple[RawTiming, int, Answer]:
+                     arrivals: list[float], hang_up_after: int | None,
+                     wants_usage: bool) -> tuple[RawTiming, int, Answer, bool]:
+        """The stream read to its end. One whose body ends without `[DONE]` is still complete after
+        its finish_reason, and its usage where it was asked for (SGLang's and others' streams, kept
+        or proxied, may lack the marker; `vllm bench serve` takes the body's end as the end). One that
+        ends before then was cut."""
         response = self._post(endpoint, body, headers)
         headers_at = perf_counter()
 
@@ -263,7 +271,7 @@ class Streamer:
         answer = Answer()
         usage = None
         engine = None
-        done = False
+        done = finished = False
         received = 0
         while True:
             try:
@@ -289,14 +297,17 @@ class Streamer:
                 if chunk.usage is not None and chunk.usage.completion_tokens is not None:
                     usage, engine = chunk.usage, chunk.engine  # vLLM's account rides on its usage chunk
                 done = done or chunk.final
+                finished = finished or chunk.finished
             if not lines:
                 break
-        if not done:
+        without_done = not done and finished and (usage is not None or not wants_usage)
+        if not done and not without_done:
             last = "response.completed" if endpoint == "responses" else "[DONE]"
-            raise RequestFailed(Reason.STREAM_CUT, f"stream ended before {last} after {len(arrivals)} chunks")
+            what = "its usage" if finished else f"{last} or a finish_reason"
+            raise RequestFailed(Reason.STREAM_CUT, f"stream ended before {what} after {len(arrivals)} chunks")
         if not arrivals or (usage is not None and usage.completion_tokens == 0):
             raise RequestFailed(Reason.EMPTY_COMPLETION, "the stream carried no generated text")
         usage = usage or Usage(None, None)
         timing = RawTiming(t0, tuple(arrivals), usage.prompt_tokens, usage.completion_tokens, headers_at, answer_at,
                            usage.cached_tokens, usage.reasoning_tokens, answer.tool_calls, engine)
-        return timing, received, answer
+        return timing, received, answer, without_done

@@ -46,6 +46,7 @@ class LLMRequest:
     cancelled_ttft: float | None = None  # how long its first chunk took, where it came before the hang-up
     images: int = 0  # sent with it (random-mm), and their encoded bytes
     image_bytes: int = 0
+    without_done: bool = False  # complete, its body ended without [DONE] (after its finish_reason)
 
     @property
     def labels(self) -> tuple[str, str]:
@@ -68,6 +69,7 @@ class Recorder:
         self.finished = 0
         self.warmup_finished = 0
         self.tokens_from: Counter[str] = Counter()  # successful requests by how their tokens were counted
+        self.without_done = 0  # successful streams whose body ended without [DONE]
         self.goodput: dict[str, float] = {}  # metric -> per-request limit (s) of the run's SLOs
         self.worker = "local"  # who measured, in the records
         self.keep_records = False  # per-request records wanted (a file on the master or local runner)
@@ -139,12 +141,13 @@ class Recorder:
         if m.ttft is not None:  # the slowest are by TTFT: an embedding or a rerank has none
             self.recent.append(record or req.record(self.worker, False))
         self.tokens_from[req.tokens_from] += 1
+        self.without_done += req.without_done
 
     def start_run(self) -> None:
         """A new run in this process: the summary and the run's counts start afresh; the Prometheus
         counts stay monotonic."""
         self.samples.clear()
-        self.finished = self.warmup_finished = 0
+        self.finished = self.warmup_finished = self.without_done = 0
         self.tokens_from.clear()
         self.saturated.clear()
         self.recent.clear()
@@ -192,12 +195,13 @@ class Recorder:
             "finished": self.finished,
             "warmup_finished": self.warmup_finished,
             "tokens_from": dict(self.tokens_from),
+            "without_done": self.without_done,
             "records": self.take_records(),
             "saturated": dict(self.saturated),
             "slow": sorted(self.recent, key=lambda r: r["ttft_s"], reverse=True)[:SHIPPED_SLOW],
         }
         self.recent.clear()
-        self.finished = self.warmup_finished = 0
+        self.finished = self.warmup_finished = self.without_done = 0
         self.tokens_from.clear()
         return report
 
@@ -207,6 +211,7 @@ class Recorder:
         self.finished += report["finished"]
         self.warmup_finished += report["warmup_finished"]
         self.tokens_from.update(report["tokens_from"])
+        self.without_done += report["without_done"]
         if self.keep_records:
             self.records.extend(report["records"])
         self.recent.extend(report["slow"])

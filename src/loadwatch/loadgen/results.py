@@ -44,6 +44,7 @@ def _results(process: Process, partial: bool = False) -> tuple[Results, list[Ver
         "warmup_requests": state.recorder.warmup_finished, "partial": partial,
         "saturated": dict(state.recorder.saturated), "busy": state.recorder.busy(ended_at - state.started_at),
         "output_tokens_counted_by": dict(state.recorder.tokens_from), "options": settings.public_options(),
+        "streams_without_done": state.recorder.without_done,
         "lost_workers": state.workers.lost, "unknown_outcomes": state.workers.unknown(),
         "clock_offsets": state.clocks.as_results(),
         "records": records_reference(settings.results_json, settings.requests_path)})

@@ -114,6 +114,9 @@ class Results(Figures):
     # Successful requests by how their output tokens were counted: the server's usage, its /tokenize
     # of the generated text, or an approximation (4 characters a token) when it sent no usage.
     output_tokens_counted_by: dict[str, int] = {}
+    # Successful streams whose body ended without `data: [DONE]`, complete after their finish_reason
+    # (and usage): a server or proxy that leaves the marker out, counted so that it shows.
+    streams_without_done: int = 0
     options: dict[str, Any] = {}
     records: str | None = None  # the per-request records file, relative to this file's folder if under it
     scenarios: dict[str, Figures] = {}

@@ -13,7 +13,7 @@ from tests.conftest import FakeServer, locust_command
 from tests.sse_server import EXPECTED, FAULTS
 
 # A prime each, so that every fault comes up (the first fault whose number divides the arrival's wins).
-EVERY = dict(zip(FAULTS, (5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61, 67, 71, 73), strict=True))
+EVERY = dict(zip(FAULTS, (5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61, 67, 71, 73, 79), strict=True))
 REQUESTS = 160
 MODES = {
     "closed loop": ["-u", "4", "-r", "4"],

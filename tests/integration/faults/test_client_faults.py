@@ -20,6 +20,7 @@ def test_every_request_is_counted_once_with_the_right_reason(fake_server, tmp_pa
     assert results["completed"] + results["failed"] == REQUESTS, results["failures"]
     assert results["completed"] == run.server["outcomes"]["completed"]
     assert results["failures"] == run.expected_failures()
+    assert results["streams_without_done"] == run.server["outcomes"].get("no_done", 0)
     assert "Traceback" not in run.output, run.output[-3000:]
     # Faults stall at most the 2.5 s request timeout or a 0.5 s Retry-After; nothing hangs the run.
     assert run.seconds < 60

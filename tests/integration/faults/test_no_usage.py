@@ -31,3 +31,14 @@ def test_a_server_with_usage_is_counted_by_it(fake_server, tmp_path):
                    capture_output=True, text=True, timeout=120)
     data = json.loads(results.read_text())
     assert data["output_tokens_counted_by"] == {"usage": 10} and data["total_output_tokens"] == 80
+
+
+def test_streams_without_done_after_their_finish_reason_succeed_and_are_counted(fake_server, tmp_path):
+    server = fake_server("--fault=no_done=2", "--tokens", "8")
+    results = tmp_path / "results.json"
+    run = subprocess.run(locust_command("-H", server.url, "--headless", "-u", "2", "-r", "2", "--num-requests", "20",
+                                        "--metrics-port", "0", "--results-json", str(results)),
+                         capture_output=True, text=True, timeout=120)
+    data = json.loads(results.read_text())
+    assert data["completed"] == 20 and data["failed"] == 0 and data["streams_without_done"] == 10, run.stdout
+    assert "Streams ended without [DONE]:" in run.stdout

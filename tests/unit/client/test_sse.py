@@ -180,6 +180,16 @@ def test_a_responses_function_call_is_output_at_its_arguments_and_named_by_its_i
                                                  "function": {"name": "get_weather", "arguments": "{}"}}
 
 
+def test_a_reasoning_summary_is_output_and_a_finish_reason_is_the_generations_end():
+    summary = parse_chunk('{"type":"response.reasoning_summary_text.delta","output_index":0,"delta":"**Plan"}',
+                          "responses")
+    assert summary.has_text and not summary.has_answer
+    end = parse_chunk('{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,'
+                      '"completion_tokens":2}}', "chat")
+    going = parse_chunk('{"choices":[{"index":0,"delta":{"content":"a"},"finish_reason":null}]}', "chat")
+    assert end.finished and end.usage is not None and end.usage.completion_tokens == 2 and not going.finished
+
+
 @pytest.mark.parametrize("data", [
     '{"type":"error","code":"server_error","message":"engine died"}',
     '{"type":"response.failed","response":{"status":"failed","error":{"code":"x","message":"engine died"}}}',

@@ -338,6 +338,7 @@ class LLMUser(User):
             cancelled_ttft=result.first_chunk,
             images=prompt.images,
             image_bytes=prompt.image_bytes,
+            without_done=result.without_done,
         )
         if self.conversation is not None:
             self.conversation.answered(result.answer.message() if metrics and result.answer else None)
