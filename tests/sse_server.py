@@ -64,6 +64,18 @@ def content_chunk(model: str, text: str, completions: bool, tool: bool = False, 
     return {"id": "x", "object": "chat.completion.chunk", "model": model, "choices": [choice]}
 
 
+TEMPLATE_TOKENS = 3  # what /tokenize's chat template adds around the messages
+
+
+def tokenize(request: dict, max_model_len: int) -> dict:
+    """vLLM's /tokenize with a tokenizer of a word a token (so texts of a length compose exactly)."""
+    if "messages" in request:
+        words = sum(len(str(m.get("content") or "").split()) for m in request["messages"]) + TEMPLATE_TOKENS
+    else:
+        words = len(str(request.get("prompt") or "").split())
+    return {"count": words, "max_model_len": max_model_len, "tokens": list(range(words))}
+
+
 class Stats:
     def __init__(self) -> None:
         self.arrivals = 0
@@ -111,6 +123,7 @@ class Config:
         self.slots = asyncio.Semaphore(args.max_concurrency) if args.max_concurrency else None
         self.max_concurrency = args.max_concurrency
         self.vllm_metrics = args.vllm_metrics
+        self.max_model_len = args.max_model_len
         self.running = self.waiting = self.finished = self.generated = 0
         self.faults: dict[str, int] = {}
         for item in args.fault:
@@ -201,6 +214,8 @@ class Connection(asyncio.Protocol):
                 self._respond(200, self.stats.arrived_at)
             elif method == "GET" and path == "/stats/last-request":
                 self._respond(200, self.stats.last_request)
+            elif method == "POST" and path == "/tokenize" and self.config.max_model_len:
+                self._respond(200, tokenize(json.loads(body), self.config.max_model_len))
             elif method == "POST" and path in ("/v1/embeddings", "/rerank"):
                 await self._pool(json.loads(body), path, arrival)
             elif method == "POST" and path in API_OF \
@@ -415,6 +430,8 @@ def main() -> None:
     parser.add_argument("--authorization", help="the Authorization header /v1/ requests must carry, else 401")
     parser.add_argument("--max-concurrency", type=int, help="streams served at once; the others wait")
     parser.add_argument("--no-responses", action="store_true", help="no /v1/responses: a 404, as an older server")
+    parser.add_argument("--max-model-len", type=int,
+                        help="serve /tokenize as vLLM does, a word a token, with this context length")
     parser.add_argument("--vllm-metrics", action="store_true",
                         help="GET /metrics as vLLM 0.32's (its slots as its batch)")
     args = parser.parse_args()

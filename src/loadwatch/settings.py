@@ -29,6 +29,8 @@ OWN_BODY_FIELDS = frozenset({"model", "messages", "prompt", "max_tokens", "strea
 CREDENTIAL_HEADERS = frozenset({"authorization", "proxy-authorization"})
 Shape = Literal["step", "ramp", "spike", "sweep"]
 AgentPrefix = Literal["static", "dynamic"]
+TraceFormatName = Literal["auto", "mooncake", "azure", "weka", "otel"]
+TooLong = Literal["skip", "refuse"]
 
 
 def split_models(value: str) -> list[tuple[str, float]]:
@@ -203,7 +205,12 @@ class LoadSettings(BaseSettings):
                                                    "conversation shares")
     speedup: float = Field(1.0, gt=0, description="trace: replay K times faster than the trace's own times")
     trace_block_tokens: int = Field(512, gt=0, description="trace: tokens of the prompt block each hash id stands "
-                                                           "for (512 in Mooncake's traces)")
+                                                           "for (512 in Mooncake's traces; a WEKA trace gives its own)")
+    trace_format: TraceFormatName = Field("auto", description="trace: the file's format: mooncake, azure, weka "
+                                                              "or otel; auto: as the file shows")
+    trace_too_long: TooLong = Field("skip", description="trace: entries that cannot fit the server's context are "
+                                                        "skipped, counted and named (skip), or the trace is "
+                                                        "refused (refuse)")
     tools: str = Field("", json_schema_extra=cli(web_ui=False),
                        description="JSON file of OpenAI tool definitions sent with every chat request; "
                                    "sessions: loadwatch's sample tools unless given; none: no tools")

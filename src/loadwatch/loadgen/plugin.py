@@ -10,8 +10,8 @@ from locust import events
 from loadwatch.loadgen import roles
 from loadwatch.loadgen.options import add_options
 from loadwatch.loadgen.process import settings_from, take_credentials
+from loadwatch.loadgen.results import BAD_INPUT_EXIT_CODE
 
-BAD_OPTIONS = 2  # README's exit codes: as argparse exits on a malformed command line
 events.init_command_line_parser.add_listener(add_options)
 
 
@@ -21,13 +21,13 @@ def on_init(environment, web_ui=None, **_kwargs) -> None:
         # Locust binds its web UI later, in a greenlet whose failure is a traceback.
         print(f"loadwatch: cannot serve the web UI on {web_ui.host or '*'}:{web_ui.port}: {problem}; choose "
               "another --web-port (or --web-host)", file=sys.stderr, flush=True)
-        sys.exit(BAD_OPTIONS)
+        sys.exit(BAD_INPUT_EXIT_CODE)
     try:
         settings = settings_from(environment.parsed_options)
         roles.install(environment, settings, take_credentials(environment, settings))
     except ValueError as exc:  # invalid options, or a secret that cannot be read
         print(exc if str(exc).startswith("loadwatch:") else f"loadwatch: {exc}", file=sys.stderr, flush=True)
-        sys.exit(BAD_OPTIONS)
+        sys.exit(BAD_INPUT_EXIT_CODE)
 
 
 def cannot_bind(host: str, port: int) -> str | None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from itertools import count
 
@@ -22,7 +22,7 @@ from loadwatch.loadgen.sending.quota import Quota, Tickets, WorkerTickets
 from loadwatch.loadgen.sending.schedule import level_now, plan_run
 from loadwatch.loadgen.state import RunState
 from loadwatch.settings import LoadSettings
-from loadwatch.workloads.context import check_context
+from loadwatch.workloads.context import check_context, fit_trace
 from loadwatch.workloads.datasets import DATASETS, build, validate
 from loadwatch.workloads.errors import DatasetError
 from loadwatch.workloads.images import ImagePrompts
@@ -73,6 +73,9 @@ def take_credentials(environment, settings: LoadSettings) -> str | None:
     return authorization(api_key, basic)
 
 
+BAD_WORKLOAD = "loadwatch_bad_workload"  # worker -> master: it cannot build the run's workload, and why
+
+
 @dataclass
 class Process:
     settings: LoadSettings
@@ -87,6 +90,9 @@ class Process:
     tokenize_works: bool | None = None  # whether the server's /tokenize counts output tokens; None: untried
     told_no_engine_account: bool = False
     told_not_found: bool = False
+    # What ends a run that counts its requests, looked at again after a trace entry is skipped (no
+    # request event follows one): the local runner's; a worker's skips reach its master in its reports.
+    done_check: Callable[[], None] = lambda: None
     _building: Semaphore = field(default_factory=Semaphore)
     _probing: Semaphore = field(default_factory=Semaphore)
 
@@ -189,8 +195,12 @@ class Process:
                 workload = build(settings, tokenizer)
                 if isinstance(workload, Cycle | ImagePrompts | Sessions):
                     workload.share(worker, workers)
-                check_context(streamer, model, list(workload.prompts), settings.max_tokens,
-                              settings.endpoint != "completions", settings.dataset)
+                if isinstance(workload, Trace):
+                    fit_trace(streamer, model, workload, settings.num_requests or len(workload.entries),
+                              settings.endpoint != "completions", settings.trace_too_long == "refuse")
+                else:
+                    check_context(streamer, model, list(workload.prompts), settings.max_tokens,
+                                  settings.endpoint != "completions", settings.dataset)
                 self.workloads[settings.dataset] = workload
             return self.workloads[settings.dataset]
 

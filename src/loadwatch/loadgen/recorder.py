@@ -70,6 +70,7 @@ class Recorder:
         self.warmup_finished = 0
         self.tokens_from: Counter[str] = Counter()  # successful requests by how their tokens were counted
         self.without_done = 0  # successful streams whose body ended without [DONE]
+        self.skipped = 0  # trace entries not sent: they cannot fit the server's context
         self.goodput: dict[str, float] = {}  # metric -> per-request limit (s) of the run's SLOs
         self.worker = "local"  # who measured, in the records
         self.keep_records = False  # per-request records wanted (a file on the master or local runner)
@@ -147,7 +148,7 @@ class Recorder:
         """A new run in this process: the summary and the run's counts start afresh; the Prometheus
         counts stay monotonic."""
         self.samples.clear()
-        self.finished = self.warmup_finished = self.without_done = 0
+        self.finished = self.warmup_finished = self.without_done = self.skipped = 0
         self.tokens_from.clear()
         self.saturated.clear()
         self.recent.clear()
@@ -196,12 +197,13 @@ class Recorder:
             "warmup_finished": self.warmup_finished,
             "tokens_from": dict(self.tokens_from),
             "without_done": self.without_done,
+            "skipped": self.skipped,
             "records": self.take_records(),
             "saturated": dict(self.saturated),
             "slow": sorted(self.recent, key=lambda r: r["ttft_s"], reverse=True)[:SHIPPED_SLOW],
         }
         self.recent.clear()
-        self.finished = self.warmup_finished = self.without_done = 0
+        self.finished = self.warmup_finished = self.without_done = self.skipped = 0
         self.tokens_from.clear()
         return report
 
@@ -212,6 +214,7 @@ class Recorder:
         self.warmup_finished += report["warmup_finished"]
         self.tokens_from.update(report["tokens_from"])
         self.without_done += report["without_done"]
+        self.skipped += report["skipped"]
         if self.keep_records:
             self.records.extend(report["records"])
         self.recent.extend(report["slow"])

@@ -18,6 +18,7 @@ from loadwatch.settings import LoadSettings
 
 log = logging.getLogger(__name__)
 SLO_EXIT_CODE = 3
+BAD_INPUT_EXIT_CODE = 2  # README's exit codes: as argparse exits on a malformed command line
 INCOMPLETE_EXIT_CODE = 1  # a worker was lost: requests went out whose outcomes nobody knows
 
 
@@ -44,7 +45,7 @@ def _results(process: Process, partial: bool = False) -> tuple[Results, list[Ver
         "warmup_requests": state.recorder.warmup_finished, "partial": partial,
         "saturated": dict(state.recorder.saturated), "busy": state.recorder.busy(ended_at - state.started_at),
         "output_tokens_counted_by": dict(state.recorder.tokens_from), "options": settings.public_options(),
-        "streams_without_done": state.recorder.without_done,
+        "streams_without_done": state.recorder.without_done, "trace_entries_skipped": state.recorder.skipped,
         "lost_workers": state.workers.lost, "unknown_outcomes": state.workers.unknown(),
         "clock_offsets": state.clocks.as_results(),
         "records": records_reference(settings.results_json, settings.requests_path)})

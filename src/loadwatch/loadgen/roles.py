@@ -22,7 +22,7 @@ from loadwatch.loadgen import exposition, results
 from loadwatch.loadgen.clocks import PING, PINGS_AT_HELLO, PONG
 from loadwatch.loadgen.keeper import Keeper
 from loadwatch.loadgen.monitor import Monitor
-from loadwatch.loadgen.process import Process, attach, run_users
+from loadwatch.loadgen.process import BAD_WORKLOAD, Process, attach, run_users
 from loadwatch.loadgen.recorder import REPORT_KEY
 from loadwatch.loadgen.sending.quota import ASK, FINAL, FLUSH, GRANT, Quota, Tickets, WorkerTickets
 from loadwatch.loadgen.sending.schedule import plan_run
@@ -125,7 +125,8 @@ class Summing(Role):
         exit_code = results.finish(self.process)
         if self.process.state.workers.lost:  # incomplete: what it measured cannot be judged whole
             exit_code = results.INCOMPLETE_EXIT_CODE
-        if exit_code is not None:
+        # Bad input stands: the run never measured what it was asked to.
+        if exit_code is not None and environment.process_exit_code != results.BAD_INPUT_EXIT_CODE:
             environment.process_exit_code = exit_code
 
     def on_quit(self, exit_code: int, **_kwargs) -> None:
@@ -135,7 +136,7 @@ class Summing(Role):
         """End the run once --num-requests measured requests have finished, everywhere."""
         process = self.process
         wanted = process.settings.num_requests
-        done = process.recorder.finished + process.state.workers.written_off()
+        done = process.recorder.finished + process.recorder.skipped + process.state.workers.written_off()
         if wanted and process.state.phase is Phase.RUNNING and done >= wanted:
             process.state.phase = Phase.STOPPING
             runner = self.environment.runner
@@ -148,6 +149,7 @@ class Local(Summing):
     def install(self) -> None:
         super().install()
         self.environment.events.request.add_listener(self.stop_when_done)
+        self.process.done_check = self.stop_when_done
 
 
 class Master(Summing):
@@ -170,6 +172,7 @@ class Master(Summing):
         runner.register_message(FINAL, self.take_final_report)
         runner.register_message(HELLO, self.check_worker)
         runner.register_message(PONG, self.take_pong)
+        runner.register_message(BAD_WORKLOAD, self.end_on_bad_workload)
         every(1.0, self.watch_heartbeats)
         every(CLOCK_PING_EVERY, self.ping_all)
 
@@ -191,6 +194,14 @@ class Master(Summing):
             # Not one that has yet to say hello: it cannot answer before its handlers are in.
             if client.state != STATE_MISSING and client.id in self.greeted:
                 self.ping(client.id)
+
+    def end_on_bad_workload(self, msg, **_kwargs) -> None:
+        """A worker cannot build the run's workload (the server cannot take it): every worker would
+        say the same, so the run ends, as a local runner's does, with the code of bad input."""
+        if self.environment.process_exit_code != results.BAD_INPUT_EXIT_CODE:
+            log.error("Worker %s %s: the run ends", msg.node_id, msg.data["why"])
+            self.environment.process_exit_code = results.BAD_INPUT_EXIT_CODE
+            gevent.spawn(self.environment.runner.quit)  # type: ignore[union-attr]
 
     def take_pong(self, msg, **_kwargs) -> None:
         self.process.state.clocks.pong(msg.node_id, msg.data["t0"], msg.data["tw"], time.time())
@@ -267,7 +278,7 @@ class Master(Summing):
         # users and answers, so its last requests are awaited as well; so are those of a worker Locust
         # removed after a minute of silence, which may have come back since.
         workers = {c.id for c in runner.clients.all} | state.workers.known()
-        if workers:
+        if workers and self.environment.process_exit_code != results.BAD_INPUT_EXIT_CODE:
             state.expect_final_reports(workers)
             runner.send_message(FLUSH, {})
             if not state.finals_done.wait(timeout=(self.environment.stop_timeout or 0) + FINAL_WAIT):

@@ -51,7 +51,7 @@ class Workers:
 
     def reported(self, worker: str, report: dict, at: float) -> None:
         account = self.accounts.setdefault(worker, Account())
-        finished = report["finished"] + report["warmup_finished"]
+        finished = report["finished"] + report["warmup_finished"] + report["skipped"]
         since = account.last_heard or self.started_at
         if since and at > since:
             account.rate = finished / (at - since)

@@ -117,6 +117,8 @@ class Results(Figures):
     # Successful streams whose body ended without `data: [DONE]`, complete after their finish_reason
     # (and usage): a server or proxy that leaves the marker out, counted so that it shows.
     streams_without_done: int = 0
+    # Trace entries not sent because they cannot fit the server's context (--trace-too-long skip).
+    trace_entries_skipped: int = 0
     options: dict[str, Any] = {}
     records: str | None = None  # the per-request records file, relative to this file's folder if under it
     scenarios: dict[str, Figures] = {}

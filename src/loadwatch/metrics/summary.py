@@ -209,6 +209,8 @@ def format_block(result: Results, verdict_list: list[Verdict]) -> str:
     if counted_otherwise:
         lines.append("{s:{c}^{n}}".format(s="Output tokens without usage", n=50, c="-"))
         lines += [_row(f"counted by {how}:", n) for how, n in sorted(counted_otherwise.items())]
+    if result.trace_entries_skipped:
+        lines.append(_row("Trace entries skipped (too long):", result.trace_entries_skipped))
     if result.streams_without_done:
         lines.append(_row("Streams ended without [DONE]:", result.streams_without_done))
     if result.failures:

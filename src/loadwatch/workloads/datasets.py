@@ -22,7 +22,8 @@ from loadwatch.workloads.images import ImagePrompts, image_size
 from loadwatch.workloads.prompt import Cycle, Prompt, Workload
 from loadwatch.workloads.sessions import GENERATED_TURNS, STATIC_STAMP, Script, Sessions, generated, longest, stamps
 from loadwatch.workloads.tokens import Tokenizer
-from loadwatch.workloads.trace import Trace, read_trace
+from loadwatch.workloads.trace import Trace
+from loadwatch.workloads.trace_formats import read_trace
 
 if TYPE_CHECKING:  # settings reads this registry for its choices: it cannot be imported from here first
     from loadwatch.settings import LoadSettings
@@ -327,14 +328,14 @@ class Conversations(Dataset):
 
 
 class Replay(Dataset):
-    name, summary = "trace", "a timestamped Mooncake trace replayed at its own times"
+    name, summary = "trace", "a timestamped trace (Mooncake, Azure, WEKA or OpenTelemetry) replayed at its own times"
     sample, tokenized, timed = SAMPLES / "mooncake-sample.jsonl", True, True
 
     def check(self, settings: LoadSettings) -> LoadSettings:
         if not streams(settings.endpoint):
             raise DatasetError("a trace replays generation requests: it needs --endpoint chat, completions or "
                                "responses")
-        entries = len(read_trace(self.path(settings)))
+        entries = len(read_trace(self.path(settings), settings.trace_format).entries)
         settings = settings.model_copy(update={"num_requests": min(settings.num_requests or entries, entries)})
         given = [name for name, on in (("--request-rate", settings.request_rate), ("--shape", settings.shape),
                                        ("--warmup-requests", settings.warmup_requests),
@@ -347,4 +348,5 @@ class Replay(Dataset):
     def make(self, settings: LoadSettings, tokenizer: Tokenizer | None, rng: random.Random,
              offered: list[dict] | None) -> Workload | Sessions | Trace:
         assert tokenizer is not None
-        return Trace(read_trace(self.path(settings)), tokenizer, settings.trace_block_tokens, settings.seed)
+        return Trace(read_trace(self.path(settings), settings.trace_format), tokenizer, settings.trace_block_tokens,
+                     settings.seed)

@@ -12,7 +12,7 @@ from loadwatch.workloads.prompt import Prompt
 ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant", "system": "system"}
 
 
-def _read(path: Path) -> str:
+def read_text(path: Path) -> str:
     try:
         return path.read_text(encoding="utf-8")
     except OSError as exc:
@@ -33,7 +33,7 @@ def _messages(value: object, where: str) -> tuple[dict, ...]:
 def json_lines(path: Path, what: str) -> list[tuple[str, dict]]:
     """Each non-blank line of a JSON Lines file as an object, with where it is."""
     out = []
-    for number, line in enumerate(_read(path).splitlines(), start=1):
+    for number, line in enumerate(read_text(path).splitlines(), start=1):
         if not line.strip():
             continue
         where = f"{path} line {number}"
@@ -109,7 +109,7 @@ def check_tools(tools: object, where: str) -> list[dict]:
 
 def read_tools(path: Path) -> list[dict]:
     try:
-        tools = json.loads(_read(path))
+        tools = json.loads(read_text(path))
     except json.JSONDecodeError as exc:
         raise DatasetError(f"{path} line {exc.lineno}: not JSON ({exc.msg})") from None
     return check_tools(tools, str(path))
@@ -122,7 +122,7 @@ def read_sharegpt(path: Path) -> list[list[dict]]:
     as `vllm bench serve` does.
     """
     try:
-        data = json.loads(_read(path))
+        data = json.loads(read_text(path))
     except json.JSONDecodeError as exc:
         raise DatasetError(f"{path} line {exc.lineno}: not JSON ({exc.msg})") from None
     if not isinstance(data, list):

@@ -6,7 +6,7 @@ from loadwatch.loadgen.workers import Workers, host_of
 
 
 def report(finished: int, in_flight: int = 0, warmup: int = 0) -> dict:
-    return {"finished": finished, "warmup_finished": warmup, "in_flight": [[["m", "chat"], in_flight]]}
+    return {"finished": finished, "warmup_finished": warmup, "skipped": 0, "in_flight": [[["m", "chat"], in_flight]]}
 
 
 def test_with_tickets_a_lost_workers_unknown_is_what_it_was_dealt_and_never_reported():

@@ -150,7 +150,7 @@ def test_a_dataset_is_one_class_and_every_dataset_is_an_option_with_its_help():
         _, kwargs = argument("dataset", LoadSettings.model_fields["dataset"])
         assert kwargs["choices"] == list(DATASETS) and "echo-test" in kwargs["choices"]
         assert "echo-test, one prompt, again and again" in kwargs["help"]
-        assert "trace, a timestamped Mooncake trace" in kwargs["help"]
+        assert "trace, a timestamped trace (Mooncake, Azure, WEKA or OpenTelemetry)" in kwargs["help"]
         assert build(validate(LoadSettings(dataset="echo-test", max_tokens=3)), None)().text == "echo"
     finally:
         del DATASETS["echo-test"]

@@ -7,7 +7,7 @@ from loadwatch.settings import LoadSettings
 from loadwatch.workloads.datasets import build, validate
 from loadwatch.workloads.errors import DatasetError
 from loadwatch.workloads.tokens import ApproximateTokenizer
-from loadwatch.workloads.trace import read_trace
+from loadwatch.workloads.trace_formats import read_trace
 
 
 def write(tmp_path, *lines):

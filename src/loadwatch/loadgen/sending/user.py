@@ -16,13 +16,15 @@ import gevent
 from gevent.pool import Group
 from locust import User, constant, task
 from locust.exception import StopUser
+from locust.runners import WorkerRunner
 from locust.user.task import LOCUST_STATE_STOPPING
 
 from loadwatch.client.endpoints import PATHS, streams
 from loadwatch.client.failures import RequestFailed, http_reason
 from loadwatch.client.stream import HangUp, Streamer, StreamResult
-from loadwatch.loadgen.process import process_of, run_users
+from loadwatch.loadgen.process import BAD_WORKLOAD, process_of, run_users
 from loadwatch.loadgen.recorder import LLMRequest
+from loadwatch.loadgen.results import BAD_INPUT_EXIT_CODE
 from loadwatch.loadgen.sending.models import UNKNOWN, resolve_model
 from loadwatch.loadgen.sending.quota import WARMUP
 from loadwatch.metrics.timing import request_metrics
@@ -39,6 +41,7 @@ MIN_BACKOFF, MAX_BACKOFF = 0.05, 1.0  # seconds a closed-loop user waits after a
 MAX_RETRY_AFTER = 30.0  # the most of a server's Retry-After a user honours
 # A trace's time 0 is this long after the run's start: its users are up and its first prompts made by then.
 REPLAY_LEAD = 1.0
+STOP_GRACE = 30.0  # seconds a user that asked its runner to quit waits for the quit to kill it
 
 
 def pooling_payload(settings: LoadSettings, model: str | None, prompts: list[Prompt]) -> dict:
@@ -143,9 +146,16 @@ class LLMUser(User):
             workload = self.workload or self.process.dataset_workload(self.streamer, self.model, self.dataset,
                                                                         self.worker, self.workers)
         except (DatasetError, RequestFailed) as exc:
-            log.error("loadwatch: cannot build the %s dataset: %s", self.process.dataset_name(self.dataset), exc)
-            self.environment.process_exit_code = 2  # a workload this server cannot take: README's bad options
-            self.environment.runner.quit()
+            why = f"cannot build the {self.process.dataset_name(self.dataset)} dataset: {exc}"
+            log.error("loadwatch: %s", why)
+            self.environment.process_exit_code = BAD_INPUT_EXIT_CODE  # a workload this server cannot take
+            runner = self.environment.runner
+            if isinstance(runner, WorkerRunner):  # the master ends the run and says why, with the same code
+                runner.send_message(BAD_WORKLOAD, {"why": why})
+            # Not from this user's own greenlet: quitting kills it, and the quit with it. It waits
+            # here to be killed: a user that stopped itself trips Locust's own stop.
+            gevent.spawn(runner.quit)
+            gevent.sleep(STOP_GRACE)
             raise StopUser() from None
         # Sessions and traces are closed loops of their own kind (their datasets refuse --request-rate).
         if isinstance(workload, Trace):
@@ -270,6 +280,10 @@ class LLMUser(User):
                 kind, index = ticket
                 if index is None:
                     break
+                if index in trace.skipped:  # named before the replay: too long for the server's context
+                    self.process.recorder.skipped += 1
+                    self.process.done_check()
+                    continue
                 prompt = trace.prompt(index)  # made before its time: the first use of a block asks the server
                 while (start := state.load_started()) is None:  # a worker: the master's clock comes with tickets
                     gevent.sleep(0.05)
