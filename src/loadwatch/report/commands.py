@@ -12,9 +12,11 @@ from loadwatch.defaults import PORTS
 from loadwatch.grafana.annotate import AnnotateError, post_annotations
 from loadwatch.prometheus import PrometheusAPI, PrometheusError
 from loadwatch.report import explain
+from loadwatch.report.benchmark_report import FORMAT, benchmark_report, dump
 from loadwatch.report.build import ReportError, build_report, read_results, results_path
 from loadwatch.report.compare import compare, load_side
 from loadwatch.report.engine import SETTLE_SECONDS
+from loadwatch.report.exact import records_of
 from loadwatch.stack.readback import DATA, data_of, prometheus_on
 
 
@@ -87,6 +89,25 @@ def annotate(run: Path, grafana_url: str, token_file: Path | None, say) -> int:
     return 0
 
 
+def export_command(args: argparse.Namespace, say) -> int:
+    """A run in another tool's format: llm-d-benchmark's and inference-perf's Benchmark Report."""
+    path = results_path(args.run)
+    try:
+        results = read_results(path)
+        records = records_of(path, results) if results.records else None
+        text = dump(benchmark_report(results, records))
+        out = args.output or path.parent / "benchmark_report_v0.2.yaml"
+        write_atomically(out, text)
+    except ReportError as exc:
+        say(f"error: {exc}")
+        return 1
+    except OSError as exc:
+        say(f"error: cannot write {exc.filename}: {exc.strerror}")
+        return 1
+    say(f"Benchmark Report v0.2 written to {out}")
+    return 0
+
+
 def add_parsers(commands, say) -> None:
     report = commands.add_parser("report", help="Markdown, JSON and a plot of a finished run, from Prometheus")
     report.add_argument("run", type=Path, help="a run folder of `loadwatch run`, or a results JSON")
@@ -113,5 +134,13 @@ def add_parsers(commands, say) -> None:
     posting.add_argument("--token", help=argparse.SUPPRESS, action=refused_on_command_line(
         "Put the token in $GRAFANA_TOKEN, or in a file named by --token-file or $GRAFANA_TOKEN_FILE."))
     posting.set_defaults(handler=lambda args: annotate(args.run, args.grafana_url, args.token_file, say))
+
+    export = commands.add_parser("export", help="a run in another tool's format: --format br0.2, the Benchmark "
+                                                "Report v0.2 of llm-d-benchmark and inference-perf")
+    export.add_argument("run", type=Path, help="a run folder or a results JSON")
+    export.add_argument("--format", choices=[FORMAT], default=FORMAT, help="the format (br0.2)")
+    export.add_argument("-o", "--output", type=Path, help="the file to write; default: "
+                                                        "benchmark_report_v0.2.yaml beside the results")
+    export.set_defaults(handler=lambda args: export_command(args, say))
 
     explain.add_parser(commands, say)
