@@ -126,6 +126,10 @@ class LoadSettings(BaseSettings):
     checkpoint_interval: float = Field(10.0, gt=0, json_schema_extra=cli(web_ui=False),
                                        description="Seconds between refreshes of NAME.partial.json beside "
                                                    "--results-json during a run")
+    price_per_hour: float | None = Field(None, gt=0, description="the server's cost, $ an hour (of one GPU with "
+                                                                 "--gpus): $ per 1M output and total tokens in the "
+                                                                 "results")
+    gpus: int = Field(1, gt=0, description="GPUs the server runs on, when --price-per-hour is a GPU's")
     slo: list[SLO] = Field([], description="Service-level objective, repeatable: ttft_p99_ms=500, "
                                            "tpot_median_ms=50, e2el_p90_ms=20000, failure_ratio=0.01 "
                                            "(comma-separated in the web UI). A broken one makes a headless "

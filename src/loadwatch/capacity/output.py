@@ -25,15 +25,25 @@ def conclusion(mode: str, unit: str, levels: list[Level], best: float | None, di
     """`undecided`: why the search stopped before it located the knee, if it did; `decisive`: the
     level whose figures the diagnosis read (`loadwatch explain` tells its requests' stories)."""
     at_best = next((lv for lv in levels if lv.value == best and lv.passed), None)
+    recommended = None if best is None else round(best * headroom, 3 if unit == "req/s" else 0)
+    # Cost is quoted where a user runs: the held level nearest at or below the operating point, as measured.
+    at_point = max((lv for lv in levels if lv.passed and recommended is not None and lv.value <= recommended),
+                   key=lambda lv: lv.value, default=None)
     return {
         "mode": mode,
         "unit": unit,
         "max_sustainable": best,
         "undecided": undecided,
-        "recommended": None if best is None else round(best * headroom, 3 if unit == "req/s" else 0),
+        "recommended": recommended,
         "headroom": headroom,
         "request_throughput_at_max": at_best.results.get("request_throughput") if at_best else None,
         "output_throughput_at_max": at_best.results.get("output_throughput") if at_best else None,
+        "price_per_hour": at_point.results.get("price_per_hour") if at_point else None,
+        "cost_level": at_point.value if at_point else None,
+        "cost_per_million_output_tokens": at_point.results.get("cost_per_million_output_tokens") if at_point else None,
+        "cost_per_million_total_tokens": at_point.results.get("cost_per_million_total_tokens") if at_point else None,
+        "cost_per_million_output_tokens_at_max":
+            at_best.results.get("cost_per_million_output_tokens") if at_best else None,
         "decisive_level": decisive.name if decisive else None,
         "limit": diagnosis.limit,
         "limit_explained": diagnosis.explanation,
@@ -70,6 +80,12 @@ def markdown(result: dict, run_dir: Path | None = None) -> str:
                   f"({result['request_throughput_at_max'] or 0:.2f} req/s, "
                   f"{result['output_throughput_at_max'] or 0:.0f} output tok/s); run it at "
                   f"**{result['recommended']:g} {unit}** ({result['headroom']:.0%} of it)."]
+    if result.get("cost_per_million_output_tokens") is not None:
+        lines += ["", f"At ${result['price_per_hour']:g} an hour: **${result['cost_per_million_output_tokens']:.4g} "
+                      f"per 1M output tokens** (${result['cost_per_million_total_tokens']:.4g} per 1M total tokens) "
+                      f"at {result['cost_level']:g} {unit}, the held level nearest at or below the operating point"
+                  + (f"; ${result['cost_per_million_output_tokens_at_max']:.4g} at the knee."
+                     if result.get("cost_per_million_output_tokens_at_max") is not None else ".")]
     lines += ["", f"The limit that binds: **{result['limit_explained']}** ({_words(result['evidence'], KEYS)})."
               + (f" {result['room']}" if result.get("room") else "")]
     for item in result.get("missed") or []:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from loadwatch.atomic import write_atomically
 from loadwatch.loadgen.process import Process
+from loadwatch.metrics.cost import per_million_tokens
 from loadwatch.metrics.results import Results
 from loadwatch.metrics.slo import Verdict
 from loadwatch.metrics.summary import format_block, summarize
@@ -38,6 +39,7 @@ def _results(process: Process, partial: bool = False) -> tuple[Results, list[Ver
     state, settings = process.state, process.settings
     figures, verdicts = summarize(state.recorder.samples, settings.slo, state.stages(), settings.request_rate)
     ended_at = state.stopped_at or time.time()
+    price = settings.price_per_hour * settings.gpus if settings.price_per_hour is not None else None
     result = Results.model_validate({
         "run_id": state.run_id, "target": state.target, **figures,
         # Wall clock, warm-up included: the window a report reads from Prometheus.
@@ -47,7 +49,9 @@ def _results(process: Process, partial: bool = False) -> tuple[Results, list[Ver
         "output_tokens_counted_by": dict(state.recorder.tokens_from), "options": settings.public_options(),
         "streams_without_done": state.recorder.without_done, "trace_entries_skipped": state.recorder.skipped,
         "lost_workers": state.workers.lost, "unknown_outcomes": state.workers.unknown(),
-        "clock_offsets": state.clocks.as_results(),
+        "clock_offsets": state.clocks.as_results(), "price_per_hour": price,
+        "cost_per_million_output_tokens": per_million_tokens(price, figures["output_throughput"]),
+        "cost_per_million_total_tokens": per_million_tokens(price, figures["total_token_throughput"]),
         "records": records_reference(settings.results_json, settings.requests_path)})
     return result, verdicts
 

@@ -117,6 +117,11 @@ class Results(Figures):
     # Successful streams whose body ended without `data: [DONE]`, complete after their finish_reason
     # (and usage): a server or proxy that leaves the marker out, counted so that it shows.
     streams_without_done: int = 0
+    # The server's cost, $ an hour (--price-per-hour times --gpus), and what a million tokens cost at
+    # the throughput measured (metrics/cost.py); None without a price.
+    price_per_hour: float | None = None
+    cost_per_million_output_tokens: float | None = None
+    cost_per_million_total_tokens: float | None = None
     # Trace entries not sent because they cannot fit the server's context (--trace-too-long skip).
     trace_entries_skipped: int = 0
     options: dict[str, Any] = {}

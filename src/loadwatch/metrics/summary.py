@@ -181,6 +181,11 @@ def format_block(result: Results, verdict_list: list[Verdict]) -> str:
         _row("Output token throughput (tok/s):", result.output_throughput),
         _row("Total Token throughput (tok/s):", result.total_token_throughput),
     ] if generated else [_row("Input token throughput (tok/s):", result.input_throughput)]
+    if result.cost_per_million_output_tokens is not None:
+        lines.append(_row(f"Cost per 1M output tokens ($, at ${result.price_per_hour:g}/h):",
+                          result.cost_per_million_output_tokens))
+    if result.cost_per_million_total_tokens is not None:
+        lines.append(_row("Cost per 1M total tokens ($):", result.cost_per_million_total_tokens))
     sections: tuple[tuple[str, str, str], ...] = (
         ("ttft", "Time to First Token", "TTFT"),
         ("tpot", "Time per Output Token (excl. 1st token)", "TPOT"),

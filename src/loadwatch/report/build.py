@@ -27,7 +27,7 @@ PLOT = "ttft-kv-waiting.png"
 CLIENT_KEYS = (
     "completed", "failed", "duration", "request_throughput", "request_goodput", "output_throughput",
     "total_token_throughput", "failure_ratio", "failures", "total_tool_calls", "total_reasoning_tokens",
-    "cached_prompt_tokens_ratio",
+    "cached_prompt_tokens_ratio", "price_per_hour", "cost_per_million_output_tokens", "cost_per_million_total_tokens",
     *(latency_key(metric, stat) for metric in DISTRIBUTIONS for stat in ("mean", "median", "p99")),
 )
 STAGE_KEYS = ("name", "level", "unit", "completed", "failed", "request_throughput", "output_throughput",
@@ -109,6 +109,8 @@ def build_report(results_path: Path, api: PrometheusAPI | None, out_dir: Path, r
     turns = by_turn(rows) if rows is not None else []
     split = attribution(rows, api, start, end) if rows is not None else None
     exact_engine_ttft(engine, split)
+    if engine.get("gpu_energy_joules") is not None and results.total_output_tokens:
+        engine["energy_per_output_token_joules"] = engine["gpu_energy_joules"] / results.total_output_tokens
     mean_ttft = results.latency("ttft", "mean")
     if engine.get("engine_mean_ttft_ms") is not None and mean_ttft is not None:
         engine["ttft_outside_engine_ms"] = mean_ttft - engine["engine_mean_ttft_ms"]

@@ -9,6 +9,8 @@ from loadwatch.prometheus import PrometheusAPI
 
 # After the last request, counters still need the next scrape to show it: read them this much later.
 SETTLE_SECONDS = 15.0
+# NVIDIA's DCGM exporter's name, not ours (catalogue.py lists ours): each GPU's energy since boot, in mJ.
+GPU_ENERGY = "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"
 
 
 def _ratio(numerator: str, denominator: str, window: str) -> str:
@@ -68,6 +70,8 @@ def queries(duration: float, settle: float = SETTLE_SECONDS) -> dict[str, tuple[
             _ratio(Engine.PREFILL_TIME + "_sum", Engine.E2E + "_sum", counters), True),
         "decode_time_share": (_ratio(Engine.DECODE_TIME + "_sum", Engine.E2E + "_sum", counters),
                               True),
+        # Every GPU Prometheus scrapes over the window: the stack's, as the dashboards' GPU row shows them.
+        "gpu_energy_joules": (f"sum(increase({GPU_ENERGY}[{counters}])) / 1000", True),
     }
 
 

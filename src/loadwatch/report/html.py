@@ -53,7 +53,10 @@ def _summary(report: dict) -> str:
     # The load generator's own account (each process's share of a core, an open loop's schedule), as report.md says it.
     load_generator = "".join(f"<p>{html.escape(words, quote=False)}</p>"
                              for words in load_generator_words(report.get("load_generator") or {}))
-    return figures + html_table(["latency", "mean", "median", "p99"], rows) + load_generator + slo
+    cost = html_table(["$ an hour", "$ per 1M output tokens", "$ per 1M total tokens"], [[
+        f"{c['price_per_hour']:g}", f"{c['cost_per_million_output_tokens'] or 0:.4g}",
+        f"{c['cost_per_million_total_tokens'] or 0:.4g}"]]) if c.get("price_per_hour") else ""
+    return figures + cost + html_table(["latency", "mean", "median", "p99"], rows) + load_generator + slo
 
 
 def time_charts(records: list[dict] | None, api: PrometheusAPI | None, start: float, end: float, marks: list,

@@ -145,6 +145,9 @@ def render(report: dict) -> str:
             str(c["completed"]), str(c["failed"]), number(c["request_throughput"]), number(c["output_throughput"]),
             number(c["total_token_throughput"]), number(c["request_goodput"])]]),
         "",
+        *([f"At ${c['price_per_hour']:g} an hour: ${number(c['cost_per_million_output_tokens'])} per 1M output "
+           f"tokens, ${number(c['cost_per_million_total_tokens'])} per 1M total tokens.", ""]
+          if c.get("price_per_hour") else []),
         *table(["latency", "mean", "median", "p99"], [
             [name.upper(), *(ms(c[latency_key(name, stat)]) for stat in ("mean", "median", "p99"))]
             for name in ("ttft", "tpot", "itl", "e2el")]),
@@ -173,6 +176,9 @@ def render(report: dict) -> str:
                 ["client: cached share of prompts (usage)", share(c.get("cached_prompt_tokens_ratio"))],
                 ["spec-decode acceptance ratio", share(e["spec_decode_acceptance_ratio"])],
                 ["spec-decode mean acceptance length", number(e["spec_decode_mean_acceptance_length"])],
+                *([["GPU energy over the run (J, DCGM)", number(e["gpu_energy_joules"], 0)],
+                   ["energy per output token (J)", number(e.get("energy_per_output_token_joules"), 3)]]
+                  if e.get("gpu_energy_joules") is not None else []),
             ]),
             "", "## Where the time goes", "", *where_the_time_goes(c, e)]
     if report.get("ttft_split"):

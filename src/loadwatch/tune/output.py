@@ -24,7 +24,18 @@ def capacity_of(result: dict | None) -> dict | None:
     if result is None:
         return None
     return {"max_sustainable": result["max_sustainable"], "unit": result["unit"],
-            "undecided": result.get("undecided")}
+            "undecided": result.get("undecided"),
+            "cost_per_million_output_tokens": result.get("cost_per_million_output_tokens")}
+
+
+def by_cost(doc: dict) -> list[tuple[str, float]]:
+    """The configurations measured (the baseline, each adopted step), cheapest per output token first,
+    where the run had --price-per-hour: a step that raises capacity also lowers what a token costs."""
+    measured = [("baseline", doc["baseline"]["capacity"])] + [
+        (f"step {s['step']}", s["capacity_after"]) for s in doc["steps"] if s["verdict"] == "adopted"]
+    costs = [(name, c["cost_per_million_output_tokens"]) for name, c in measured
+             if c and c.get("cost_per_million_output_tokens") is not None]
+    return sorted(costs, key=lambda item: item[1])
 
 
 def compose_override(config: Config) -> str:
@@ -74,6 +85,10 @@ def markdown(doc: dict) -> str:
                          _capacity_words(s["capacity_after"]) if s["verdict"] == "adopted" else "",
                          s["limit_after"] or ""] for s in doc["steps"]])
         lines += [""]
+    ranked = by_cost(doc)
+    if ranked:
+        lines += ["By cost per 1M output tokens at the operating point, cheapest first: "
+                  + ", ".join(f"{name} ${cost:.4g}" for name, cost in ranked) + ".", ""]
     if final is not None:
         lines += [f"Final: **{_capacity_words(final['capacity'])}**, limit {final['limit']}.", "",
                   "```", final["command_line"], "```", "",

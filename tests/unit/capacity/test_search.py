@@ -91,3 +91,24 @@ def test_levels_too_short_to_judge_send_the_search_higher_and_never_count_as_hel
     assert short.next() == 1.17
     short.too_few(1.17)
     assert short.next() is None and short.best is None  # within the precision: undecided, not held
+
+
+def test_the_cost_per_token_is_quoted_at_the_held_level_nearest_the_operating_point():
+    def level(i: int, rate: float, cost: float, passed: bool = True) -> Level:
+        slo = [{"name": "ttft_p99_ms", "limit": 500.0, "measured": 100.0 if passed else 900.0, "passed": passed}]
+        return Level(i, rate, "req/s", f"level-0{i}", results={
+            "completed": 400, "slo": slo, "price_per_hour": 4.0, "cost_per_million_output_tokens": cost,
+            "cost_per_million_total_tokens": cost / 10})
+    levels = [level(1, 2.0, 9.0), level(2, 4.0, 5.0), level(3, 8.0, 3.0), level(4, 16.0, 2.5, passed=False)]
+    result = conclusion("rate", "req/s", levels, 8.0, Diagnosis("slo_only", {}), 0.8, "the rule")
+    assert result["recommended"] == 6.4 and result["cost_level"] == 4.0
+    assert (result["cost_per_million_output_tokens"], result["cost_per_million_output_tokens_at_max"]) == (5.0, 3.0)
+    assert "At $4 an hour: **$5 per 1M output tokens** ($0.5 per 1M total tokens) at 4 req/s" in markdown(result)
+    unpriced = conclusion("rate", "req/s", levels[:1], 2.0, Diagnosis("slo_only", {}), 0.8, "the rule")
+    assert "an hour" not in markdown(unpriced)
+
+
+def test_a_price_an_hour_over_tokens_a_second_is_dollars_per_million_tokens():
+    from loadwatch.metrics.cost import per_million_tokens
+    assert per_million_tokens(3.6, 1000.0) == pytest.approx(1.0)
+    assert per_million_tokens(None, 1000.0) is None and per_million_tokens(3.6, 0.0) is None

@@ -29,3 +29,25 @@ def test_each_lever_tried_is_a_row_refused_in_vllms_words_or_judged_by_its_inter
     assert rows[1]["refused"] == "ValueError: fp8 is not supported on CPU" and rows[1]["gain"]["change_pct"] is None
     assert rows[0]["change"] == {"flag": "--max-num-seqs", "from": "2", "to": "8"}
     assert not gain(current, Arm("x", Config(), [401.0]), "ttft_p99_ms").passes  # one run: no interval
+
+
+def test_the_configurations_measured_are_ranked_by_cost_per_output_token_where_priced():
+    from loadwatch.tune.output import by_cost, markdown
+
+    def capacity(knee: float, cost: float | None) -> dict:
+        return {"max_sustainable": knee, "unit": "req/s", "undecided": None, "cost_per_million_output_tokens": cost}
+
+    def step(n: int, verdict: str, after: dict | None) -> dict:
+        return {"step": n, "limit": "kv_cache", "change": {"flag": "--max-num-seqs", "from": None, "to": "64"},
+                "reason": "r", "verdict": verdict, "gain": {"metric": "ttft", "change_pct": None},
+                "capacity_after": after, "limit_after": "x"}
+    doc = {"baseline": {"vllm_args": [], "capacity": capacity(4.0, 3.0), "limit": "kv_cache"}, "final": None,
+           "steps": [step(1, "adopted", capacity(6.0, 2.0)), step(2, "not adopted", None),
+                     step(3, "adopted", capacity(5.0, 2.5))], "stopped": None}
+    assert by_cost(doc) == [("step 1", 2.0), ("step 3", 2.5), ("baseline", 3.0)]
+    assert "cheapest first: step 1 $2, step 3 $2.5, baseline $3." in markdown(doc)
+    doc["baseline"]["capacity"]["cost_per_million_output_tokens"] = None
+    for s in doc["steps"]:
+        if s["capacity_after"]:
+            s["capacity_after"]["cost_per_million_output_tokens"] = None
+    assert by_cost(doc) == [] and "cheapest" not in markdown(doc)
