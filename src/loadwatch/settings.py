@@ -31,6 +31,7 @@ Shape = Literal["step", "ramp", "spike", "sweep"]
 AgentPrefix = Literal["static", "dynamic"]
 TraceFormatName = Literal["auto", "mooncake", "azure", "weka", "otel"]
 TooLong = Literal["skip", "refuse"]
+DatasetFormat = Literal["auto", "loadwatch", "guidellm", "aiperf"]
 
 
 def split_models(value: str) -> list[tuple[str, float]]:
@@ -207,6 +208,8 @@ class LoadSettings(BaseSettings):
     turn_len: int = Field(64, gt=0, description="sessions, generated: tokens of each user turn and tool result")
     system_len: int = Field(512, ge=0, description="sessions, generated: tokens of the system prompt every "
                                                    "conversation shares")
+    dataset_format: DatasetFormat = Field("auto", description="jsonl: the file's format: loadwatch, guidellm "
+                                                               "(JSONL or CSV) or aiperf; auto: as the file shows")
     speedup: float = Field(1.0, gt=0, description="trace: replay K times faster than the trace's own times")
     trace_block_tokens: int = Field(512, gt=0, description="trace: tokens of the prompt block each hash id stands "
                                                            "for (512 in Mooncake's traces; a WEKA trace gives its own)")

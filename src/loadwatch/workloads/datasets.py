@@ -8,6 +8,7 @@ prompts once the server is known, for token lengths measured by its own tokenize
 
 from __future__ import annotations
 
+import logging
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -17,8 +18,9 @@ from typing import TYPE_CHECKING, ClassVar
 from loadwatch.client.endpoints import streams
 from loadwatch.workloads.builtin import builtin_prompts
 from loadwatch.workloads.errors import DatasetError
-from loadwatch.workloads.files import read_jsonl, read_session_lines, read_sharegpt, read_tools
+from loadwatch.workloads.files import read_session_lines, read_sharegpt, read_tools
 from loadwatch.workloads.images import ImagePrompts, image_size
+from loadwatch.workloads.peer_files import detect, read_aiperf_sessions, read_prompts
 from loadwatch.workloads.prompt import Cycle, Prompt, Workload
 from loadwatch.workloads.sessions import GENERATED_TURNS, STATIC_STAMP, Script, Sessions, generated, longest, stamps
 from loadwatch.workloads.tokens import Tokenizer
@@ -28,6 +30,7 @@ from loadwatch.workloads.trace_formats import read_trace
 if TYPE_CHECKING:  # settings reads this registry for its choices: it cannot be imported from here first
     from loadwatch.settings import LoadSettings
 
+log = logging.getLogger(__name__)
 SAMPLES = Path(__file__).with_name("samples")
 SAMPLE_TOOLS = SAMPLES / "tools.json"
 # vllm bench serve's ShareGPT filter: too short to say anything, or too long for a 2k context.
@@ -159,17 +162,17 @@ class ShareGPT(TokenPrompts):
     sample = SAMPLES / "sharegpt-50.json"
 
     def check(self, settings: LoadSettings) -> LoadSettings:
-        read_sharegpt(self.path(settings))
+        read_sharegpt(self.path(settings), 1 if settings.sharegpt_output_len else 2)
         return settings
 
     def prompts(self, settings: LoadSettings, tokenizer: Tokenizer, rng: random.Random) -> list[Prompt]:
-        conversations = read_sharegpt(self.path(settings))
+        conversations = read_sharegpt(self.path(settings), 1 if settings.sharegpt_output_len else 2)
         rng.shuffle(conversations)
         prompts: list[Prompt] = []
         for messages in conversations:
-            prompt, completion = messages[0]["content"], messages[1]["content"]
+            prompt = messages[0]["content"]
             prompt_len = tokenizer.count(prompt)
-            wanted = settings.sharegpt_output_len or tokenizer.count(completion)
+            wanted = settings.sharegpt_output_len or tokenizer.count(messages[1]["content"])
             if prompt_len < MIN_LEN or wanted < MIN_LEN:
                 continue
             if prompt_len > MAX_PROMPT_LEN or prompt_len + wanted > MAX_TOTAL_LEN:
@@ -270,15 +273,17 @@ class AgentSession:
 
 
 class Jsonl(Dataset):
-    name, summary, sample = "jsonl", "JSON Lines of prompts", SAMPLES / "prompts.jsonl"
+    name, summary, sample = "jsonl", "JSON Lines of prompts (GuideLLM's and AIPerf's files too)", \
+        SAMPLES / "prompts.jsonl"
 
     def check(self, settings: LoadSettings) -> LoadSettings:
-        read_jsonl(self.path(settings))
+        read_prompts(self.path(settings), settings.dataset_format)
         return settings
 
     def make(self, settings: LoadSettings, tokenizer: Tokenizer | None, rng: random.Random,
              offered: list[dict] | None) -> Workload | Sessions | Trace:
-        prompts = read_jsonl(self.path(settings))
+        prompts, how = read_prompts(self.path(settings), settings.dataset_format)
+        log.info("%s", how)
         rng.shuffle(prompts)
         return Cycle(_with_tools(prompts, offered))
 
@@ -286,6 +291,8 @@ class Jsonl(Dataset):
 def _session_scripts(path: Path, max_tokens: int | None, body: dict | None) -> list[Script]:
     """A file's sessions: JSON Lines of {"turns": [...]}, or ShareGPT conversations (their human turns;
     the recorded answers give way to the model's own)."""
+    if path.suffix == ".jsonl" and detect(path) == "aiperf":
+        return [Script(None, s["turns"], max_tokens, body) for s in read_aiperf_sessions(path)]
     if path.suffix == ".jsonl":
         return [Script(s["system"], s["turns"], s["max_tokens"] or max_tokens, {**(body or {}), **(s["body"] or {})})
                 for s in read_session_lines(path)]

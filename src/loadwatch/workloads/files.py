@@ -115,11 +115,12 @@ def read_tools(path: Path) -> list[dict]:
     return check_tools(tools, str(path))
 
 
-def read_sharegpt(path: Path) -> list[list[dict]]:
+def read_sharegpt(path: Path, min_turns: int = 2) -> list[list[dict]]:
     """ShareGPT's JSON: a list of {"conversations": [{"from": "human"|"gpt", "value": ...}, ...]}.
 
-    Returns each conversation as chat messages; conversations of fewer than two turns are skipped,
-    as `vllm bench serve` does.
+    Returns each conversation as chat messages; conversations of fewer than `min_turns` turns are
+    skipped: two, as `vllm bench serve` does, unless the answer's length is given (one: a human turn
+    alone, as in files kept for their prompts).
     """
     try:
         data = json.loads(read_text(path))
@@ -137,8 +138,10 @@ def read_sharegpt(path: Path) -> list[list[dict]]:
             if not isinstance(turn, dict) or turn.get("from") not in ROLES or not isinstance(turn.get("value"), str):
                 raise DatasetError(f"{path}: conversation {index} has a turn without `from` (human/gpt) and `value`")
             messages.append({"role": ROLES[turn["from"]], "content": turn["value"]})
-        if len(messages) >= 2:
+        if len(messages) >= min_turns and (min_turns > 1 or messages[0]["role"] == "user"):
             conversations.append(messages)
     if not conversations:
-        raise DatasetError(f"{path} holds no conversation of two turns or more")
+        hint = "" if min_turns == 1 else \
+            "; with --sharegpt-output-len N its first human turns are sent, each asking N tokens"
+        raise DatasetError(f"{path} holds no conversation of {min_turns} turn{'s' * (min_turns > 1)} or more{hint}")
     return conversations
