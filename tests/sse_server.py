@@ -198,7 +198,9 @@ class Connection(asyncio.Protocol):
 
     async def _serve(self, method: str, path: str, body: bytes, arrival: float) -> None:
         try:
-            if method == "GET" and path == "/v1/models":
+            if method == "GET" and path == "/health":  # as vLLM answers it: the peers' tools ask before a run
+                self._respond_raw(200, b"")
+            elif method == "GET" and path == "/v1/models":
                 self._respond(200, {"object": "list", "data": [{"id": "fake-model", "object": "model"}]})
             elif method == "GET" and path == "/metrics" and self.config.vllm_metrics:
                 self._respond_raw(200, vllm_metrics(self.config).encode())

@@ -25,12 +25,13 @@ DEFINITIONS = {
                         "so a server that sends its role before its first token shows a shorter TTFT; ITL is "
                         "the gaps between every later chunk with choices; output tokens are the usage's; "
                         "reasoning counts as output.",
-    "GuideLLM": "TTFT ends at the first token iteration (a chunk carrying text); its TPOT divides the "
-                "request's latency after the first token by the output tokens after it; output tokens are "
-                "the usage's, else the tokenizer's count of the text.",
-    "AIPerf": "TTFT ends at the first response chunk with content (reasoning included); its inter-token "
-              "latency is (latency - TTFT) / (output tokens - 1), per request; output tokens are counted "
-              "with the tokenizer it is given unless told to use the server's usage.",
+    "GuideLLM": "TTFT ends at the first chunk with text, reasoning or tool calls, as loadwatch's; its "
+                "inter-token latency, a request's (last token - first) / (tokens - 1), is shown as TPOT; its "
+                "own TPOT (E2E over every token, the first included) is left out; output tokens are the usage's.",
+    "AIPerf": "TTFT ends at the first chunk with content; its inter-token latency, a request's (latency - "
+              "TTFT) / (tokens - 1), is shown as TPOT and its inter-chunk latency as ITL; output tokens and "
+              "every rate over them are counted with the tokenizer it is given, not the server's usage "
+              "(a server whose tokens its tokenizer splits otherwise shows other TPOT and tok/s).",
 }
 
 
@@ -91,7 +92,9 @@ def _stat(block: dict | None, *names: str) -> float | None:
 
 
 def _guidellm(data: dict, path: Path) -> tuple[Results, None]:
-    """GuideLLM's benchmarks JSON: its first benchmark (one rate); each metric's successful requests."""
+    """GuideLLM's benchmarks JSON: its first benchmark (one rate); each metric over its successful
+    requests. Its inter-token latency is a request's (last token - first) / (tokens - 1): loadwatch's
+    TPOT; its own TPOT (E2E over every token) has no counterpart and is left out."""
     benchmark = data["benchmarks"][0]
     metrics = benchmark.get("metrics") or {}
 
@@ -100,8 +103,8 @@ def _guidellm(data: dict, path: Path) -> tuple[Results, None]:
         return block.get("successful") or block
 
     figures: dict[str, float] = {}
-    for ours, theirs, scale in (("ttft", "time_to_first_token_ms", 1.0), ("itl", "inter_token_latency_ms", 1.0),
-                                ("tpot", "time_per_output_token_ms", 1.0), ("e2el", "request_latency", 1000.0)):
+    for ours, theirs, scale in (("ttft", "time_to_first_token_ms", 1.0), ("tpot", "inter_token_latency_ms", 1.0),
+                                ("e2el", "request_latency", 1000.0)):
         block = successful(theirs)
         percentiles = block.get("percentiles") or {}
         for stat, value in (("mean", _stat(block, "mean")), ("median", _stat(block, "median")),
@@ -110,45 +113,50 @@ def _guidellm(data: dict, path: Path) -> tuple[Results, None]:
                             ("p99", _stat(percentiles, "p99"))):
             if value is not None:
                 figures[latency_key(ours, stat)] = value * scale
-    totals = (metrics.get("request_totals") or {})
-    completed = int(_stat(totals, "successful") or 0)
-    failed = int(_stat(totals, "errored") or 0)
+    totals = metrics.get("request_totals") or {}
     start = _stat(benchmark, "start_time") or 0.0
-    end = _stat(benchmark, "end_time") or start
-    output_total = _stat(successful("output_token_count"), "total_sum") or 0.0
-    input_total = _stat(successful("prompt_token_count"), "total_sum") or 0.0
-    duration = max(end - start, 0.0)
+    duration = _stat(benchmark, "duration") or max((_stat(benchmark, "end_time") or start) - start, 0.0)
     return Results.model_validate({
-        **figures, "run_id": f"GuideLLM {path.name}", "started_at": start, "ended_at": end, "duration": duration,
-        "completed": completed, "failed": failed, "total_output_tokens": int(output_total),
-        "total_input_tokens": int(input_total),
+        **figures, "run_id": f"GuideLLM {path.name}", "started_at": start, "ended_at": start + duration,
+        "duration": duration, "completed": int(_stat(totals, "successful") or 0),
+        "failed": int(_stat(totals, "errored") or 0),
+        "total_output_tokens": int(_stat(successful("output_token_count"), "total_sum") or 0),
+        "total_input_tokens": int(_stat(successful("prompt_token_count"), "total_sum") or 0),
         "request_throughput": _stat(successful("requests_per_second"), "mean") or 0.0,
         "output_throughput": _stat(successful("output_tokens_per_second"), "mean") or 0.0,
+        "input_throughput": _stat(successful("prompt_tokens_per_second"), "mean") or 0.0,
         "total_token_throughput": _stat(successful("tokens_per_second"), "mean") or 0.0}), None
 
 
+def _when(text: object) -> float:
+    try:
+        return datetime.fromisoformat(str(text)).timestamp()
+    except ValueError:
+        return 0.0
+
+
 def _aiperf(data: dict, path: Path) -> tuple[Results, None]:
-    """AIPerf's profile_export_aiperf.json: each metric a block of avg, std, p50 ... in its unit."""
+    """AIPerf's profile_export_aiperf.json: each metric a block of avg, std, p50 ... in its unit. Its
+    inter-token latency is a request's (latency - TTFT) / (tokens - 1): loadwatch's TPOT; its
+    inter-chunk latency is loadwatch's ITL."""
     figures: dict[str, float] = {}
-    for ours, theirs in (("ttft", "time_to_first_token"), ("itl", "inter_token_latency"),
-                         ("e2el", "request_latency")):
+    for ours, theirs in (("ttft", "time_to_first_token"), ("tpot", "inter_token_latency"),
+                         ("itl", "inter_chunk_latency"), ("e2el", "request_latency")):
         block = data.get(theirs) or {}
-        scale = {"ms": 1.0, "s": 1000.0, "ns": 1e-6, "us": 1e-3}.get(str(block.get("unit", "ms")), 1.0)
+        scale = {"ms": 1.0, "sec": 1000.0, "s": 1000.0, "us": 1e-3, "ns": 1e-6}.get(str(block.get("unit", "ms")), 1.0)
         figures.update(_ms_stats(block, ours, {"mean": "avg", "median": "p50", "std": "std", "p50": "p50",
                                                "p90": "p90", "p95": "p95", "p99": "p99"}, scale))
-    # AIPerf's ITL is per request (latency - TTFT) / (tokens - 1): loadwatch's TPOT.
-    for stat in ("mean", "median", "std", "p50", "p90", "p95", "p99"):
-        if latency_key("itl", stat) in figures:
-            figures[latency_key("tpot", stat)] = figures[latency_key("itl", stat)]
-    completed = int(_stat(data.get("request_count"), "avg") or 0)
-    failed = int(_stat(data.get("error_request_count"), "avg") or 0)
+    start = _when(data.get("start_time"))
     duration = _stat(data.get("benchmark_duration"), "avg") or 0.0
-    start = 0.0
+    completed = _stat(data.get("completed_request_count"), "avg") or _stat(data.get("request_count"), "avg") or 0
     return Results.model_validate({
         **figures, "run_id": f"AIPerf {path.name}", "started_at": start, "ended_at": start + duration,
-        "duration": duration, "completed": completed, "failed": failed,
+        "duration": duration, "completed": int(completed),
+        "failed": int(_stat(data.get("error_request_count"), "avg") or 0),
         "request_throughput": _stat(data.get("request_throughput"), "avg") or 0.0,
         "output_throughput": _stat(data.get("output_token_throughput"), "avg") or 0.0,
+        "input_throughput": _stat(data.get("input_token_throughput"), "avg") or 0.0,
+        "total_token_throughput": _stat(data.get("total_token_throughput"), "avg") or 0.0,
         "total_output_tokens": int(_stat(data.get("total_output_tokens"), "avg") or 0),
         "total_input_tokens": int(_stat(data.get("total_isl"), "avg") or 0)}), None
 
