@@ -181,7 +181,9 @@ class ShareGPT(TokenPrompts):
             if len(prompts) == settings.dataset_size:
                 break
         if not prompts:
-            raise DatasetError(f"no conversation of {self.path(settings)} passes the length filter")
+            raise DatasetError(f"no conversation of {self.path(settings)} passes vllm bench serve's length filter "
+                               f"(prompt and answer {MIN_LEN} tokens or more, prompt at most {MAX_PROMPT_LEN}, both "
+                               f"at most {MAX_TOTAL_LEN}); --sharegpt-output-len sets the answer's")
         return prompts
 
 
