@@ -12,7 +12,7 @@ SMALL_ENGINE = $(shell $(VENV)/bin/python -m loadwatch.engine.small)
 CAPACITY ?= --mode users --start 1 --slo ttft_p90_ms=1000 --level-duration 15s --cool-down 3s
 WORKLOAD ?= --max-tokens 200 --ignore-eos
 
-.PHONY: setup run check test lint generate lock benchmark clean
+.PHONY: setup run check test lint generate docs lock benchmark clean
 PYTEST := $(VENV)/bin/python -m pytest -q -p no:cacheprovider
 
 $(STAMP): pyproject.toml
@@ -52,6 +52,13 @@ generate: setup
 	$(VENV)/bin/python -m loadwatch.grafana
 	$(VENV)/bin/python -m loadwatch.deploy
 	$(VENV)/bin/python -m loadwatch.tune
+	$(VENV)/bin/python -m loadwatch.reference
+
+# `make docs`: the site from docs/ into site/, opened from disk (site/index.html); --strict fails on a
+# broken link or anchor, and linkchecker then follows every link of the built pages.
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+	$(VENV)/bin/linkchecker -f scripts/linkcheckerrc --no-status site/index.html
 
 # The images' dependencies, pinned with hashes for Python 3.11 on Linux (their base): the sidecar's
 # from exporters/requirements.in alone, the load generator's from pyproject.toml.

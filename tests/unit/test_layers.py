@@ -24,6 +24,7 @@ LAYERS = [
     {"experiment"},  # loadwatch experiment: cells of runs per arm, with verdicts
     {"tune"},  # loadwatch tune: capacity searches and trials, levers adopted one step at a time
     {"cli"},
+    {"reference"},  # the docs' reference pages, read from every layer (the CLI's parser among them)
 ]
 LAYER = {unit: i for i, units in enumerate(LAYERS) for unit in units}
 SRC = REPO / "src" / "loadwatch"

@@ -51,7 +51,7 @@ def command(settings: EngineSettings, model_dir: Path, port: int, extra: list[st
         "--chat-template", str(CHAT_TEMPLATE), "--enable-auto-tool-choice", "--tool-call-parser", "pythonic",
         "--enable-prompt-tokens-details",
         # Each request's own account, joined to the client's record by the X-Request-Id loadwatch sends
-        # (README: Why this request was slow).
+        # (docs/guides/slow-requests.md).
         "--enable-per-request-metrics", "--enable-request-id-headers",
         *_spec_decode_account(extra),
         *extra,

@@ -102,5 +102,5 @@ def serve(environment, state: RunState, host: str, port: int, settings: Callable
     except OSError as exc:
         print(f"loadwatch: cannot serve metrics on {host}:{port}: {exc.strerror}; "
               "choose another --metrics-port (0 turns it off) or --metrics-host", file=sys.stderr, flush=True)
-        sys.exit(2)  # a bad option, as README's exit codes say
+        sys.exit(2)  # a bad option, as the exit codes (docs/reference/exit-codes-and-ports.md) say
     log.info("Client metrics at http://%s:%d/metrics", host, port)

@@ -140,12 +140,12 @@ class Process:
         if not self.told_no_engine_account:
             self.told_no_engine_account = True
             log.warning("%s sends no per-request metrics: records carry the client's figures only (vLLM 0.32 "
-                        "sends them with --enable-per-request-metrics; README: Why this request was slow)",
+                        "sends them with --enable-per-request-metrics; docs/guides/slow-requests.md)",
                         origin)
 
     def not_found(self, environment, url: str, message: str) -> None:
         """The server answered 404 Not Found to the streamed API: it has no such API (another
-        --endpoint) or no such model. Said once, and the run ends (headless, with README's bad-options
+        --endpoint) or no such model. Said once, and the run ends (headless, with the bad-input
         exit code) rather than measure nothing but failures; what was sent is counted and written."""
         if not self.told_not_found:
             self.told_not_found = True

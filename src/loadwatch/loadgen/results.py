@@ -19,7 +19,7 @@ from loadwatch.settings import LoadSettings
 
 log = logging.getLogger(__name__)
 SLO_EXIT_CODE = 3
-BAD_INPUT_EXIT_CODE = 2  # README's exit codes: as argparse exits on a malformed command line
+BAD_INPUT_EXIT_CODE = 2  # docs/reference/exit-codes-and-ports.md: as argparse exits on a malformed command line
 INCOMPLETE_EXIT_CODE = 1  # a worker was lost: requests went out whose outcomes nobody knows
 
 

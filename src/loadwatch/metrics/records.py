@@ -49,7 +49,7 @@ def as_record(request_id: str, started_at: float, worker: str, model: str, scena
               "reasoning_tokens": m.reasoning_tokens if m else None,
               "tool_calls": m.tool_calls if m else None}
     engine = m.engine if m else None
-    if m is not None and engine is not None:  # vLLM's own account of it: README, Why this request was slow
+    if m is not None and engine is not None:  # vLLM's own account of it: docs/guides/slow-requests.md
         record.update(engine_queue_s=_rounded(engine.queue), engine_prefill_s=_rounded(engine.prefill),
                       engine_decode_s=_rounded(engine.decode), engine_mean_itl_s=_rounded(engine.mean_itl),
                       ttft_rest_s=_rounded(m.ttft_rest), spec_acceptance_length=engine.spec_acceptance_length,

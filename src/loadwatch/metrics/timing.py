@@ -1,4 +1,5 @@
-"""Per-request latency maths, from raw timestamps to the figures `vllm bench serve` defines (README: What is measured).
+"""Per-request latency maths, from raw timestamps to the figures `vllm bench serve` defines
+(docs/concepts/measurement.md).
 
 Capture (client/stream.py) records when things arrived; this module only does arithmetic, so
 it is tested alone and matches `vllm bench serve` definition for definition.
@@ -61,7 +62,7 @@ class RequestMetrics:
     @property
     def ttft_rest(self) -> float | None:
         """The client's TTFT less the headers, the engine's queue and its prefill: the hop from the
-        API server to the engine core and back, detokenising, streaming and the network (README:
+        API server to the engine core and back, detokenising, streaming and the network (docs/concepts/measurement.md:
         Why this request was slow). Below zero by more than clock noise, the engine's account is not
         this request's."""
         engine = self.engine

@@ -24,7 +24,7 @@ from loadwatch.report.engine_at import EngineState, EngineTimeline
 from loadwatch.report.exact import records_of
 from loadwatch.stack.readback import DATA, data_of, prometheus_on
 
-BAD_INPUT = 2  # README's exit codes: the run, its records or the request named cannot be found
+BAD_INPUT = 2  # docs/reference/exit-codes-and-ports.md: the run, its records or the request named cannot be found
 
 
 class ExplainError(Exception):

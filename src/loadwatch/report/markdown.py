@@ -79,7 +79,7 @@ def request_by_request(split: dict, explain: str) -> list[str]:
     return [
         "## Request by request", "",
         f"{split['joined']} of the {split['measured']} measured requests carry the engine's own account, joined "
-        "by their X-Request-Id (README: Why this request was slow); over them, each part of the TTFT, exact "
+        "by their X-Request-Id (docs/guides/slow-requests.md); over them, each part of the TTFT, exact "
         "(vLLM's histograms interpolate a p99 inside buckets up to a second wide). The "
         "percentiles of the parts do not add up to the TTFT's: each is over its own order of the requests.", "",
         *table(["part of the TTFT", "mean", "median", "p99"],

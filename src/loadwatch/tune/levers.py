@@ -1,6 +1,6 @@
 """The levers tune pulls, in one catalogue: for each, the limit it relieves, when it applies (read
 from the capacity search's evidence), the flag and the step it takes, and why, in a line a user
-reads. The docs' table (docs/tune.md) is this list.
+reads. The docs' table (docs/guides/tune.md) is this list.
 
 A lever proposes a Change or None: None where its condition does not hold, or where the step would
 change nothing (the flag is already there). Limits no engine flag relieves end the loop with a

@@ -71,4 +71,4 @@ def test_the_final_flags_as_a_compose_override_and_a_kubernetes_patch():
 
 def test_the_docs_table_is_the_catalogue():
     page = (REPO / PAGE).read_text()
-    assert render(page) == page, "docs/tune.md drifted from tune/levers.py: run `make generate`"
+    assert render(page) == page, "docs/guides/tune.md drifted from tune/levers.py: run `make generate`"
