@@ -26,7 +26,7 @@ from datetime import datetime
 from pathlib import Path
 
 from loadwatch.workloads.errors import DatasetError
-from loadwatch.workloads.files import read_text
+from loadwatch.workloads.files import json_lines, read_text
 
 CHARS_PER_TOKEN = 4  # a span that gives no token counts: its text's length, as vLLM's tokenizers roughly go
 
@@ -90,20 +90,10 @@ class Mooncake(TraceFormat):
 
     def read(self, path: Path, text: str) -> TraceFile:
         entries = []
-        for number, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            where = f"{path} line {number}"
-            try:
-                item = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DatasetError(f"{where}: not JSON ({exc.msg})") from None
-            if not isinstance(item, dict):
-                raise DatasetError(f"{where}: expected an object with timestamp, input_length, output_length and "
-                                   "hash_ids")
+        for where, item in json_lines(path, "timestamp, input_length, output_length and hash_ids"):
             entries.append(Entry(_time(item, "timestamp", where, "milliseconds"),
                                  _count(item, "input_length", where, 1), _count(item, "output_length", where, 1),
-                                 _hash_ids(item, where), f"line {number}"))
+                                 _hash_ids(item, where), where.removeprefix(f"{path} ")))
         return TraceFile(path, entries, self.name)
 
 
