@@ -76,7 +76,7 @@ def test_our_trace_with_an_entry_too_long_skips_it_or_is_refused_in_one_line(fak
     assert run.returncode == 0 and results["completed"] == server.stats()["arrivals"] == 5, run.stderr[-2000:]
     assert results["trace_entries_skipped"] == 1 and "azure.csv this run sends cannot fit" in run.stderr
     assert "row 4 (40003 + 5 tokens)" in run.stderr
-    server, refused, _ = replay(fake_server, tmp_path, path, "--trace-too-long", "refuse")
+    server, refused, _ = replay(fake_server, tmp_path, path, "--trace-too-long", "refuse", "--stop-timeout", "60")
     assert refused.returncode == 2 and server.stats()["arrivals"] == 0, refused.stderr[-2000:]
     assert "row 4 (40003 + 5 tokens); --trace-too-long skip sends the others" in refused.stderr
     assert "Traceback" not in refused.stderr

@@ -152,8 +152,11 @@ class LLMUser(User):
             runner = self.environment.runner
             if isinstance(runner, WorkerRunner):  # the master ends the run and says why, with the same code
                 runner.send_message(BAD_WORKLOAD, {"why": why})
-            # Not from this user's own greenlet: quitting kills it, and the quit with it. It waits
-            # here to be killed: a user that stopped itself trips Locust's own stop.
+            # Nothing was sent (no user of this process has a workload): no request to let finish, so
+            # the quit kills the users at once instead of waiting --stop-timeout for each. Not from this
+            # user's own greenlet: quitting kills it, and the quit with it; it waits here to be killed
+            # (a user that stopped itself trips Locust's own stop).
+            self.environment.stop_timeout = 0
             gevent.spawn(runner.quit)
             gevent.sleep(STOP_GRACE)
             raise StopUser() from None
