@@ -9,6 +9,7 @@ import argparse
 import json
 import typing
 from collections.abc import Iterator
+from pathlib import Path
 
 from prometheus_client.core import Metric
 
@@ -70,6 +71,15 @@ def _helps(parser: argparse.ArgumentParser) -> dict[str, str]:
     return {}
 
 
+PACKAGE = str(Path(__file__).resolve().parents[1])
+
+
+def _shown(default: object) -> str:
+    """A default as the page shows it: a file shipped in the package by its place in it, not by where
+    this machine installed it."""
+    return str(default).replace(PACKAGE, "<the loadwatch package>")
+
+
 def _option_rows(parser: argparse.ArgumentParser) -> list[list[str]]:
     rows = []
     for action in parser._actions:
@@ -78,7 +88,7 @@ def _option_rows(parser: argparse.ArgumentParser) -> list[list[str]]:
         name = ", ".join(f"`{s}`" for s in action.option_strings) or f"`{action.dest.upper()}`"
         choices = f" (one of {', '.join(map(str, action.choices))})" if action.choices else ""
         default = "" if action.default in (None, False, argparse.SUPPRESS) or not action.option_strings \
-            else f" Default: `{action.default}`."
+            else f" Default: `{_shown(action.default)}`."
         rows.append([name, (action.help or "").replace("%%", "%") + choices + default])
     return rows
 
