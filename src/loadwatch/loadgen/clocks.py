@@ -47,11 +47,12 @@ class Clocks:
         for record in records:
             record["start"] = round(record["start"] - offset.seconds, 6)
 
-    def on_workers_clock(self, worker: str, at: float) -> float:
+    def on_workers_clock(self, worker: str, at: float | None) -> float | None:
         """The master's time `at` on `worker`'s clock: a moment the worker must act on (the load
-        shape's start, from which it tells each request's stage), not one it only reports."""
+        shape's start, from which it tells each request's stage), not one it only reports; None
+        while that moment is not known."""
         offset = self.best.get(worker)
-        return at + offset.seconds if offset is not None else at
+        return at + offset.seconds if offset is not None and at is not None else at
 
     def as_results(self) -> dict[str, dict[str, float]]:
         return {worker: {"offset_s": round(o.seconds, 6), "uncertainty_s": round(o.uncertainty, 6)}

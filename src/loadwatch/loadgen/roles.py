@@ -257,9 +257,8 @@ class Master(Summing):
         runner = self.environment.runner
         if DATASETS[self.process.settings.dataset].timed:  # the replay's clock, before the entries it times
             state = self.process.state
-            at = state.load_started()
-            theirs = None if at is None else state.clocks.on_workers_clock(msg.node_id, at)
-            runner.send_message(LOAD_START, {"at": theirs}, msg.node_id)  # type: ignore[union-attr]
+            at = state.clocks.on_workers_clock(msg.node_id, state.load_started())
+            runner.send_message(LOAD_START, {"at": at}, msg.node_id)  # type: ignore[union-attr]
         runner.send_message(GRANT, {"kinds": kinds}, msg.node_id)  # type: ignore[union-attr]
 
     def take_final_report(self, msg, **_kwargs) -> None:

@@ -107,12 +107,17 @@ def check_tools(tools: object, where: str) -> list[dict]:
     return tools
 
 
-def read_tools(path: Path) -> list[dict]:
+def read_json(path: Path, text: str | None = None) -> object:
+    """The file's one JSON document (`text`, where it was read already); DatasetError naming the line
+    where it stops being JSON."""
     try:
-        tools = json.loads(read_text(path))
+        return json.loads(read_text(path) if text is None else text)
     except json.JSONDecodeError as exc:
         raise DatasetError(f"{path} line {exc.lineno}: not JSON ({exc.msg})") from None
-    return check_tools(tools, str(path))
+
+
+def read_tools(path: Path) -> list[dict]:
+    return check_tools(read_json(path), str(path))
 
 
 def read_sharegpt(path: Path, min_turns: int = 2) -> list[list[dict]]:
@@ -122,10 +127,7 @@ def read_sharegpt(path: Path, min_turns: int = 2) -> list[list[dict]]:
     skipped: two, as `vllm bench serve` does, unless the answer's length is given (one: a human turn
     alone, as in files kept for their prompts).
     """
-    try:
-        data = json.loads(read_text(path))
-    except json.JSONDecodeError as exc:
-        raise DatasetError(f"{path} line {exc.lineno}: not JSON ({exc.msg})") from None
+    data = read_json(path)
     if not isinstance(data, list):
         raise DatasetError(f"{path}: expected a JSON list of conversations")
     conversations = []

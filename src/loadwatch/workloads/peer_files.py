@@ -28,14 +28,14 @@ COUNT_COLUMNS = (*OUTPUT_COLUMNS, "prompt_tokens_count", "input_tokens_count")
 
 
 def _first_object(path: Path) -> dict | None:
-    for line in read_text(path).splitlines():
-        if line.strip():
-            try:
-                item = json.loads(line)
-            except json.JSONDecodeError:
-                return None
-            return item if isinstance(item, dict) else None
-    return None
+    """The file's first JSON line, read alone (its reader reads the whole file, and says what is wrong
+    with it)."""
+    try:
+        with path.open(encoding="utf-8") as lines:
+            item = json.loads(next((line for line in lines if line.strip()), "null"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    return item if isinstance(item, dict) else None
 
 
 def detect(path: Path) -> str:

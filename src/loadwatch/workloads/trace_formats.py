@@ -26,7 +26,7 @@ from datetime import datetime
 from pathlib import Path
 
 from loadwatch.workloads.errors import DatasetError
-from loadwatch.workloads.files import json_lines, read_text
+from loadwatch.workloads.files import json_lines, read_json, read_text
 
 CHARS_PER_TOKEN = 4  # a span that gives no token counts: its text's length, as vLLM's tokenizers roughly go
 
@@ -181,10 +181,7 @@ class Weka(TraceFormat):
 
 
 def _json(path: Path, text: str) -> dict:
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise DatasetError(f"{path} line {exc.lineno}: not JSON ({exc.msg})") from None
+    data = read_json(path, text)
     if not isinstance(data, dict):
         raise DatasetError(f"{path}: expected a JSON object")
     return data
