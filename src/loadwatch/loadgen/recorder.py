@@ -9,6 +9,7 @@ write (or report, on a worker).
 from __future__ import annotations
 
 import logging
+import time
 from collections import Counter, deque
 from dataclasses import dataclass
 
@@ -71,6 +72,11 @@ class Recorder:
         self.tokens_from: Counter[str] = Counter()  # successful requests by how their tokens were counted
         self.without_done = 0  # successful streams whose body ended without [DONE]
         self.skipped = 0  # trace entries not sent: they cannot fit the server's context
+        # What a report's outcomes span, for the master's estimate of a lost worker's rate: from its
+        # previous report or its first request's start, the later (wall clock, its own). Reports come
+        # before any request does: from the run's start or an empty report, the rate came out low.
+        self.reported_at: float | None = None
+        self.first_start: float | None = None
         self.goodput: dict[str, float] = {}  # metric -> per-request limit (s) of the run's SLOs
         self.worker = "local"  # who measured, in the records
         self.keep_records = False  # per-request records wanted (a file on the master or local runner)
@@ -93,6 +99,8 @@ class Recorder:
         return records
 
     def record(self, req: LLMRequest) -> None:
+        if self.first_start is None or req.started_at < self.first_start:
+            self.first_start = req.started_at
         record = req.record(self.worker, self.keep_itl) if self.keep_records else None
         if record is not None:
             self.records.append(record)
@@ -149,6 +157,7 @@ class Recorder:
         counts stay monotonic."""
         self.samples.clear()
         self.finished = self.warmup_finished = self.without_done = self.skipped = 0
+        self.reported_at = self.first_start = None
         self.tokens_from.clear()
         self.saturated.clear()
         self.recent.clear()
@@ -189,6 +198,7 @@ class Recorder:
 
     def report(self) -> dict:
         """A worker's delta since its last report."""
+        now, since = time.time(), max(filter(None, (self.reported_at, self.first_start)), default=None)
         report = {
             "counts": self.counts.drain(),
             "samples": self.samples.drain(),
@@ -198,6 +208,7 @@ class Recorder:
             "tokens_from": dict(self.tokens_from),
             "without_done": self.without_done,
             "skipped": self.skipped,
+            "span": now - since if since is not None else 0.0,
             "records": self.take_records(),
             "saturated": dict(self.saturated),
             "slow": sorted(self.recent, key=lambda r: r["ttft_s"], reverse=True)[:SHIPPED_SLOW],
@@ -205,6 +216,7 @@ class Recorder:
         self.recent.clear()
         self.finished = self.warmup_finished = self.without_done = self.skipped = 0
         self.tokens_from.clear()
+        self.reported_at = now
         return report
 
     def merge(self, report: dict) -> None:

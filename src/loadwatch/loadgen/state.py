@@ -70,7 +70,7 @@ class RunState:
         self.warmup_seconds = warmup_seconds
         self.load_start = None if warmup_requests or warmup_seconds else self.started_at
         self.stopped_at = None
-        self.workers.reset(self.started_at)
+        self.workers.reset()
 
     def start_replica(self, schedule: list[Stage]) -> None:
         """A worker's run starts: the open loop's schedule, its clock unknown until the master says."""

@@ -6,8 +6,10 @@ server saw them, the results must say so.
 How many are unknown: with --num-requests, the tickets dealt to it minus the outcomes it reported
 (a ticket held but never used counts too: an upper bound). In a run bounded by time, the requests in
 flight at its last report plus what it sent from then until it was lost, at the rate of its last
-report. It was lost after its last heartbeat (one a second, read from Locust's count of them), and
-at most two seconds after it: an estimate, said as such, and high rather than low.
+report, over the seconds that report spans by the worker's clock (a first report's from its first
+request: from the run's start, the worker's start-up counted as idle time and the rate came out
+low). It was lost after its last heartbeat (one a second, read from Locust's count of them), and at
+most two seconds after it: an estimate, said as such, and high rather than low.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ class Account:
     reported: int = 0  # outcomes it reported, warm-up included
     in_flight: int = 0  # at its last report
     last_heard: float = 0.0  # wall clock of its last report
-    rate: float = 0.0  # outcomes a second over the interval its last report covers (the first: since the start)
+    rate: float = 0.0  # outcomes a second over the seconds its last report spans
     alive_at: float | None = None  # wall clock: its last heartbeat, as near as Locust's count tells
 
 
@@ -38,13 +40,11 @@ class Workers:
         self.accounts: dict[str, Account] = {}
         self.lost: list[dict] = []
         self.removed: set[str] = set()  # by Locust, after a minute of silence: lost already, before the stop
-        self.started_at = 0.0
 
-    def reset(self, started_at: float) -> None:
+    def reset(self) -> None:
         self.accounts.clear()
         self.lost.clear()
         self.removed.clear()
-        self.started_at = started_at
 
     def granted(self, worker: str, n: int) -> None:
         self.accounts.setdefault(worker, Account()).granted += n
@@ -52,9 +52,8 @@ class Workers:
     def reported(self, worker: str, report: dict, at: float) -> None:
         account = self.accounts.setdefault(worker, Account())
         finished = report["finished"] + report["warmup_finished"] + report["skipped"]
-        since = account.last_heard or self.started_at
-        if since and at > since:
-            account.rate = finished / (at - since)
+        if report["span"] > 0:
+            account.rate = finished / report["span"]
         account.reported += finished
         account.in_flight = sum(n for _labels, n in report["in_flight"])
         account.last_heard = at

@@ -4,7 +4,7 @@ from prometheus_client import generate_latest
 from prometheus_client.openmetrics import exposition as openmetrics
 
 from loadwatch.loadgen.exposition import client_registry
-from loadwatch.loadgen.recorder import LLMRequest
+from loadwatch.loadgen.recorder import LLMRequest, Recorder
 from loadwatch.loadgen.state import RunState
 from loadwatch.metrics.definitions import turn_bucket
 from loadwatch.metrics.slo import parse_slo
@@ -122,3 +122,20 @@ def test_the_runs_slos_are_exported_as_objectives_and_absent_without_any():
     text = generate_latest(client_registry(state, lambda: 0, lambda: slos)).decode()
     assert 'loadwatch_slo_objective{slo="ttft_p99_ms"} 600.0' in text
     assert 'loadwatch_slo_objective{slo="failure_ratio"} 0.01' in text
+
+
+def test_a_workers_report_spans_from_its_first_request_then_from_its_previous_report(monkeypatch):
+    """The master's estimate of a lost worker's rate divides by this span: counted from the run's
+    start, or from an empty report sent before the first request, it took the worker's start-up for
+    idle time, and the rate came out low (a CI run's cut host: 203 unknown for 264 unaccounted)."""
+    recorder = Recorder()
+    recorder.start_run()
+    now = iter([103.0, 110.0, 113.0, 116.0])
+    monkeypatch.setattr("loadwatch.loadgen.recorder.time.time", lambda: next(now))
+    assert recorder.report()["span"] == 0.0  # nothing sent yet: no span, no rate
+    recorder.record(LLMRequest("m", "chat", 106.0, 0.3, failure_reason="http_500"))
+    recorder.record(LLMRequest("m", "chat", 105.0, 0.3, failure_reason="http_500"))
+    assert recorder.report()["span"] == 5.0  # from the first request, not the empty report before it
+    assert recorder.report()["span"] == 3.0
+    recorder.start_run()
+    assert recorder.report()["span"] == 0.0

@@ -5,8 +5,9 @@ from __future__ import annotations
 from loadwatch.loadgen.workers import Workers, host_of
 
 
-def report(finished: int, in_flight: int = 0, warmup: int = 0) -> dict:
-    return {"finished": finished, "warmup_finished": warmup, "skipped": 0, "in_flight": [[["m", "chat"], in_flight]]}
+def report(finished: int, in_flight: int = 0, warmup: int = 0, span: float = 0.0) -> dict:
+    return {"finished": finished, "warmup_finished": warmup, "skipped": 0, "in_flight": [[["m", "chat"], in_flight]],
+            "span": span}
 
 
 def test_with_tickets_a_lost_workers_unknown_is_what_it_was_dealt_and_never_reported():
@@ -20,10 +21,9 @@ def test_with_tickets_a_lost_workers_unknown_is_what_it_was_dealt_and_never_repo
 
 def test_in_a_timed_run_the_unknown_runs_at_its_last_rate_until_its_last_heartbeat_and_a_little_after():
     workers = Workers()
-    workers.reset(started_at=97.0)
-    workers.reported("h_1", report(30), at=100.0)
-    assert workers.accounts["h_1"].rate == 10  # a first report: its rate since the start
-    workers.reported("h_1", report(30, in_flight=2), at=103.0)  # 10 a second
+    workers.reported("h_1", report(30, span=2.0), at=100.0)
+    assert workers.accounts["h_1"].rate == 15  # over the seconds the worker says its report spans
+    workers.reported("h_1", report(30, in_flight=2, span=3.0), at=103.0)  # 10 a second
     workers.heartbeat("h_1", at=103.5)
     workers.heartbeat("h_1", at=102.0)  # a look that read an older count: the later stands
     (lost,) = workers.lose({"h_1"}, counted=False, now=120.0)
@@ -33,7 +33,7 @@ def test_in_a_timed_run_the_unknown_runs_at_its_last_rate_until_its_last_heartbe
 def test_a_worker_heard_again_is_not_missing_and_one_never_heard_counts_nothing():
     workers = Workers()
     workers.heartbeat("a_1", at=8.5)
-    workers.reported("a_1", report(10), at=7.0)  # no start known: no rate
+    workers.reported("a_1", report(10), at=7.0)  # a span unknown: no rate
     (never, again) = sorted(workers.lose({"a_1", "silent_9"}, counted=False, now=9.0), key=lambda w: w["worker"],
                             reverse=True)
     assert again["lost_at"] == 9.0 and again["unknown"] == 0
@@ -51,5 +51,5 @@ def test_tickets_of_a_removed_worker_are_written_off_so_a_counted_run_can_end_wi
     workers.remove("a_1")
     workers.remove("never_heard")
     assert workers.written_off() == 7
-    workers.reset(started_at=0.0)
+    workers.reset()
     assert workers.written_off() == 0
