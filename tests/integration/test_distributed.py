@@ -98,9 +98,9 @@ def test_master_histograms_sum_every_worker_and_each_fault_is_counted_once(fake_
     assert locust.returncode == 1, output  # Locust's own code for a run with failures, no SLO given
 
 
-def run_with_one_worker_upset(fake_server, tmp_path, run_time: str, stop_timeout: str, upset):
-    """A headless two-worker run in which `upset(worker)` is done to one worker 3 s in; the server's
-    request count, Locust's output and the results JSON."""
+def run_with_one_worker_upset(fake_server, tmp_path, run_time: str, stop_timeout: str, upset, at_first_request=False):
+    """A headless two-worker run in which `upset(worker)` is done to one worker 3 s in (or as soon as
+    the server sees a request); the server's request count, Locust's output and the results JSON."""
     server = fake_server("--ttft", "0.02", "--itl", "0.005", "--tokens", "5")
     results = tmp_path / "results.json"
     locust = subprocess.Popen(
@@ -111,7 +111,10 @@ def run_with_one_worker_upset(fake_server, tmp_path, run_time: str, stop_timeout
     try:
         workers = wait_for(lambda: len(psutil.Process(locust.pid).children()) == 2 and
                            psutil.Process(locust.pid).children(), 20, "two worker processes")
-        time.sleep(3)
+        if at_first_request:
+            wait_for(lambda: server.stats()["arrivals"], 20, "a first request")
+        else:
+            time.sleep(3)
         upset(workers[0])
     finally:
         output = finish(locust, exit_within=60)
@@ -133,13 +136,21 @@ def test_a_worker_marked_missing_at_the_stop_still_has_its_last_requests_counted
     assert data["completed"] + data["failed"] == arrivals, output
 
 
-def test_a_dead_worker_is_lost_its_requests_unknown_and_the_run_incomplete(fake_server, tmp_path):
-    """Issue 40: a lost worker's requests vanished, and the run said 0 failed and exited 0."""
-    arrivals, output, data = run_with_one_worker_upset(fake_server, tmp_path, "6s", "2", psutil.Process.kill)
+@pytest.mark.parametrize("at_first_request", [False, True], ids=["3s-in", "at-its-first-request"])
+def test_a_dead_worker_is_lost_its_requests_unknown_and_the_run_incomplete(fake_server, tmp_path, at_first_request):
+    """Issue 40: a lost worker's requests vanished, and the run said 0 failed and exited 0. One killed
+    at its first request is rarely heard: Locust sends a worker's first report before loadwatch's
+    handlers are in, the next 3 s later (a CI run killed one 3 s in, never heard, and counted 0)."""
+    arrivals, output, data = run_with_one_worker_upset(fake_server, tmp_path, "6s", "2", psutil.Process.kill,
+                                                       at_first_request)
     assert "Traceback" not in output
     (lost,) = data["lost_workers"]
     assert lost["host"] == socket.gethostname() and lost["worker"].startswith(socket.gethostname() + "_")
-    assert 0 < lost["last_heard"] <= lost["lost_at"] <= data["ended_at"] and "estimate" in lost["unknown_counted_as"]
+    assert lost["lost_at"] <= data["ended_at"] and "estimate" in lost["unknown_counted_as"]
+    if lost["last_heard"] is None:
+        assert "peers' rate per user for its" in lost["unknown_counted_as"]
+    else:
+        assert 0 < lost["last_heard"] <= lost["lost_at"]
     assert data["unknown_outcomes"] == lost["unknown"] > 0
     accounted = data["completed"] + data["failed"]
     print(f"server saw {arrivals}, the results account for {accounted}, unknown {data['unknown_outcomes']}")

@@ -29,7 +29,7 @@ from loadwatch.loadgen.sending.schedule import plan_run
 from loadwatch.loadgen.sending.shape import LOAD_START, OptionShape
 from loadwatch.loadgen.state import Phase, RunState
 from loadwatch.loadgen.ticker import every
-from loadwatch.loadgen.workers import host_of
+from loadwatch.loadgen.workers import LOOK_EVERY, host_of
 from loadwatch.settings import LoadSettings
 from loadwatch.workloads.datasets import DATASETS
 
@@ -173,7 +173,7 @@ class Master(Summing):
         runner.register_message(HELLO, self.check_worker)
         runner.register_message(PONG, self.take_pong)
         runner.register_message(BAD_WORKLOAD, self.end_on_bad_workload)
-        every(1.0, self.watch_heartbeats)
+        every(LOOK_EVERY, self.watch_heartbeats)
         every(CLOCK_PING_EVERY, self.ping_all)
 
     def ping(self, worker: str, times: int = 1) -> None:
@@ -217,7 +217,8 @@ class Master(Summing):
         states = {client.id: client.state for client in runner.clients.all}
         for client in runner.clients.all:
             if client.state != STATE_MISSING:
-                workers.heartbeat(client.id, now - (HEARTBEAT_LIVENESS - client.heartbeat))
+                workers.heartbeat(client.id, now - (HEARTBEAT_LIVENESS - client.heartbeat),
+                                  sum(client.user_classes_count.values()))
             elif self.states.get(client.id) != STATE_MISSING:
                 log.warning("Worker %s on host %s is missing (no heartbeat for %d s): the run goes on with the "
                             "rest; its last report is awaited at the stop", client.id, host_of(client.id),

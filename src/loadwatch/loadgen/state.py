@@ -161,6 +161,7 @@ class RunState:
     def expect_final_reports(self, workers: set[str]) -> None:
         self.finals_pending = set(workers)
         self.finals_done.clear()
+        self.workers.stopping = True
 
     def _on_the_masters_clock(self, client_id: str, report: dict) -> None:
         self.clocks.correct(client_id, report["records"])

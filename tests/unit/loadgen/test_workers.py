@@ -30,14 +30,33 @@ def test_in_a_timed_run_the_unknown_runs_at_its_last_rate_until_its_last_heartbe
     assert lost["lost_at"] == 105.5 and lost["unknown"] == 2 + 25 and "estimate" in lost["unknown_counted_as"]
 
 
-def test_a_worker_heard_again_is_not_missing_and_one_never_heard_counts_nothing():
+def test_a_worker_heard_again_is_not_missing_and_one_that_spans_no_request_runs_at_its_peers_rate_per_user():
+    """A CI run killed a worker before its first report: it counted 0 unknown, as if the server had
+    seen none of its requests."""
     workers = Workers()
-    workers.heartbeat("a_1", at=8.5)
-    workers.reported("a_1", report(10), at=7.0)  # a span unknown: no rate
-    (never, again) = sorted(workers.lose({"a_1", "silent_9"}, counted=False, now=9.0), key=lambda w: w["worker"],
-                            reverse=True)
-    assert again["lost_at"] == 9.0 and again["unknown"] == 0
-    assert never["unknown"] == 0 and never["last_heard"] is None
+    workers.heartbeat("peer_1", at=1.0, users=2)
+    workers.reported("peer_1", report(40, span=2.0), at=4.0)  # 20 a second for 2 users: 10 a user
+    workers.stopping = True
+    workers.reported("peer_1", report(0, span=3.0), at=7.0)  # from the stop on its users start nothing
+    workers.heartbeat("silent_9", at=2.0, users=3)  # running users within the look before
+    workers.heartbeat("silent_9", at=6.5, users=0)  # Locust's count as it stops: the most stands
+    workers.heartbeat("heard_5", at=3.0, users=1)
+    workers.reported("heard_5", report(0, span=0.0), at=5.0)  # before its first request: no rate
+    workers.heartbeat("heard_5", at=6.0, users=1)
+    lost = {w["worker"]: w for w in workers.lose({"silent_9", "heard_5"}, counted=False, now=7.0)}
+    assert lost["silent_9"]["last_heard"] is None and lost["silent_9"]["lost_at"] == 7.0
+    assert lost["silent_9"]["unknown"] == 10 * 3 * (7.0 - 1.0)  # its users since a look before they were seen
+    assert "peers' rate per user for its 3 users" in lost["silent_9"]["unknown_counted_as"]
+    assert lost["heard_5"]["unknown"] == 10 * 1 * (7.0 - 5.0)  # from its report, later than its users' start
+
+
+def test_with_no_peer_rate_each_of_its_users_counts_a_request_and_a_worker_never_running_users_counts_none():
+    workers = Workers()
+    workers.heartbeat("a_1", at=8.5, users=4)
+    workers.heartbeat("b_2", at=8.5)
+    lost = {w["worker"]: w for w in workers.lose({"a_1", "b_2"}, counted=False, now=9.0)}
+    assert lost["a_1"]["unknown"] == 4 and "at least" in lost["a_1"]["unknown_counted_as"]
+    assert lost["b_2"]["unknown"] == 0
     assert host_of("no-uuid") == "no-uuid"
 
 
