@@ -11,11 +11,12 @@ request: from the run's start, the worker's start-up counted as idle time and th
 low). It was lost after its last heartbeat (one a second, read from Locust's count of them), and at
 most two seconds after it: an estimate, said as such, and high rather than low.
 
-A worker lost before a report of its own spanned a request has no rate: Locust sends a worker's first
-report before loadwatch's handlers are in, so one killed in its first seconds was never heard, and
-counting nothing would say its requests never happened. It is given its peers' rate per user, for
-its own users, from when its users were first seen (or its last report) until it was lost. With no
-peer to learn from either, each of its users counts one request: at least what was in flight.
+A worker lost before a report of its own spanned a request has no rate: Locust sends its first
+report before loadwatch's handlers are in, and the next, 3 s later, may still come before its users'
+first request. Counting nothing for one lost in its first seconds would say its requests never
+happened. It is given its peers' rate per user, for its own users, from when its users were first
+seen (or its last report, if later) until it was lost. With no peer to learn from either, each of its
+users counts one request: at least what was in flight.
 """
 
 from __future__ import annotations
@@ -113,7 +114,7 @@ class Workers:
         if not peers:
             return max(account.in_flight, account.users), "one request for each of its users, at least (no rate known)"
         per_user = sum(a.rate or 0.0 for a in peers) / sum(a.users for a in peers)
-        since = lost_at - max(account.last_heard, account.users_since or 0.0) if account.users_since else 0.0
+        since = max(0.0, lost_at - max(account.last_heard, account.users_since)) if account.users_since else 0.0
         how = f"its peers' rate per user for its {account.users} users until it was lost (an estimate: none of its own)"
         return account.in_flight + math.ceil(per_user * account.users * since), how
 
