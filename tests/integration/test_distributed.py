@@ -99,8 +99,8 @@ def test_master_histograms_sum_every_worker_and_each_fault_is_counted_once(fake_
 
 
 def run_with_one_worker_upset(fake_server, tmp_path, run_time: str, stop_timeout: str, upset, at_first_request=False):
-    """A headless two-worker run in which `upset(worker)` is done to one worker 3 s in (or as soon as
-    the server sees a request); the server's request count, Locust's output and the results JSON."""
+    """A headless two-worker run in which `upset(worker)` is done to one worker 3 s in (or half a
+    second after its first request); the server's request count, Locust's output and the results JSON."""
     server = fake_server("--ttft", "0.02", "--itl", "0.005", "--tokens", "5")
     results = tmp_path / "results.json"
     locust = subprocess.Popen(
@@ -111,8 +111,10 @@ def run_with_one_worker_upset(fake_server, tmp_path, run_time: str, stop_timeout
     try:
         workers = wait_for(lambda: len(psutil.Process(locust.pid).children()) == 2 and
                            psutil.Process(locust.pid).children(), 20, "two worker processes")
-        if at_first_request:
-            wait_for(lambda: server.stats()["arrivals"], 20, "a first request")
+        if at_first_request:  # its own: its users' first connection to the server, then a few requests
+            wait_for(lambda: any(c.raddr and c.raddr.port == server.port for c in workers[0].net_connections("tcp")),
+                     20, "the worker's first request", interval=0.05)
+            time.sleep(0.5)
         else:
             time.sleep(3)
         upset(workers[0])
