@@ -80,4 +80,3 @@ def test_ctrl_c_to_a_busy_locust_stops_it_gracefully_without_a_traceback(fake_se
         assert "Traceback" not in output, output
         assert locust.returncode == 0, output
         assert json.loads(results.read_text())["completed"] > 0
-
