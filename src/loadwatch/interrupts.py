@@ -5,18 +5,29 @@ the callbacks a fork runs (logging releases its locks after every subprocess sta
 KeyboardInterrupt it raises is printed as "Exception ignored" and dropped: an experiment sent
 SIGTERM while it started a cell's Locust ran on through all its cells. The handler so also notes the
 interrupt, and the loops that wait long ask for it again (`raise_if_interrupted`).
+
+Raised inside `subprocess.Popen`, after the fork, it left the child running with no one knowing its
+PID: a tune sent SIGTERM as a trial's Locust started exited with that Locust still running. A child
+is so started `held`: the interrupt waits until its starter knows it.
 """
 
 from __future__ import annotations
 
 import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 _interrupted = False
+_holding = 0  # how many `held` blocks the main thread is in
+_pending = False  # an interrupt came while held
 
 
 def _interrupt(_signum, _frame) -> None:
-    global _interrupted
+    global _interrupted, _pending
     _interrupted = True
+    if _holding:
+        _pending = True
+        return
     raise KeyboardInterrupt  # what was started is stopped, what was measured kept
 
 
@@ -24,6 +35,22 @@ def catch_interrupts() -> None:
     """SIGTERM and SIGINT raise KeyboardInterrupt in the main thread, and are noted."""
     signal.signal(signal.SIGTERM, _interrupt)
     signal.signal(signal.SIGINT, _interrupt)
+
+
+@contextmanager
+def held() -> Iterator[None]:
+    """An interrupt that comes in the body is raised at its end: a process started in it is then
+    known (and recorded) by the time the KeyboardInterrupt stops what was started. For the main
+    thread, where Python runs the handler."""
+    global _holding, _pending
+    _holding += 1
+    try:
+        yield
+    finally:
+        _holding -= 1
+        if not _holding and _pending:  # over what the body raised, as it would have been
+            _pending = False
+            raise KeyboardInterrupt
 
 
 def raise_if_interrupted() -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 from loadwatch import loopback
 from loadwatch.atomic import write_atomically
 from loadwatch.credentials import SECRET_VARIABLES
+from loadwatch.interrupts import held
 
 
 class ComponentError(Exception):
@@ -106,16 +107,19 @@ def start(name: str, command: list[str], url: str, ready_path: str, log: Path, t
 
     `on_spawn` runs as soon as the process exists (to save its PID before the wait), `on_wait`
     about every ten seconds of waiting with the seconds waited. ComponentError, with the end of
-    the log, when it exits or is not ready within `timeout` (then it is stopped).
+    the log, when it exits or is not ready within `timeout`; then, or when interrupted, it is stopped.
     """
-    started = spawn(name, command, url, log, env, cpus)
+    started: Spawned | None = None
     try:
-        if on_spawn is not None:
-            on_spawn(started.component)
+        with held():  # an interrupt waits until on_spawn has the PID
+            started = spawn(name, command, url, log, env, cpus)
+            if on_spawn is not None:
+                on_spawn(started.component)
+        _await_ready(started.component, started.process, ready_path, started.log, timeout, on_wait)
     except BaseException:
-        stop_group(started.component.pid, 20.0)
+        if started is not None:
+            stop_group(started.component.pid, 20.0)
         raise
-    await_ready(started, ready_path, timeout, on_wait)
     return started.component
 
 
@@ -129,17 +133,23 @@ class Spawned:
 def spawn(name: str, command: list[str], url: str, log: Path, env: dict[str, str] | None = None,
           cpus: set[int] | None = None) -> Spawned:
     """The server's process, started detached with its log and without loadwatch's secrets; not yet
-    awaited (await_ready), so that servers that do not need each other start side by side."""
+    awaited (await_ready), so that servers that do not need each other start side by side. An
+    interrupt while it starts stops it; a caller that records it holds interrupts around both."""
     log.parent.mkdir(parents=True, exist_ok=True)
+    process: subprocess.Popen | None = None
     try:
         # Appended to: a server started again on the same folder (an experiment's arm, round after
         # round) keeps the log of its earlier starts.
-        with open(log, "a") as out:
+        with open(log, "a") as out, held():
             process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
                                        env={**without_secrets(os.environ), **(env or {})},
                                        preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
     except FileNotFoundError:
         raise ComponentError(f"{name}: {command[0]} is not installed") from None
+    except KeyboardInterrupt:
+        if process is not None:
+            stop_group(process.pid, 20.0)
+        raise
     return Spawned(Component(name, process.pid, url, str(log)), process, log)
 
 

@@ -1,4 +1,5 @@
-"""An interrupt a fork's callbacks dropped is raised again where a long wait next looks."""
+"""An interrupt a fork's callbacks dropped is raised again where a long wait next looks; one that
+comes while a process starts waits until its starter knows it."""
 
 import signal
 
@@ -14,3 +15,30 @@ def test_an_interrupt_is_noted_and_raised_again(monkeypatch):
         interrupts._interrupt(signal.SIGTERM, None)  # as Python runs it: where it may be dropped
     with pytest.raises(KeyboardInterrupt):
         interrupts.raise_if_interrupted()
+
+
+def test_an_interrupt_while_held_is_raised_at_the_end_of_the_outermost_hold(monkeypatch):
+    monkeypatch.setattr(interrupts, "_interrupted", False)
+    monkeypatch.setattr(interrupts, "_pending", False)
+    reached = []
+    with pytest.raises(KeyboardInterrupt):
+        with interrupts.held():
+            with interrupts.held():
+                interrupts._interrupt(signal.SIGTERM, None)
+                reached.append("inner")
+            reached.append("outer")  # the inner hold's end lets nothing through
+    assert reached == ["inner", "outer"]
+    with interrupts.held():  # raised once, not again at the next hold
+        pass
+    with pytest.raises(KeyboardInterrupt):
+        interrupts.raise_if_interrupted()
+
+
+def test_an_interrupt_while_held_goes_over_what_the_body_raised(monkeypatch):
+    monkeypatch.setattr(interrupts, "_interrupted", False)
+    monkeypatch.setattr(interrupts, "_pending", False)
+    with pytest.raises(KeyboardInterrupt) as raised:
+        with interrupts.held():
+            interrupts._interrupt(signal.SIGTERM, None)
+            raise FileNotFoundError("python")
+    assert isinstance(raised.value.__context__, FileNotFoundError)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from loadwatch.interrupts import raise_if_interrupted
+from loadwatch.interrupts import held, raise_if_interrupted
 from loadwatch.settings import partial_beside
 
 INTERRUPTED = 130  # as a shell reports a command ended by Ctrl-C
@@ -121,20 +121,22 @@ class LocustRun:
         The run is then INTERRUPTED: the caller keeps what was written and decides what comes next.
         """
         out = open(log, "w") if log else None  # noqa: SIM115 (closed below, after Locust's last line)
+        locust: subprocess.Popen | None = None
         try:
-            # A process group of its own: Ctrl-C at a terminal reaches loadwatch alone, which passes
-            # one SIGINT on. Reaching both, Locust got two, and the second cut its stop short.
-            locust = subprocess.Popen(self.command(), env={**os.environ, "LOCUST_HOST": target},
-                                      stdout=out, stderr=subprocess.STDOUT if out else None,
-                                      preexec_fn=_interruptible, process_group=0)
-            try:
-                return self._wait(locust, watch, watch_every)
-            except KeyboardInterrupt:
-                say("interrupted: letting Locust finish its requests and write the results (Ctrl-C again to cut "
-                    "it short)")
-                if not self._stop(locust):
-                    say("Locust was stopped before it finished: its results may be missing")
+            with held():
+                # A process group of its own: Ctrl-C at a terminal reaches loadwatch alone, which passes
+                # one SIGINT on. Reaching both, Locust got two, and the second cut its stop short.
+                locust = subprocess.Popen(self.command(), env={**os.environ, "LOCUST_HOST": target},
+                                          stdout=out, stderr=subprocess.STDOUT if out else None,
+                                          preexec_fn=_interruptible, process_group=0)
+            return self._wait(locust, watch, watch_every)
+        except KeyboardInterrupt:
+            if locust is None:  # before it started
                 return Finished(INTERRUPTED)
+            say("interrupted: letting Locust finish its requests and write the results (Ctrl-C again to cut it short)")
+            if not self._stop(locust):
+                say("Locust was stopped before it finished: its results may be missing")
+            return Finished(INTERRUPTED)
         finally:
             if out:
                 out.close()
@@ -143,7 +145,7 @@ class LocustRun:
     def _wait(locust: subprocess.Popen, watch: Callable[[], str | None] | None, every: float) -> Finished:
         stopped_early = None
         while True:
-            raise_if_interrupted()  # a SIGTERM that came while Locust was forked was dropped there
+            raise_if_interrupted()  # one a fork's callbacks dropped (loadwatch.interrupts)
             try:
                 return Finished(locust.wait(timeout=every if watch is not None else INTERRUPT_CHECK), stopped_early)
             except subprocess.TimeoutExpired:

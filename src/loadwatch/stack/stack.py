@@ -24,6 +24,7 @@ from loadwatch.defaults import PORTS
 from loadwatch.engine import process as engine
 from loadwatch.engine.settings import EngineSettings
 from loadwatch.engine.setup import ensure_engine, ensure_model
+from loadwatch.interrupts import held
 from loadwatch.processes import Component, ComponentError, port_or_free
 from loadwatch.prometheus import PrometheusAPI, PrometheusError
 from loadwatch.stack.config import render_alertmanager, render_prometheus
@@ -96,12 +97,13 @@ def _start_all(stack: Stack, settings: StackSettings, run_dir: Path) -> None:
     spawned: list[tuple[processes.Spawned, str]] = []
 
     def launch(name: str, command: list[str], ready_path: str) -> None:
-        try:
-            started = processes.spawn(name, command, urls[name], run_dir / "logs" / f"{name}.log")
-        except ComponentError as exc:
-            raise StackError(str(exc)) from None
-        stack.components.append(started.component)
-        stack.save(stack.state_file)
+        with held():  # an interrupt waits until the stack has it to stop
+            try:
+                started = processes.spawn(name, command, urls[name], run_dir / "logs" / f"{name}.log")
+            except ComponentError as exc:
+                raise StackError(str(exc)) from None
+            stack.components.append(started.component)
+            stack.save(stack.state_file)
         spawned.append((started, ready_path))
 
     # All four at once, then awaited: none needs another to be up to start, and one after the other

@@ -145,5 +145,6 @@ def test_sigterm_in_a_trial_keeps_the_baseline_writes_the_summary_and_exits_130(
     assert doc["stopped"] == "interrupted; the finished steps are kept" and doc["final"]["vllm_args"] == [
         "--max-num-seqs=2"]
     time.sleep(0.5)  # Locust and the stack's servers stopped with it, none left behind
-    assert not [p for p in children if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    left = [p for p in children if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    assert not left, [" ".join(p.cmdline()) for p in left]
     assert "Traceback" not in output
