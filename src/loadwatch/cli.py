@@ -232,8 +232,9 @@ def parser(light: bool = False) -> argparse.ArgumentParser:
                                               "Alertmanager")
     stack_up.add_argument("--target", help="base URL of a running vLLM; default: start the embedded engine")
     stack_up.add_argument("--webhook-url", help="where Alertmanager posts alerts")
-    stack_up.add_argument("--metrics-port", type=int, default=PORTS["client_metrics"],
-                          help="the Locust master Prometheus scrapes")
+    stack_up.add_argument("--metrics-port", type=int, default=None,
+                          help=f"the Locust master Prometheus scrapes (default {PORTS['client_metrics']}, or a free "
+                               "port when another stack holds it; 0: a free port)")
     stack_up.add_argument("--out", default="runs", help="folder for the run directories")
     stack_up.set_defaults(handler=up_command)
     stack_down = commands.add_parser("down", help="stop a stack: the one of RUN, or the only one running")
@@ -247,7 +248,9 @@ def parser(light: bool = False) -> argparse.ArgumentParser:
     run.add_argument("--spawn-rate", "-r", type=float, default=8)
     run.add_argument("--run-time", "-t", default="30s")
     run.add_argument("--slo", action="append", default=[], help="as locust's --slo, repeatable")
-    run.add_argument("--metrics-port", type=int, default=PORTS["client_metrics"])
+    run.add_argument("--metrics-port", type=int, default=None,
+                     help=f"the load generator's metrics port (default {PORTS['client_metrics']}, or a free port when "
+                          "another stack holds it; 0: a free port)")
     run.add_argument("--locustfile", type=Path, default=assets.locustfile())
     run.add_argument("--out", default="runs", help="folder for the run directories")
     run.add_argument("--vllm-arg", dest="vllm_args", action="append", default=[],

@@ -9,7 +9,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,15 +34,22 @@ class Component:
         return alive(self.pid)
 
 
-def port_or_free(preferred: int = 0) -> int:
-    """The preferred port on 127.0.0.1 when it is free, else any free one."""
-    for port in (preferred, 0) if preferred else (0,):
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return s.getsockname()[1]
+def port_or_free(preferred: int = 0, avoid: Collection[int] = ()) -> int:
+    """The preferred port on 127.0.0.1 when it is free, else any free one; never one of `avoid` (ports
+    that another stack has claimed but whose server has not bound them yet)."""
+    candidates = (preferred, 0) if preferred and preferred not in avoid else (0,)
+    for port in candidates:
+        for _ in range(100):  # the kernel may hand out a claimed port that is still free
+            with socket.socket() as s:
+                try:
+                    s.bind(("127.0.0.1", port))
+                except OSError:
+                    break
+                chosen = s.getsockname()[1]
+            if chosen not in avoid:
+                return chosen
+            if port:
+                break
     raise OSError("no free port on 127.0.0.1")
 
 

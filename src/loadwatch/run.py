@@ -26,7 +26,7 @@ class RunOptions:
     spawn_rate: float = 8
     run_time: str = "30s"
     slo: list[str] = field(default_factory=list)
-    metrics_port: int = 0
+    metrics_port: int | None = None  # None: its default, unless another stack holds it
     out: Path = Path("runs")
     vllm_args: list[str] = field(default_factory=list)
     grafana_url: str | None = None

@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
-from loadwatch.processes import log_tail, port_or_free
+from loadwatch.processes import log_tail
 from loadwatch.stack.settings import StackSettings
 from loadwatch.stack.stack import Stack, down, up
 
@@ -19,17 +19,17 @@ def new_run_dir(out: Path) -> Path:
 
 def describe(stack: Stack, say) -> None:
     say(f"target (vLLM): {stack.target}")
+    say(f"load generator metrics: http://127.0.0.1:{stack.client_port}/metrics")
     for component in stack.components:
         say(f"{component.name}: {component.url} (pid {component.pid}, log {component.log})")
 
 
 @contextmanager
 def running(run_dir: Path, target: str | None, vllm_args: list[str], say, settings: StackSettings | None = None,
-            client_port: int = 0, dev_endpoints: bool = False) -> Iterator[Stack]:
+            client_port: int | None = None, dev_endpoints: bool = False) -> Iterator[Stack]:
     """The stack up for the body (the embedded engine unless `target`), then down. Starting raises
-    ComponentError with the reason; nothing is left running either way."""
+    ComponentError with the reason; nothing is left running either way. `client_port` as `up` takes it."""
     settings = settings or StackSettings()
-    client_port = port_or_free(0 if settings.free_ports else client_port)
     stack = up(settings, run_dir, target, vllm_args, client_port=client_port, say=say,
                dev_endpoints=dev_endpoints)
     describe(stack, say)

@@ -9,11 +9,14 @@ the one named, or the only one, and never another folder's.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -57,6 +60,9 @@ class Stack:
     engine_started: bool
     components: list[Component] = field(default_factory=list)
     owner: int = field(default_factory=os.getpid)  # the loadwatch process that started it
+    # Every port it claimed, its client's included, saved before any of them is bound: a stack that
+    # starts meanwhile avoids them (a free port is free only until its server binds it).
+    ports: dict[str, int] = field(default_factory=dict)
 
     @property
     def state_file(self) -> Path:
@@ -90,8 +96,33 @@ class Stack:
         return cls(**data)
 
 
+@contextmanager
+def _claiming(settings: StackSettings) -> Iterator[None]:
+    """One stack at a time chooses its ports and saves them: two `up`s begun together would otherwise
+    both find the same port free."""
+    settings.stacks_dir.mkdir(parents=True, exist_ok=True)
+    with open(settings.stacks_dir / ".ports.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def _choose_ports(settings: StackSettings, client_port: int | None) -> dict[str, int]:
+    """Each server's default port (the client's too, unless the user named one) where it is free and
+    no other stack of this home has claimed it; else a free one."""
+    claimed = {port for other in running_stacks(settings) for port in (*other.ports.values(), other.client_port)}
+    ports: dict[str, int] = {}
+    wanted = {"client": PORTS["client_metrics"], **DEFAULT_PORTS}
+    for name, port in wanted.items():
+        if name == "client" and client_port is not None:
+            ports[name] = client_port or port_or_free(0, claimed)  # named by the user: as named
+        else:
+            ports[name] = port_or_free(0 if settings.free_ports else port, claimed)
+        claimed.add(ports[name])
+    return ports
+
+
 def _start_all(stack: Stack, settings: StackSettings, run_dir: Path) -> None:
-    ports = {name: port_or_free(0 if settings.free_ports else port) for name, port in DEFAULT_PORTS.items()}
+    ports = stack.ports
     urls = {name: f"http://127.0.0.1:{port}" for name, port in ports.items()}
 
     spawned: list[tuple[processes.Spawned, str]] = []
@@ -183,19 +214,23 @@ def running_stacks(settings: StackSettings) -> list[Stack]:
 
 
 def up(settings: StackSettings, run_dir: Path, target: str | None = None, vllm_args: list[str] | None = None,
-       client_port: int = PORTS["client_metrics"], say=print, dev_endpoints: bool = False) -> Stack:
-    engines = [s for s in running_stacks(settings) if s.engine_started]
-    if target is None and engines:
-        raise StackError(f"the stack of {engines[0].run_dir} already runs the embedded engine, and two would share "
-                         "this machine's cores, each measuring the other: give --target, or stop it with "
-                         f"`loadwatch down {engines[0].run_dir}`")
-    run_dir.mkdir(parents=True, exist_ok=True)
+       client_port: int | None = None, say=print, dev_endpoints: bool = False) -> Stack:
+    """`client_port`: the load generator's metrics port as the user named it (0: any free one); None:
+    its default unless taken or claimed by another stack."""
+    with _claiming(settings):
+        engines = [s for s in running_stacks(settings) if s.engine_started]
+        if target is None and engines:
+            raise StackError(f"the stack of {engines[0].run_dir} already runs the embedded engine, and two would "
+                             "share this machine's cores, each measuring the other: give --target, or stop it with "
+                             f"`loadwatch down {engines[0].run_dir}`")
+        run_dir.mkdir(parents=True, exist_ok=True)
+        ports = _choose_ports(settings, client_port)
+        # Without credentials: vLLM's /metrics needs none, and stack.json, logs and configs keep none.
+        stack = Stack(str(run_dir), split_credentials(target)[0] if target else "", ports["client"],
+                      engine_started=target is None, ports=ports)
+        stack.save(stack.state_file)
+        processes.write_state(_entry(settings, run_dir), {"run_dir": str(run_dir.resolve())})
     engine_settings = EngineSettings()
-    # Without credentials: vLLM's /metrics needs none, and stack.json, logs and configs keep none.
-    stack = Stack(str(run_dir), split_credentials(target)[0] if target else "", client_port,
-                  engine_started=target is None)
-    stack.save(stack.state_file)
-    processes.write_state(_entry(settings, run_dir), {"run_dir": str(run_dir.resolve())})
     try:
         if target is None:
             ensure_engine(engine_settings, say)

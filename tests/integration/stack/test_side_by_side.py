@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import psutil
@@ -57,3 +58,40 @@ def test_two_stacks_run_side_by_side_and_down_stops_only_the_one_named(fake_serv
     finally:
         for run_dir in runs:
             subprocess.run([*CLI, "down", str(run_dir)], capture_output=True, timeout=60, env=env)
+
+
+def test_two_runs_begun_together_with_default_ports_both_complete_and_a_third_folders_down_stops_neither(
+        fake_server, tmp_path):
+    """The collision a new user met (issue 48): two `loadwatch run`s from two folders, a second apart, each
+    on its default ports. The second found the load generator's metrics port free (the first's Locust
+    had not bound it yet) and died on it; now each claims its ports in its state before binding them."""
+    env = {**os.environ, "LOADWATCH_STACK_HOME": str(tmp_path / "home"), "LOADWATCH_STACK_FREE_PORTS": "false"}
+    folders = [tmp_path / "alice", tmp_path / "bob", tmp_path / "carol"]
+    for folder in folders:
+        folder.mkdir()
+    runs = []
+    try:
+        for folder in folders[:2]:
+            runs.append(subprocess.Popen([*CLI, "run", "--target", fake_server().url, "-u", "2", "-t", "12s"],
+                                         cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                         env=env))
+            time.sleep(1)  # the second chooses its ports before the first one's Locust binds its own
+        deadline = time.monotonic() + 90
+        while len(list((tmp_path / "home" / "stacks").glob("*.json"))) < 2 and time.monotonic() < deadline:
+            time.sleep(0.5)
+        listing = subprocess.run([*CLI, "down"], cwd=folders[2], capture_output=True, text=True, timeout=60, env=env)
+        assert listing.returncode == 2 and "several stacks run" in listing.stdout, listing.stdout
+        for folder in folders[:2]:
+            assert str(folder / "runs") in listing.stdout, listing.stdout
+        outputs = [run.communicate(timeout=240)[0] for run in runs]
+        for folder, run, output in zip(folders[:2], runs, outputs, strict=True):
+            assert run.returncode == 0, output
+            results = json.loads(next((folder / "runs").glob("*/results.json")).read_text())
+            assert results["completed"] > 0 and results["failed"] == 0, results
+        client_ports = [line.rsplit(":", 1)[1].split("/")[0] for output in outputs for line in output.splitlines()
+                        if "load generator metrics:" in line]
+        assert len(set(client_ports)) == 2, client_ports
+    finally:
+        for run in runs:
+            if run.poll() is None:
+                run.kill()
