@@ -100,6 +100,11 @@ class LoadSettings(BaseSettings):
     header: list[str] = Field([], json_schema_extra=cli(web_ui=False),
                               description="Header of every request, NAME:VALUE, repeatable (not Authorization: "
                                           "the key comes from $OPENAI_API_KEY)")
+    replica: list[str] = Field([], json_schema_extra=cli(web_ui=False),
+                               description="A replica behind the router, NAME or NAME=URL, repeatable: each "
+                                           "request's record names the replica that served it, which vLLM "
+                                           "says in system_fingerprint when started with --fingerprint-mode "
+                                           "custom --fingerprint-value NAME (docs/guides/fleet.md)")
     request_timeout: float = Field(600.0, gt=0, description="Seconds a whole streamed request may take before it "
                                                             "counts as a timeout")
     max_line_bytes: int = Field(2**20, ge=1024, json_schema_extra=cli(web_ui=False),
@@ -270,6 +275,19 @@ class LoadSettings(BaseSettings):
                 raise ValueError(f"{name.strip()} is not given on the command line: put the key in "
                                  "$OPENAI_API_KEY, or in a file named by --api-key-file")
         return items
+
+    @field_validator("replica", mode="before")
+    @classmethod
+    def _parse_replicas(cls, value: object) -> object:
+        items = [value] if isinstance(value, str) else value
+        if isinstance(items, list):
+            names = [str(item).partition("=")[0].strip() for item in items]
+            if not all(names) or len(set(names)) != len(names):
+                raise ValueError(f"replicas need a name each, and names once: {items}")
+        return items
+
+    def replica_names(self) -> frozenset[str]:
+        return frozenset(item.partition("=")[0].strip() for item in self.replica)
 
     def headers(self) -> dict[str, str]:
         return {name.strip(): value.strip() for name, _, value in (h.partition(":") for h in self.header)}

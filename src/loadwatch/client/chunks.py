@@ -35,6 +35,9 @@ class Chunk:
     tool_calls: tuple[ToolCallDelta, ...] = ()
     usage: Usage | None = None
     engine: EngineAccount | None = None  # the usage chunk's `metrics`, where vLLM sends them
+    # The usage chunk's system_fingerprint: with --fingerprint-mode custom, the name of the replica that
+    # served the request, whatever router stood between (docs/guides/fleet.md).
+    fingerprint: str | None = None
     final: bool = False  # the stream's last word: the Responses API ends with an event, not [DONE]
     finished: bool = False  # it carries a finish_reason: the generation is over, whatever follows
 
@@ -135,7 +138,9 @@ def parse_chunk(data: str, endpoint: str) -> Chunk:
         return chunk
     if not isinstance(usage, dict):
         raise RequestFailed(Reason.MALFORMED_CHUNK, f"usage is a {type(usage).__name__}, not an object")
-    return replace(chunk, usage=_usage(usage), engine=_engine(obj.get("metrics")))
+    fingerprint = obj.get("system_fingerprint")
+    return replace(chunk, usage=_usage(usage), engine=_engine(obj.get("metrics")),
+                   fingerprint=fingerprint if isinstance(fingerprint, str) else None)
 
 
 def _seconds(metrics: dict, name: str) -> float | None:

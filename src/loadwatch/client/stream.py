@@ -271,6 +271,7 @@ class Streamer:
         answer = Answer()
         usage = None
         engine = None
+        served_by = None
         done = finished = False
         received = 0
         while True:
@@ -295,7 +296,8 @@ class Streamer:
                         answer_at = now
                 answer.add(chunk)
                 if chunk.usage is not None and chunk.usage.completion_tokens is not None:
-                    usage, engine = chunk.usage, chunk.engine  # vLLM's account rides on its usage chunk
+                    # vLLM's account and its fingerprint ride on its usage chunk
+                    usage, engine, served_by = chunk.usage, chunk.engine, chunk.fingerprint
                 done = done or chunk.final
                 finished = finished or chunk.finished
             if not lines:
@@ -309,5 +311,6 @@ class Streamer:
             raise RequestFailed(Reason.EMPTY_COMPLETION, "the stream carried no generated text")
         usage = usage or Usage(None, None)
         timing = RawTiming(t0, tuple(arrivals), usage.prompt_tokens, usage.completion_tokens, headers_at, answer_at,
-                           usage.cached_tokens, usage.reasoning_tokens, answer.tool_calls, engine)
+                           usage.cached_tokens, usage.reasoning_tokens, answer.tool_calls, engine,
+                           served_by=served_by)
         return timing, received, answer, without_done

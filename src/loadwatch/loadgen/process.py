@@ -89,6 +89,7 @@ class Process:
     user_numbers: Iterator[int] = field(default_factory=count)  # for the users' arrival seeds
     tokenize_works: bool | None = None  # whether the server's /tokenize counts output tokens; None: untried
     told_no_engine_account: bool = False
+    told_unknown_replica: bool = False
     told_not_found: bool = False
     # What ends a run that counts its requests, looked at again after a trace entry is skipped (no
     # request event follows one): the local runner's; a worker's skips reach its master in its reports.
@@ -142,6 +143,21 @@ class Process:
             log.warning("%s sends no per-request metrics: records carry the client's figures only (vLLM 0.32 "
                         "sends them with --enable-per-request-metrics; docs/guides/slow-requests.md)",
                         origin)
+
+    def replica_of(self, served_by: str | None) -> str | None:
+        """The replica that served a request, from its answer's system_fingerprint: one of --replica's
+        names, or None (outside a fleet; or a replica not started with a custom fingerprint, said once)."""
+        names = self.settings.replica_names()
+        if not names or served_by is None:
+            return None
+        if served_by in names:
+            return served_by
+        if not self.told_unknown_replica:
+            self.told_unknown_replica = True
+            log.warning("An answer's system_fingerprint is %r, none of the replicas' names (%s): their requests "
+                        "carry no replica. Start each replica with --fingerprint-mode custom --fingerprint-value "
+                        "NAME (docs/guides/fleet.md)", served_by, ", ".join(sorted(names)))
+        return None
 
     def not_found(self, environment, url: str, message: str) -> None:
         """The server answered 404 Not Found to the streamed API: it has no such API (another

@@ -48,6 +48,7 @@ class LLMRequest:
     images: int = 0  # sent with it (random-mm), and their encoded bytes
     image_bytes: int = 0
     without_done: bool = False  # complete, its body ended without [DONE] (after its finish_reason)
+    replica: str | None = None  # of a fleet, the replica that served it (its answer names it)
 
     @property
     def labels(self) -> tuple[str, str]:
@@ -58,13 +59,16 @@ class LLMRequest:
         return as_record(self.request_id, self.started_at, worker, self.model, self.scenario,
                          "warmup" if self.warmup else self.stage, self.elapsed,
                          CANCELLED if self.cancelled else self.failure_reason, m, self.tokens_from, with_itl,
-                         self.turn, self.cancelled_ttft, self.images, self.image_bytes)
+                         self.turn, self.cancelled_ttft, self.images, self.image_bytes, self.replica)
 
 
 class Recorder:
     def __init__(self) -> None:
         self.counts = MetricCounts()
         self.samples = Samples()
+        # A fleet's requests by the replica that served them (its answer names it), as `samples` are
+        # by scenario: exact across workers, merged the same way. A failure names no replica.
+        self.by_replica = Samples()
         self.in_flight: Counter[tuple[str, ...]] = Counter()
         # Of this run (not Prometheus counters): what --num-requests and the warm-up stage follow.
         self.finished = 0
@@ -145,8 +149,10 @@ class Recorder:
             self.counts.inc(Client.PROMPT_TOKENS, labels, m.prompt_tokens)
         if m.completion_tokens is not None:
             self.counts.inc(Client.GENERATION_TOKENS, labels, m.completion_tokens)
-        series.add_success(req.started_at, m, within(self.goodput, {"ttft": m.ttft, "tpot": m.tpot, "e2el": m.e2e}),
-                           req.images, req.image_bytes)
+        good = within(self.goodput, {"ttft": m.ttft, "tpot": m.tpot, "e2el": m.e2e})
+        series.add_success(req.started_at, m, good, req.images, req.image_bytes)
+        if req.replica is not None:
+            self.by_replica.of((req.replica,)).add_success(req.started_at, m, good, req.images, req.image_bytes)
         if m.ttft is not None:  # the slowest are by TTFT: an embedding or a rerank has none
             self.recent.append(record or req.record(self.worker, False))
         self.tokens_from[req.tokens_from] += 1
@@ -156,6 +162,7 @@ class Recorder:
         """A new run in this process: the summary and the run's counts start afresh; the Prometheus
         counts stay monotonic."""
         self.samples.clear()
+        self.by_replica.clear()
         self.finished = self.warmup_finished = self.without_done = self.skipped = 0
         self.reported_at = self.first_start = None
         self.tokens_from.clear()
@@ -177,6 +184,7 @@ class Recorder:
     def reset_samples(self) -> None:
         """Locust's reset_stats: the figures of the summary start again, the counts go on."""
         self.samples.clear()
+        self.by_replica.clear()
 
     def record_arrival(self, labels: tuple[str, str], stage: str, due: float, at: float, warmup: bool) -> None:
         """An open-loop arrival went out at `at`, due at `due` (wall-clock seconds)."""
@@ -202,6 +210,7 @@ class Recorder:
         report = {
             "counts": self.counts.drain(),
             "samples": self.samples.drain(),
+            "by_replica": self.by_replica.drain(),
             "in_flight": [[list(k), n] for k, n in self.in_flight.items() if n],
             "finished": self.finished,
             "warmup_finished": self.warmup_finished,
@@ -222,6 +231,7 @@ class Recorder:
     def merge(self, report: dict) -> None:
         self.counts.merge(report["counts"])
         self.samples.merge(report["samples"])
+        self.by_replica.merge(report.get("by_replica", []))
         self.finished += report["finished"]
         self.warmup_finished += report["warmup_finished"]
         self.tokens_from.update(report["tokens_from"])

@@ -14,7 +14,7 @@ from loadwatch.loadgen.process import Process
 from loadwatch.metrics.cost import per_million_tokens
 from loadwatch.metrics.results import Results
 from loadwatch.metrics.slo import Verdict
-from loadwatch.metrics.summary import format_block, summarize
+from loadwatch.metrics.summary import format_block, replica_figures, summarize
 from loadwatch.settings import LoadSettings
 
 log = logging.getLogger(__name__)
@@ -38,6 +38,10 @@ def write_results(path: Path, result: dict, summary: str) -> None:
 def _results(process: Process, partial: bool = False) -> tuple[Results, list[Verdict]]:
     state, settings = process.state, process.settings
     figures, verdicts = summarize(state.recorder.samples, settings.slo, state.stages(), settings.request_rate)
+    if settings.replica:
+        recorder = state.recorder
+        figures |= replica_figures(recorder.by_replica, settings.replica_names(), figures["duration"])
+        figures["unattributed"] = figures["completed"] - recorder.by_replica.total().completed
     ended_at = state.stopped_at or time.time()
     price = settings.price_per_hour * settings.gpus if settings.price_per_hour is not None else None
     result = Results.model_validate({

@@ -96,6 +96,12 @@ class Stage(Figures):
     end: float
 
 
+class Replica(Figures):
+    """A fleet's replica: the figures of the requests it served (its answers named it)."""
+
+    share: float = 0.0  # of the run's successful requests that named their replica
+
+
 class Results(Figures):
     run_id: str
     target: str | None = None
@@ -127,5 +133,11 @@ class Results(Figures):
     options: dict[str, Any] = {}
     records: str | None = None  # the per-request records file, relative to this file's folder if under it
     scenarios: dict[str, Figures] = {}
+    # A fleet's (--replica): each replica's figures, over the run's window so that throughputs add up;
+    # successful requests whose answer named none of them; the busiest replica's share over an even
+    # share (1: even, 2: it took twice its share), the spread a user reads at a glance.
+    replicas: dict[str, Replica] = {}
+    unattributed: int = 0
+    busiest_share_ratio: float | None = None
     stages: list[Stage] = []
     slo: list[dict[str, Any]] = []

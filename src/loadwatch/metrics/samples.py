@@ -15,7 +15,7 @@ from loadwatch.metrics.results import LATENCY_METRICS
 from loadwatch.metrics.sketch import Sketch
 from loadwatch.metrics.timing import RequestMetrics
 
-SeriesKey = tuple[str, str, str]  # model, scenario, stage
+SeriesKey = tuple[str, ...]  # model, scenario, stage; or a fleet's replica
 # TTFT split at the response headers: before them (request handling, template, tokenization) and after.
 HEADERS, AFTER_HEADERS = "headers", "ttft_after_headers"
 TTFA = "ttfa"  # time to the first answer token, after a reasoning model's thoughts

@@ -109,6 +109,33 @@ def summarize(samples: Samples, slos: list[SLO], stages: list[dict] | None = Non
     return result, run_verdicts
 
 
+def replica_figures(by_replica: Samples, names: frozenset[str], duration: float) -> dict:
+    """A fleet's per-replica figures (each replica of `names`, those that served nothing too), the
+    successful requests that named none, and the busiest replica's share over an even share."""
+    completed = {name: by_replica.of((name,)).completed for name in names}
+    attributed = sum(completed.values())
+    replicas = {name: {**figures(by_replica.of((name,)), duration),
+                       "share": completed[name] / attributed if attributed else 0.0} for name in sorted(names)}
+    busiest = max(completed.values(), default=0)
+    return {"replicas": replicas,
+            "busiest_share_ratio": busiest * len(names) / attributed if attributed else None}
+
+
+def format_replicas(result: Results) -> list[str]:
+    """A line per replica: its share of the requests, and its TTFT and TPOT medians and p99s."""
+    def ms(value: float | None) -> str:
+        return "-" if value is None else f"{value:.1f}"
+
+    lines = [f"{name}: {r.completed} ({r.share:.0%}), TTFT median/p99 {ms(r.latency('ttft', 'median'))}/"
+             f"{ms(r.latency('ttft', 'p99'))} ms, TPOT {ms(r.latency('tpot', 'median'))}/"
+             f"{ms(r.latency('tpot', 'p99'))} ms" for name, r in result.replicas.items()]
+    if result.busiest_share_ratio is not None:
+        lines.append(_row("Busiest replica's share (even = 1):", result.busiest_share_ratio))
+    if result.unattributed:
+        lines.append(_row("Served by no named replica:", result.unattributed))
+    return lines
+
+
 def _row(label: str, value: object) -> str:
     if isinstance(value, float):
         value = f"{value:.2f}"
@@ -230,6 +257,9 @@ def format_block(result: Results, verdict_list: list[Verdict]) -> str:
         lines.append("{s:{c}^{n}}".format(s="Load generator saturated", n=50, c="-"))
         lines += [f"process {name}: {why}" for name, why in sorted(result.saturated.items())]
         lines.append("figures include its own delays: add --processes")
+    if result.replicas:
+        lines.append("{s:{c}^{n}}".format(s="Replicas", n=50, c="-"))
+        lines += format_replicas(result)
     if result.stages:
         lines.append("{s:{c}^{n}}".format(s="Stages", n=50, c="-"))
         lines += format_stages(result.stages)

@@ -40,6 +40,7 @@ class RawTiming:
     tool_calls: int = 0
     engine: EngineAccount | None = None
     answered_at: float | None = None  # embeddings, rerank: when the last byte of their one answer came
+    served_by: str | None = None  # the system_fingerprint of the answer: a fleet's replica names itself there
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,7 @@ class RequestMetrics:
     reasoning_tokens: int | None = None
     tool_calls: int = 0
     engine: EngineAccount | None = None
+    served_by: str | None = None
 
     @property
     def ttft_rest(self) -> float | None:
@@ -109,4 +111,5 @@ def request_metrics(raw: RawTiming) -> RequestMetrics:
         reasoning_tokens=raw.reasoning_tokens,
         tool_calls=raw.tool_calls,
         engine=raw.engine,
+        served_by=raw.served_by,
     )

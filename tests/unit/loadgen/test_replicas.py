@@ -1,0 +1,80 @@
+"""A fleet's requests, each to the replica that served it: from the answer's system_fingerprint, through
+the recorder (exact across workers), to the results' per-replica figures."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from loadwatch.client.chunks import parse_chunk
+from loadwatch.loadgen.process import Process
+from loadwatch.loadgen.recorder import LLMRequest, Recorder
+from loadwatch.loadgen.state import RunState
+from loadwatch.metrics.results import Results
+from loadwatch.metrics.summary import format_replicas, replica_figures
+from loadwatch.metrics.timing import RawTiming, request_metrics
+from loadwatch.settings import LoadSettings
+
+USAGE = ('{"id":"chatcmpl-1","object":"chat.completion.chunk","model":"tiny","choices":[],'
+         '"usage":{"prompt_tokens":8,"total_tokens":12,"completion_tokens":4},"system_fingerprint":%s}')
+
+
+def test_the_usage_chunk_carries_the_replicas_fingerprint_and_a_garbled_one_is_none():
+    assert parse_chunk(USAGE % '"b"', "chat").fingerprint == "b"
+    assert parse_chunk(USAGE % "null", "chat").fingerprint is None
+    assert parse_chunk(USAGE % "7", "chat").fingerprint is None
+    timing = RawTiming(0.0, (0.1, 0.2), 8, 2, served_by="b")
+    assert request_metrics(timing).served_by == "b"
+
+
+def process(*replicas: str) -> Process:
+    return Process(LoadSettings(replica=list(replicas)), RunState(["chat"], "http://127.0.0.1:8000"))
+
+
+def test_a_replica_is_one_of_the_names_given_and_an_unknown_fingerprint_is_said_once(caplog):
+    fleet = process("a=http://127.0.0.1:8001", "b")
+    assert fleet.replica_of("a") == "a" and fleet.replica_of("b") == "b" and fleet.replica_of(None) is None
+    with caplog.at_level(logging.WARNING):
+        assert fleet.replica_of("vllm-0.32.0-4dbb0481") is None
+        assert fleet.replica_of("vllm-0.32.0-4dbb0481") is None
+    said = [r for r in caplog.records if "--fingerprint-value" in r.getMessage()]
+    assert len(said) == 1 and "'vllm-0.32.0-4dbb0481'" in said[0].getMessage()
+    assert process().replica_of("a") is None, "outside a fleet, no request names a replica"
+
+
+def test_replica_names_are_needed_once_each():
+    with pytest.raises(ValueError, match="names once"):
+        LoadSettings(replica=["a=http://x:1", "a=http://y:1"])
+    with pytest.raises(ValueError, match="a name each"):
+        LoadSettings(replica=["=http://x:1"])
+
+
+def served(replica: str | None, ttft: float, started: float = 100.0) -> LLMRequest:
+    m = request_metrics(RawTiming(started, (started + ttft, started + ttft + 0.1), 8, 2))
+    return LLMRequest("tiny", "chat", started, ttft + 0.1, m, replica=replica)
+
+
+def test_per_replica_samples_merge_exactly_from_workers_and_the_records_name_the_replica():
+    worker1, worker2, master = Recorder(), Recorder(), Recorder()
+    for worker in (worker1, worker2):
+        worker.keep_records = True
+    worker1.record(served("a", 0.1))
+    worker1.record(served("b", 0.5))
+    worker2.record(served("a", 0.2))
+    worker2.record(LLMRequest("tiny", "chat", 100.0, 1.0, None, failure_reason="http_503"))
+    master.keep_records = True
+    for worker in (worker1, worker2):
+        master.merge(worker.report())
+    assert master.by_replica.of(("a",)).completed == 2 and master.by_replica.of(("b",)).completed == 1
+    assert [r.get("replica") for r in master.records] == ["a", "b", "a", None]
+
+    fleet = replica_figures(master.by_replica, frozenset({"a", "b", "c"}), duration=10.0)
+    assert fleet["replicas"]["a"]["share"] == pytest.approx(2 / 3) and fleet["replicas"]["c"]["completed"] == 0
+    assert fleet["replicas"]["a"]["request_throughput"] == pytest.approx(0.2), "over the run's window"
+    assert fleet["busiest_share_ratio"] == pytest.approx(2 * 3 / 3), "a took twice an even third"
+    result = Results.model_validate({"run_id": "r", "started_at": 0, "ended_at": 1, "completed": 3, **fleet,
+                                     "unattributed": 1})
+    lines = format_replicas(result)
+    assert lines[0].startswith("a: 2 (67%), TTFT median/p99 ") and lines[2].startswith("c: 0 (0%)")
+    assert any("Served by no named replica:" in line and line.rstrip().endswith("1") for line in lines)
