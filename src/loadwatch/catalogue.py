@@ -10,6 +10,7 @@ from __future__ import annotations
 
 CLIENT_PREFIX = "loadwatch_client_"
 ENGINE_PREFIX = "loadwatch_engine_"
+ROUTER_PREFIX = "loadwatch_router_"
 RUN_INFO = "loadwatch_run_info"
 # The run's SLOs, one series per --slo holding its limit in the SLO's own unit (label `slo`, e.g.
 # ttft_p99_ms): dashboards and alerts compare against the run's objectives, not a fixed threshold.
@@ -95,6 +96,26 @@ class Engine:
     HEALTHY = ENGINE_PREFIX + "healthy"  # vllm:engine_healthy, with --enable-fault-tolerance
 
 
+class Router:
+    """The sidecar's stable schema of a fleet's router (label `router`; `replica`: the sidecar's target
+    name of the replica a series is about, or the router's URL of it where no target has that URL)."""
+
+    UP = ROUTER_PREFIX + "up"  # 1 when the sidecar's last sample of the router succeeded and is recent
+    REQUESTS = ROUTER_PREFIX + "requests"  # clients' requests it took, by route
+    REQUEST_ERRORS = ROUTER_PREFIX + "request_errors"  # by route and error_type
+    RETRIES = ROUTER_PREFIX + "retries"  # requests it sent again, to another replica, by route
+    # Requests it sent to each replica, tries that failed included (vllm-router's processed_requests).
+    REPLICA_REQUESTS = ROUTER_PREFIX + "replica_requests"
+    REPLICA_HEALTHY = ROUTER_PREFIX + "replica_healthy"  # 1 healthy, 0 marked unhealthy by its health checks
+    REPLICA_RUNNING = ROUTER_PREFIX + "replica_requests_running"  # as the router counts them (load-aware policies)
+    # 0 closed (sending), 1 open (not sending), 2 half-open (trying again)
+    REPLICA_CIRCUIT_BREAKER = ROUTER_PREFIX + "replica_circuit_breaker_state"
+    REPLICAS_ACTIVE = ROUTER_PREFIX + "replicas_active"
+    POLICY_DECISIONS = ROUTER_PREFIX + "policy_decisions"  # by policy and replica
+    CACHE_HITS = ROUTER_PREFIX + "cache_hits"  # cache-aware routing: a prompt's prefix found on a replica
+    CACHE_MISSES = ROUTER_PREFIX + "cache_misses"
+
+
 def total(counter: str) -> str:
     """A counter's sample name in queries."""
     return counter + "_total"
@@ -102,5 +123,5 @@ def total(counter: str) -> str:
 
 def names() -> frozenset[str]:
     """Every family name of the catalogue."""
-    return frozenset({RUN_INFO, SLO_OBJECTIVE} | {value for group in (Client, Engine)
+    return frozenset({RUN_INFO, SLO_OBJECTIVE} | {value for group in (Client, Engine, Router)
                                                   for key, value in vars(group).items() if key.isupper()})

@@ -18,6 +18,8 @@ from loadwatch.engine.serving import endpoint_of, engine_args
 from loadwatch.engine.settings import EngineSettings
 from loadwatch.engine.setup import SetupError, ensure_engine, ensure_model
 from loadwatch.exporter.settings import ExporterSettings
+from loadwatch.fleet.options import FleetOptions
+from loadwatch.fleet.routers import RouterError
 from loadwatch.interrupts import catch_interrupts
 from loadwatch.loadrun.stack import describe, new_run_dir
 from loadwatch.model_options import add_model_options, model_from_args
@@ -60,7 +62,7 @@ def exporter_command(args: argparse.Namespace) -> int:
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        settings = build_settings(args.target, args.targets_file, port=args.port, host=args.host,
+        settings = build_settings(args.target, args.targets_file, args.router, port=args.port, host=args.host,
                                   interval=args.interval, window=args.window, timeout=args.timeout)
     except ValueError as exc:
         say(f"error: {exc}")
@@ -87,13 +89,25 @@ def alert_log_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def fleet_options(args: argparse.Namespace) -> FleetOptions:
+    """ValueError naming the bad option."""
+    fleet = model_from_args(FleetOptions, args)
+    assert isinstance(fleet, FleetOptions)
+    return fleet
+
+
 def up_command(args: argparse.Namespace) -> int:
     settings = StackSettings(webhook_url=args.webhook_url) if args.webhook_url else StackSettings()
+    try:
+        fleet = fleet_options(args)
+    except ValueError as exc:
+        say(f"error: {exc}")
+        return 2
     stack = up(settings, new_run_dir(Path(args.out)), args.target, args.passthrough, client_port=args.metrics_port,
-               say=say)
+               say=say, fleet=fleet)
     describe(stack, say)
     say(f"load it with: locust -f locustfiles/chat.py -H {stack.target} --metrics-port {stack.client_port} "
-        f"--engine-metrics {stack.engine_metrics}")
+        f"--engine-metrics {stack.engine_metrics} {' '.join(stack.locust_options())}".rstrip())
     say(f"stop everything with `loadwatch down {stack.run_dir}`")
     return 0
 
@@ -114,11 +128,16 @@ def down_command(args: argparse.Namespace) -> int:
 def run_command(args: argparse.Namespace) -> int:
     from loadwatch.run import RunOptions, headless_run
 
+    try:
+        fleet = fleet_options(args)
+    except ValueError as exc:
+        say(f"error: {exc}")
+        return 2
     return headless_run(RunOptions(
         locustfile=args.locustfile, target=args.target, webhook_url=args.webhook_url, users=args.users,
         spawn_rate=args.spawn_rate, run_time=args.run_time, slo=args.slo, metrics_port=args.metrics_port,
         out=Path(args.out), vllm_args=engine_args(args.vllm_args, {endpoint_of(args.passthrough)}),
-        grafana_url=args.grafana_url, locust_args=args.passthrough,
+        grafana_url=args.grafana_url, locust_args=args.passthrough, fleet=fleet,
     ), say)
 
 
@@ -197,6 +216,9 @@ def add_light_commands(commands) -> None:
     exporter.add_argument("--target", action="append", default=[], metavar="NAME=URL",
                           help="a vLLM base URL (its /metrics is read), repeatable")
     exporter.add_argument("--targets-file", type=Path, help="YAML: targets: [{name: ..., url: ...}]")
+    exporter.add_argument("--router", action="append", default=[], metavar="NAME=URL",
+                          help="a fleet's router, where its /metrics is (vllm-router: its --prometheus-port), "
+                               "repeatable; the replicas it names by URL are the targets with that URL")
     ExporterSettings.add_options(exporter)
     exporter.set_defaults(handler=exporter_command)
 
@@ -236,6 +258,7 @@ def parser(light: bool = False) -> argparse.ArgumentParser:
                           help=f"the Locust master Prometheus scrapes (default {PORTS['client_metrics']}, or a free "
                                "port when another stack holds it; 0: a free port)")
     stack_up.add_argument("--out", default="runs", help="folder for the run directories")
+    add_model_options(stack_up, FleetOptions)
     stack_up.set_defaults(handler=up_command)
     stack_down = commands.add_parser("down", help="stop a stack: the one of RUN, or the only one running")
     stack_down.add_argument("run", nargs="?", type=Path, help="the run folder whose stack to stop (when several run)")
@@ -257,6 +280,7 @@ def parser(light: bool = False) -> argparse.ArgumentParser:
                      help="extra flag for the embedded vllm serve, repeatable")
     run.add_argument("--grafana-url", help="post the run's annotations to this Grafana at the end "
                                            "(token from $GRAFANA_TOKEN)")
+    add_model_options(run, FleetOptions)
     run.set_defaults(handler=run_command)
     search = commands.add_parser("capacity", help="the most load a server sustains within --slo, and the limit "
                                                    "that binds (the stack up, levels of load, down)")
@@ -318,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
     except (SetupError, ComponentError) as exc:
         say(f"error: {exc}")
         return 1
-    except CredentialError as exc:
+    except (CredentialError, RouterError) as exc:
         say(f"error: {exc}")
         return 2
     except KeyboardInterrupt:

@@ -28,9 +28,11 @@ def add_model_options(parser: argparse.ArgumentParser, model: type[BaseModel]) -
         kwargs: dict[str, Any] = {"default": None, "dest": name}
         if typing.get_origin(kind) is Literal:
             kwargs["choices"] = list(typing.get_args(kind))
+        if typing.get_origin(kind) is list:  # repeatable
+            kwargs["action"] = "append"
         # A duration's default in seconds, as `30s`: the form the option takes.
         unit = "s" if any(isinstance(m, BeforeValidator) for m in info.metadata) else ""
-        default = "" if info.default is None else f" (default {info.default:g}{unit})" \
+        default = "" if info.default in (None, []) else f" (default {info.default:g}{unit})" \
             if isinstance(info.default, float) else f" (default {info.default})"
         kwargs["help"] = f"{info.description or ''}{default}"
         parser.add_argument("--" + name.replace("_", "-"), **kwargs)

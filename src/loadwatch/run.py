@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from loadwatch.durations import parse_duration
+from loadwatch.fleet.options import FleetOptions
 from loadwatch.loadrun.locust import INTERRUPTED, Load, LocustRun
 from loadwatch.loadrun.stack import new_run_dir, running
 from loadwatch.prometheus import PrometheusAPI
@@ -31,18 +32,20 @@ class RunOptions:
     vllm_args: list[str] = field(default_factory=list)
     grafana_url: str | None = None
     locust_args: list[str] = field(default_factory=list)  # after `--`
+    fleet: FleetOptions | None = None
 
 
 def headless_run(options: RunOptions, say) -> int:
     """The exit code is Locust's: 0, 1 for failures, 3 for a broken SLO; 130 when interrupted."""
     run_dir = new_run_dir(options.out)
     settings = StackSettings(webhook_url=options.webhook_url) if options.webhook_url else StackSettings()
-    with running(run_dir, options.target, options.vllm_args, say, settings, options.metrics_port) as stack:
+    with running(run_dir, options.target, options.vllm_args, say, settings, options.metrics_port,
+                 fleet=options.fleet) as stack:
         locust = LocustRun(
             options.locustfile, run_dir / "results.json", stack.client_port,
             Load(users=options.users, spawn_rate=options.spawn_rate, duration=parse_duration(options.run_time)),
             slo=options.slo, engine_metrics=stack.engine_metrics, csv_prefix=run_dir / "locust",
-            stop_timeout=STOP_TIMEOUT, options=options.locust_args)
+            stop_timeout=STOP_TIMEOUT, options=[*options.locust_args, *stack.locust_options()])
         try:
             say(f"load test: {options.users} users for {options.run_time} against {stack.target}")
             code = locust.run(options.target or stack.target, say=say).code

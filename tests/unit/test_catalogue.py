@@ -8,7 +8,8 @@ from loadwatch.catalogue import names
 from tests.conftest import REPO
 
 # Series names, not the `level:name:operations` of a recording rule, whose middle part need not be a family.
-SERIES = re.compile(r"(?<![:\w])(loadwatch_(?:client|engine)_[a-z0-9_]+|loadwatch_run_info|loadwatch_slo_objective)")
+SERIES = re.compile(r"(?<![:\w])(loadwatch_(?:client|engine|router)_[a-z0-9_]+|loadwatch_run_info|"
+                    r"loadwatch_slo_objective)")
 SUFFIXES = ("_total", "_bucket", "_sum", "_count")
 SOURCES = [*(REPO / "grafana" / "dashboards").glob("*.json"), *(REPO / "prometheus").glob("*/*.yml"),
            *(REPO / "deploy" / "kubernetes" / "components" / "prometheus-operator" / "generated").glob("*.yaml"),

@@ -16,6 +16,7 @@ LAYERS = [
     {"client"},  # the streaming HTTP client
     {"settings"},  # the load generator's options
     {"workloads", "exporter", "engine", "grafana", "rules", "deploy"},
+    {"fleet"},  # replicas behind a router: the embedded engines and the routers loadwatch knows
     {"loadgen", "stack"},  # Locust integration; the native stack
     {"report"},
     {"loadrun"},  # a Locust run against a stack: what run, capacity and experiment share

@@ -66,22 +66,22 @@ def _spec_decode_account(extra: list[str]) -> list[str]:
     return ["--per-request-spec-decode-metrics", "summary"] if speculating and not given else []
 
 
-def start(settings: EngineSettings, model_dir: Path, port: int | None = None, extra: list[str] | None = None,
-          timeout: float = 600.0, say=print, dev_endpoints: bool = False) -> Component:
-    """`dev_endpoints`: vLLM's development API too (POST /reset_prefix_cache, which experiments call
-    between runs); off otherwise, since it also lets a caller reconfigure the engine."""
-    existing = running(settings)
-    if existing is not None:
-        raise EngineError(f"an engine is already running (pid {existing.pid}, {existing.url}); "
-                          "stop it with `loadwatch engine stop`")
-    port = port or port_or_free()
-    log_path = settings.state_dir / "vllm.log"
-    log_path.unlink(missing_ok=True)  # the last start's only: it lives in the cache, not in a run's folder
+def engine_cpus(settings: EngineSettings) -> list[int]:
+    """The cores vLLM may use: this process's, less those kept for the load generator, sidecar and
+    Prometheus (its engine loop and API server busy-poll, and on a small machine they would starve the
+    load generator and skew its clock)."""
     allowed = sorted(os.sched_getaffinity(0))
-    reserved = min(settings.reserved_cpus, len(allowed) - 1)
+    return allowed[: len(allowed) - min(settings.reserved_cpus, len(allowed) - 1)]
+
+
+def environment(settings: EngineSettings, dev_endpoints: bool = False) -> dict[str, str]:
+    """The embedded engine's environment, a fleet's replicas' too. `dev_endpoints`: vLLM's development
+    API (POST /reset_prefix_cache, which experiments call between runs); off otherwise, since it also
+    lets a caller reconfigure the engine."""
+    allowed = len(os.sched_getaffinity(0))
     env = {"VLLM_CPU_KVCACHE_SPACE": str(settings.kv_cache_gib), "HF_HUB_OFFLINE": "1",
            "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",
-           "VLLM_CPU_NUM_OF_RESERVED_CPU": str(reserved)}
+           "VLLM_CPU_NUM_OF_RESERVED_CPU": str(allowed - len(engine_cpus(settings)))}
     if dev_endpoints:
         env["VLLM_SERVER_DEV_MODE"] = "1"
     api_key = read_secret("OPENAI_API_KEY")
@@ -89,6 +89,21 @@ def start(settings: EngineSettings, model_dir: Path, port: int | None = None, ex
         # The key the load generator sends is the one the engine asks for: vLLM reads it from its
         # environment, so it is in no command line and in none of vLLM's logged arguments.
         env["VLLM_API_KEY"] = api_key
+    return env
+
+
+def start(settings: EngineSettings, model_dir: Path, port: int | None = None, extra: list[str] | None = None,
+          timeout: float = 600.0, say=print, dev_endpoints: bool = False) -> Component:
+    """`dev_endpoints`: as `environment` takes it."""
+    existing = running(settings)
+    if existing is not None:
+        raise EngineError(f"an engine is already running (pid {existing.pid}, {existing.url}); "
+                          "stop it with `loadwatch engine stop`")
+    port = port or port_or_free()
+    log_path = settings.state_dir / "vllm.log"
+    log_path.unlink(missing_ok=True)  # the last start's only: it lives in the cache, not in a run's folder
+    allowed, cpus = sorted(os.sched_getaffinity(0)), engine_cpus(settings)
+    env = environment(settings, dev_endpoints)
     url = f"http://127.0.0.1:{port}"
     started = time.monotonic()
     say(f"Starting vLLM on {url} (log {log_path})")
@@ -98,9 +113,7 @@ def start(settings: EngineSettings, model_dir: Path, port: int | None = None, ex
             # Saved before the wait: an interrupted start still leaves the PID to stop.
             on_spawn=lambda c: processes.write_state(_state_file(settings), asdict(c)),
             on_wait=lambda waited: say(f"  still waiting for vLLM to load ({waited:.0f} s)…"),
-            # Every vLLM process kept off the reserved cores: its engine loop and API server busy-poll,
-            # and on a small machine they would starve the load generator and skew its clock.
-            cpus=set(allowed[: len(allowed) - reserved]) if reserved else None)
+            cpus=set(cpus) if len(cpus) < len(allowed) else None)  # every vLLM process kept off the reserved cores
     except ComponentError as exc:
         _state_file(settings).unlink(missing_ok=True)
         raise EngineError(str(exc)) from None

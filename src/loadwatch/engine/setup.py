@@ -71,6 +71,21 @@ def ensure_engine(settings: EngineSettings, say=print) -> None:
     stamp.write_text(_versions(settings))
 
 
+def ensure_router(settings: EngineSettings, say=print) -> None:
+    """vllm-router in the engine's venv, once: a fleet's first start. Its needs (aiohttp, fastapi,
+    uvicorn, orjson) are vLLM's too, so it adds little beside its own wheel."""
+    stamp = settings.venv / ".loadwatch-router"
+    wanted = f"vllm-router=={settings.router_version}\n"
+    if stamp.exists() and stamp.read_text() == wanted:
+        return
+    say(f"Installing vllm-router {settings.router_version} in {settings.venv} (once)…")
+    install = _pip(settings, "install", "-q", f"vllm-router=={settings.router_version}")
+    if install.returncode != 0:
+        tail = "\n".join(install.stderr.strip().splitlines()[-8:])
+        raise SetupError(f"installing vllm-router failed:\n{tail}")
+    stamp.write_text(wanted)
+
+
 def ensure_model(settings: EngineSettings, say=print) -> Path:
     marker = settings.model_dir / "loadwatch-model.txt"
     if marker.exists():

@@ -7,14 +7,15 @@ from collections.abc import Iterator
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from loadwatch.catalogue import Engine
+from loadwatch.catalogue import Engine, Router
 from loadwatch.exporter.fetch import REASONS
-from loadwatch.exporter.sampler import TargetSampler
+from loadwatch.exporter.sampler import Reading, RouterSampler, TargetSampler
 
 
 class EngineCollector(Collector):
-    def __init__(self, samplers: list[TargetSampler]) -> None:
+    def __init__(self, samplers: list[TargetSampler], routers: list[RouterSampler] | None = None) -> None:
         self.samplers = samplers
+        self.routers = routers or []
 
     def collect(self) -> Iterator[Metric]:
         up = GaugeMetricFamily(Engine.UP, "1 when the sidecar's last sample of the target succeeded and is "
@@ -40,4 +41,24 @@ class EngineCollector(Collector):
         yield up
         yield duration
         yield errors
+        yield from merged.values()
+        if self.routers:
+            yield from self._routers()
+
+    def _routers(self) -> Iterator[Metric]:
+        """A fleet's routers: `up` for each, and a router that is down exposes nothing else."""
+        up = GaugeMetricFamily(Router.UP, "1 when the sidecar's last sample of the router succeeded and is "
+                                          "recent.", labels=["router"])
+        readings: list[Reading] = []
+        for sampler in self.routers:
+            sampler.ensure_running()
+            reading = sampler.current()
+            up.add_metric([sampler.target.name], 1.0 if reading.up else 0.0)
+            readings.append(reading)
+        yield up
+        merged: dict[str, Metric] = {}
+        for reading in readings:
+            for family in reading.families if reading.up else ():
+                into = merged.setdefault(family.name, Metric(family.name, family.documentation, family.type))
+                into.samples.extend(family.samples)
         yield from merged.values()

@@ -17,6 +17,7 @@ from prometheus_client.core import Metric
 
 from loadwatch.exporter.fetch import FetchError, fetch
 from loadwatch.exporter.normalize import Snapshot, normalize
+from loadwatch.exporter.router import normalize_router
 from loadwatch.exporter.settings import Target
 from loadwatch.exporter.window import peaks, ratios
 
@@ -48,20 +49,22 @@ class TargetSampler:
     def fetch(self) -> str:
         return fetch(self.target.metrics_url, self.timeout).decode("utf-8", "replace")
 
+    def families(self, text: str, started: float) -> list[Metric]:
+        """The sample's families: vLLM's normalised, with the window's peaks and ratios."""
+        try:
+            snapshot = normalize(text, self.target.name)
+        except Exception as exc:  # the parser's errors on garbage are of many kinds
+            raise FetchError("parse", f"not vLLM's metrics ({type(exc).__name__}: {exc})") from None
+        self.window.append((started, snapshot))
+        while self.window and self.window[0][0] < started - self.window_seconds:
+            self.window.popleft()
+        snapshots = [s for _, s in self.window]
+        return [*snapshot.families.values(), *peaks(snapshots, self.target.name), *ratios(snapshots, self.target.name)]
+
     def sample_once(self) -> Reading:
         started = time.monotonic()
         try:
-            text = self.fetch()
-            try:
-                snapshot = normalize(text, self.target.name)
-            except Exception as exc:  # the parser's errors on garbage are of many kinds
-                raise FetchError("parse", f"not vLLM's metrics ({type(exc).__name__}: {exc})") from None
-            self.window.append((started, snapshot))
-            while self.window and self.window[0][0] < started - self.window_seconds:
-                self.window.popleft()
-            snapshots = [s for _, s in self.window]
-            families = [*snapshot.families.values(), *peaks(snapshots, self.target.name),
-                        *ratios(snapshots, self.target.name)]
+            families = self.families(self.fetch(), started)
         except Exception as exc:
             reason = exc.reason if isinstance(exc, FetchError) else "internal"
             if reason == "internal":
@@ -109,3 +112,19 @@ class TargetSampler:
 
     def stop(self) -> None:
         self._stop.set()
+
+
+class RouterSampler(TargetSampler):
+    """A fleet's router: its metrics as they are (counters and present state), no window of its own;
+    each replica it names by URL is named as the target with that URL (`replicas`: URL -> name)."""
+
+    def __init__(self, target: Target, replicas: dict[str, str], interval: float, window: float,
+                 timeout: float) -> None:
+        super().__init__(target, interval, window, timeout)
+        self.replicas = replicas
+
+    def families(self, text: str, started: float) -> list[Metric]:
+        try:
+            return normalize_router(text, self.target.name, self.replicas)
+        except Exception as exc:  # the parser's errors on garbage are of many kinds
+            raise FetchError("parse", f"not a router's metrics ({type(exc).__name__}: {exc})") from None

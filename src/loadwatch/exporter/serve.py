@@ -9,7 +9,7 @@ from prometheus_client import start_http_server
 from prometheus_client.registry import CollectorRegistry
 
 from loadwatch.exporter.collector import EngineCollector
-from loadwatch.exporter.sampler import TargetSampler
+from loadwatch.exporter.sampler import RouterSampler, TargetSampler
 from loadwatch.exporter.settings import ExporterSettings
 from loadwatch.interrupts import raise_if_interrupted
 
@@ -18,6 +18,12 @@ log = logging.getLogger(__name__)
 
 def samplers_for(settings: ExporterSettings) -> list[TargetSampler]:
     return [TargetSampler(t, settings.interval, settings.window, settings.timeout) for t in settings.targets]
+
+
+def router_samplers_for(settings: ExporterSettings) -> list[RouterSampler]:
+    replicas = {str(t.url): t.name for t in settings.targets}
+    return [RouterSampler(r, replicas, settings.interval, settings.window, settings.timeout)
+            for r in settings.routers]
 
 
 # Both stop the sidecar. They are blocked before any thread starts, so every thread inherits the
@@ -29,9 +35,9 @@ STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
 
 
 def serve(settings: ExporterSettings) -> None:
-    samplers = samplers_for(settings)
+    samplers, routers = samplers_for(settings), router_samplers_for(settings)
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(EngineCollector(samplers))
+    registry.register(EngineCollector(samplers, routers))
     signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     try:
         raise_if_interrupted()  # a signal that came while the command started, before the block
@@ -40,14 +46,14 @@ def serve(settings: ExporterSettings) -> None:
         except OSError as exc:
             raise OSError(f"cannot listen on port {settings.port}: {exc.strerror}; choose another with --port") \
                 from None
-        for sampler in samplers:
+        for sampler in [*samplers, *routers]:
             sampler.start()
-        names = ", ".join(f"{t.name}={t.shown_url}" for t in settings.targets)
+        names = ", ".join(f"{t.name}={t.shown_url}" for t in [*settings.targets, *settings.routers])
         log.info("engine sidecar on http://%s:%d/metrics, sampling every %g s: %s",
                  settings.host, settings.port, settings.interval, names)
         received = signal.sigwait(STOP_SIGNALS)
         log.info("%s: stopping", signal.Signals(received).name)
-        for sampler in samplers:
+        for sampler in [*samplers, *routers]:
             sampler.stop()
         server.shutdown()
     finally:

@@ -30,6 +30,8 @@ class ExporterSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="LOADWATCH_EXPORTER_", extra="ignore")
 
     targets: list[Target] = []
+    # A fleet's routers (URL: where their /metrics are); the replicas they name by URL are the targets.
+    routers: list[Target] = []
     # This machine only unless asked (--host 0.0.0.0 in a container or pod).
     host: str = Field(LOOPBACK, description="address to listen on (0.0.0.0 opens it to the network)")
     port: int = Field(PORTS["sidecar"], ge=0, le=65535, description="port to listen on")
@@ -53,6 +55,9 @@ class ExporterSettings(BaseSettings):
         names = [t.name for t in self.targets]
         if len(set(names)) != len(names):
             raise ValueError(f"target names must be unique: {names}")
+        routers = [t.name for t in self.routers]
+        if len(set(routers)) != len(routers):
+            raise ValueError(f"router names must be unique: {routers}")
         if self.window < self.interval:
             raise ValueError("the window must be at least one sampling interval")
         return self
@@ -78,13 +83,15 @@ def load_targets_file(path: Path) -> list[dict]:
     return data["targets"]
 
 
-def build_settings(targets: list[str], targets_file: Path | None, **options) -> ExporterSettings:
+def build_settings(targets: list[str], targets_file: Path | None, routers: list[str] | None = None,
+                   **options) -> ExporterSettings:
     """Settings from the command line; ValueError naming what is wrong."""
     entries = [parse_target(t) for t in targets]
     if targets_file is not None:
         entries += load_targets_file(targets_file)
     try:
-        return ExporterSettings(targets=entries, **{k: v for k, v in options.items() if v is not None})
+        return ExporterSettings(targets=entries, routers=[parse_target(r) for r in routers or []],
+                                **{k: v for k, v in options.items() if v is not None})
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'settings'}: {e['msg']}" for e in exc.errors())
         raise ValueError(problems) from None

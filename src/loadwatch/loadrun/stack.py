@@ -8,6 +8,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
+from loadwatch.fleet.options import FleetOptions
 from loadwatch.processes import log_tail
 from loadwatch.stack.settings import StackSettings
 from loadwatch.stack.stack import Stack, down, up
@@ -18,7 +19,9 @@ def new_run_dir(out: Path) -> Path:
 
 
 def describe(stack: Stack, say) -> None:
-    say(f"target (vLLM): {stack.target}")
+    say(f"target (vLLM): {stack.target}" + (f" ({stack.fleet.router})" if stack.fleet else ""))
+    for name, url in (stack.fleet.replicas if stack.fleet else {}).items():
+        say(f"replica {name}: {url}")
     say(f"load generator metrics: http://127.0.0.1:{stack.client_port}/metrics")
     for component in stack.components:
         say(f"{component.name}: {component.url} (pid {component.pid}, log {component.log})")
@@ -26,12 +29,13 @@ def describe(stack: Stack, say) -> None:
 
 @contextmanager
 def running(run_dir: Path, target: str | None, vllm_args: list[str], say, settings: StackSettings | None = None,
-            client_port: int | None = None, dev_endpoints: bool = False) -> Iterator[Stack]:
+            client_port: int | None = None, dev_endpoints: bool = False,
+            fleet: FleetOptions | None = None) -> Iterator[Stack]:
     """The stack up for the body (the embedded engine unless `target`), then down. Starting raises
     ComponentError with the reason; nothing is left running either way. `client_port` as `up` takes it."""
     settings = settings or StackSettings()
     stack = up(settings, run_dir, target, vllm_args, client_port=client_port, say=say,
-               dev_endpoints=dev_endpoints)
+               dev_endpoints=dev_endpoints, fleet=fleet)
     describe(stack, say)
     try:
         yield stack

@@ -10,17 +10,18 @@ import yaml
 from loadwatch.stack.settings import StackSettings
 
 
-def render_prometheus(settings: StackSettings, out_dir: Path, client: str, exporter: str, vllm: str,
+def render_prometheus(settings: StackSettings, out_dir: Path, client: str, exporter: str, vllm: list[str],
                       alertmanager: str) -> Path:
+    """`vllm`: the address of each engine, scraped directly too (each replica of a fleet)."""
     config = yaml.safe_load((settings.prometheus_dir / "prometheus.yml").read_text())
     config["global"]["scrape_interval"] = settings.scrape_interval
     config["global"]["evaluation_interval"] = settings.evaluation_interval
     config["global"]["scrape_timeout"] = settings.scrape_interval
     config["alerting"]["alertmanagers"][0]["static_configs"][0]["targets"] = [alertmanager]
-    addresses = {"loadwatch-client": client, "loadwatch-engine": exporter, "vllm": vllm}
+    addresses = {"loadwatch-client": [client], "loadwatch-engine": [exporter], "vllm": vllm}
     config["scrape_configs"] = [job for job in config["scrape_configs"] if job["job_name"] in addresses]
     for job in config["scrape_configs"]:
-        job["static_configs"][0]["targets"] = [addresses[job["job_name"]]]
+        job["static_configs"][0]["targets"] = addresses[job["job_name"]]
     out_dir.mkdir(parents=True, exist_ok=True)
     rules = out_dir / "rules"
     shutil.rmtree(rules, ignore_errors=True)

@@ -27,6 +27,9 @@ from loadwatch.defaults import PORTS
 from loadwatch.engine import process as engine
 from loadwatch.engine.settings import EngineSettings
 from loadwatch.engine.setup import ensure_engine, ensure_model
+from loadwatch.fleet.embedded import start_fleet
+from loadwatch.fleet.options import Fleet, FleetOptions
+from loadwatch.fleet.routers import RouterError, router
 from loadwatch.interrupts import held
 from loadwatch.processes import Component, ComponentError, port_or_free
 from loadwatch.prometheus import PrometheusAPI, PrometheusError
@@ -63,6 +66,7 @@ class Stack:
     # Every port it claimed, its client's included, saved before any of them is bound: a stack that
     # starts meanwhile avoids them (a free port is free only until its server binds it).
     ports: dict[str, int] = field(default_factory=dict)
+    fleet: Fleet | None = None  # replicas behind a router: its own (embedded) or the user's
 
     @property
     def state_file(self) -> Path:
@@ -74,6 +78,10 @@ class Stack:
 
     def url(self, name: str) -> str:
         return next(c.url for c in self.components if c.name == name)
+
+    def locust_options(self) -> list[str]:
+        """What the load generator needs to know of the stack beyond its ports: a fleet's replicas."""
+        return self.fleet.locust_options() if self.fleet else []
 
     @property
     def engine_metrics(self) -> str:
@@ -93,6 +101,8 @@ class Stack:
         except (OSError, ValueError):
             return None
         data["components"] = [Component(**c) for c in data["components"]]
+        if data.get("fleet"):
+            data["fleet"] = Fleet(**data["fleet"])
         return cls(**data)
 
 
@@ -106,12 +116,15 @@ def _claiming(settings: StackSettings) -> Iterator[None]:
         yield
 
 
-def _choose_ports(settings: StackSettings, client_port: int | None) -> dict[str, int]:
+def _choose_ports(settings: StackSettings, client_port: int | None, fleet: FleetOptions | None) -> dict[str, int]:
     """Each server's default port (the client's too, unless the user named one) where it is free and
-    no other stack of this home has claimed it; else a free one."""
+    no other stack of this home has claimed it; else a free one. An embedded fleet's replicas and
+    router take free ones, as the embedded engine does."""
     claimed = {port for other in running_stacks(settings) for port in (*other.ports.values(), other.client_port)}
     ports: dict[str, int] = {}
-    wanted = {"client": PORTS["client_metrics"], **DEFAULT_PORTS}
+    embedded = [f"replica-{name}" for name in fleet.names()] + ["router", "router-metrics"] \
+        if fleet is not None and fleet.replicas else []
+    wanted = {"client": PORTS["client_metrics"], **DEFAULT_PORTS, **dict.fromkeys(embedded, 0)}
     for name, port in wanted.items():
         if name == "client" and client_port is not None:
             ports[name] = client_port or port_or_free(0, claimed)  # named by the user: as named
@@ -128,20 +141,17 @@ def _start_all(stack: Stack, settings: StackSettings, run_dir: Path) -> None:
     spawned: list[tuple[processes.Spawned, str]] = []
 
     def launch(name: str, command: list[str], ready_path: str) -> None:
-        with held():  # an interrupt waits until the stack has it to stop
-            try:
-                started = processes.spawn(name, command, urls[name], run_dir / "logs" / f"{name}.log")
-            except ComponentError as exc:
-                raise StackError(str(exc)) from None
-            stack.components.append(started.component)
-            stack.save(stack.state_file)
-        spawned.append((started, ready_path))
+        spawned.append((_launch(stack, run_dir, name, command, urls[name]), ready_path))
 
     # All four at once, then awaited: none needs another to be up to start, and one after the other
     # they took twice as long (each Python one a second or two of imports).
+    fleet = stack.fleet
+    targets = [f"{name}={url}" for name, url in fleet.replicas.items()] if fleet else [f"vllm={stack.target}"]
+    routers = [f"{fleet.router}={fleet.metrics}"] if fleet and fleet.metrics else []
     launch(
         "exporter",
-        [sys.executable, "-m", "loadwatch.cli", "exporter", "--target", f"vllm={stack.target}",
+        [sys.executable, "-m", "loadwatch.cli", "exporter", *(f"--target={t}" for t in targets),
+         *(f"--router={r}" for r in routers),
          "--host", "127.0.0.1", "--port", str(ports["exporter"]),
          "--interval", str(settings.exporter_interval), "--window", str(settings.exporter_window),
          "--timeout", str(settings.exporter_timeout)],
@@ -158,7 +168,8 @@ def _start_all(stack: Stack, settings: StackSettings, run_dir: Path) -> None:
         "/-/ready")
     prom_config = render_prometheus(
         settings, run_dir / "prometheus", client=f"127.0.0.1:{stack.client_port}",
-        exporter=f"127.0.0.1:{ports['exporter']}", vllm=urlsplit(stack.target).netloc,
+        exporter=f"127.0.0.1:{ports['exporter']}",
+        vllm=[urlsplit(url).netloc for url in (fleet.replicas.values() if fleet else [stack.target])],
         alertmanager=f"127.0.0.1:{ports['alertmanager']}")
     launch(
         "prometheus",
@@ -171,6 +182,37 @@ def _start_all(stack: Stack, settings: StackSettings, run_dir: Path) -> None:
         except ComponentError as exc:
             raise StackError(str(exc)) from None
     _wait_for_first_scrape(urls["prometheus"], settings.start_timeout)
+
+
+def _launch(stack: Stack, run_dir: Path, name: str, command: list[str], url: str, env: dict[str, str] | None = None,
+            cpus: set[int] | None = None) -> processes.Spawned:
+    """A server of the stack started and recorded in its state before anything waits for it."""
+    with held():  # an interrupt waits until the stack has it to stop
+        try:
+            started = processes.spawn(name, command, url, run_dir / "logs" / f"{name}.log", env, cpus)
+        except ComponentError as exc:
+            raise StackError(str(exc)) from None
+        stack.components.append(started.component)
+        stack.save(stack.state_file)
+    return started
+
+
+def _users_fleet(target: str, options: FleetOptions) -> Fleet:
+    """The user's own fleet behind `target`: the replicas named, or those its router lists (named a, b,
+    ...); each must answer, or the run would measure a fleet it cannot see."""
+    kind = router(options.kind)
+    if options.replica:
+        replicas = {name: url for name, _, url in (item.partition("=") for item in options.replica)}
+    else:
+        listed = kind.workers(target)
+        if not listed:
+            raise RouterError(f"the router at {target} lists no replica")
+        replicas = {FleetOptions(replicas=len(listed)).names()[i]: url for i, url in enumerate(listed)}
+    for name, url in replicas.items():
+        if not processes.answers(url.rstrip("/") + "/metrics"):
+            raise RouterError(f"replica {name} at {url} does not answer {url.rstrip('/')}/metrics: check its URL "
+                              "(as this machine reaches it, not as the router does)")
+    return Fleet(kind.name, target, replicas, options.router_metrics)
 
 
 def _wait_for_first_scrape(url: str, timeout: float) -> None:
@@ -214,9 +256,15 @@ def running_stacks(settings: StackSettings) -> list[Stack]:
 
 
 def up(settings: StackSettings, run_dir: Path, target: str | None = None, vllm_args: list[str] | None = None,
-       client_port: int | None = None, say=print, dev_endpoints: bool = False) -> Stack:
+       client_port: int | None = None, say=print, dev_endpoints: bool = False,
+       fleet: FleetOptions | None = None) -> Stack:
     """`client_port`: the load generator's metrics port as the user named it (0: any free one); None:
-    its default unless taken or claimed by another stack."""
+    its default unless taken or claimed by another stack. `fleet`: replicas behind a router, started
+    here (`fleet.replicas`, without a target) or the user's own behind `target`."""
+    fleet = fleet if fleet is not None and fleet.wanted else None
+    if fleet is not None and fleet.replicas and target is not None:
+        raise StackError("--replicas starts a fleet on this machine; against your own, give --target ROUTER with "
+                         "--replica NAME=URL (or --router, to use the replicas it lists)")
     with _claiming(settings):
         engines = [s for s in running_stacks(settings) if s.engine_started]
         if target is None and engines:
@@ -224,7 +272,7 @@ def up(settings: StackSettings, run_dir: Path, target: str | None = None, vllm_a
                              "share this machine's cores, each measuring the other: give --target, or stop it with "
                              f"`loadwatch down {engines[0].run_dir}`")
         run_dir.mkdir(parents=True, exist_ok=True)
-        ports = _choose_ports(settings, client_port)
+        ports = _choose_ports(settings, client_port, fleet)
         # Without credentials: vLLM's /metrics needs none, and stack.json, logs and configs keep none.
         stack = Stack(str(run_dir), split_credentials(target)[0] if target else "", ports["client"],
                       engine_started=target is None, ports=ports)
@@ -232,10 +280,18 @@ def up(settings: StackSettings, run_dir: Path, target: str | None = None, vllm_a
         processes.write_state(_entry(settings, run_dir), {"run_dir": str(run_dir.resolve())})
     engine_settings = EngineSettings()
     try:
-        if target is None:
+        if fleet is not None and target is None:
+            stack.fleet = start_fleet(
+                fleet, vllm_args or [], ports, say=say, dev_endpoints=dev_endpoints,
+                launch=lambda name, command, url, env, cpus: _launch(stack, run_dir, name, command, url, env, cpus))
+            stack.target = stack.fleet.url
+        elif fleet is not None and target is not None:
+            stack.fleet = _users_fleet(stack.target, fleet)
+        elif target is None:
             ensure_engine(engine_settings, say)
             stack.target = engine.start(engine_settings, ensure_model(engine_settings, say), extra=vllm_args,
                                         say=say, dev_endpoints=dev_endpoints).url
+        stack.save(stack.state_file)
         _start_all(stack, settings, run_dir)
     except BaseException:
         _stop(stack, engine_settings)

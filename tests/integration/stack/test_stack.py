@@ -16,11 +16,11 @@ needs_promtool = pytest.mark.needs("promtool")
 def test_rendered_prometheus_config_has_this_runs_ports_and_passes_promtool(tmp_path):
     settings = StackSettings(home=tmp_path, scrape_interval="2s")
     path = render_prometheus(settings, tmp_path / "p", client="127.0.0.1:1111", exporter="127.0.0.1:2222",
-                             vllm="127.0.0.1:3333", alertmanager="127.0.0.1:4444")
+                             vllm=["127.0.0.1:3333", "127.0.0.1:3334"], alertmanager="127.0.0.1:4444")
     config = yaml.safe_load(path.read_text())
     targets = {j["job_name"]: j["static_configs"][0]["targets"] for j in config["scrape_configs"]}
     assert targets == {"loadwatch-client": ["127.0.0.1:1111"], "loadwatch-engine": ["127.0.0.1:2222"],
-                       "vllm": ["127.0.0.1:3333"]}
+                       "vllm": ["127.0.0.1:3333", "127.0.0.1:3334"]}, "a fleet's every replica scraped"
     assert config["global"]["scrape_interval"] == "2s"
     check = subprocess.run(["promtool", "check", "config", str(path)], capture_output=True, text=True)
     assert check.returncode == 0 and "SUCCESS: 11 rules found" in check.stdout, check.stdout + check.stderr

@@ -1,0 +1,83 @@
+"""One router's /metrics payload in, loadwatch's router families out (pure; tested on vllm-router's
+real payloads, tests/data/router/).
+
+Each family lists the names routers give it, as the engine's schema lists vLLM's across versions: a
+router of another kind adds its names here. A router names a replica by the URL it sends to; the
+series name it as the sidecar's target with that URL (the name the engine's series carry), so that a
+replica's router view and engine view join on `replica` = `target`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from prometheus_client.core import Metric
+from prometheus_client.parser import text_string_to_metric_families
+
+from loadwatch.catalogue import Router
+
+
+@dataclass(frozen=True)
+class RouterFamily:
+    name: str
+    kind: str  # counter or gauge
+    sources: tuple[str, ...]  # the routers' family names, as the parser gives them (counters without _total)
+    help: str
+
+
+FAMILIES = (
+    RouterFamily(Router.REQUESTS, "counter", ("vllm_router_requests",), "Clients' requests the router took, by route."),
+    RouterFamily(Router.REQUEST_ERRORS, "counter", ("vllm_router_request_errors",),
+                 "Requests the router answered with an error, by route and error type."),
+    RouterFamily(Router.RETRIES, "counter", ("vllm_router_retries",),
+                 "Requests the router sent again after a replica failed them, by route."),
+    RouterFamily(Router.REPLICA_REQUESTS, "counter", ("vllm_router_processed_requests",),
+                 "Requests the router sent to each replica, failed tries included."),
+    RouterFamily(Router.REPLICA_HEALTHY, "gauge", ("vllm_router_worker_health",),
+                 "1 while the router's health checks find the replica healthy, 0 once they mark it unhealthy."),
+    RouterFamily(Router.REPLICA_RUNNING, "gauge", ("vllm_router_running_requests",),
+                 "Requests running on each replica as the router counts them (load-aware policies)."),
+    RouterFamily(Router.REPLICA_CIRCUIT_BREAKER, "gauge", ("vllm_router_cb_state",),
+                 "The router's circuit breaker for the replica: 0 closed (sending), 1 open, 2 half-open."),
+    RouterFamily(Router.REPLICAS_ACTIVE, "gauge", ("vllm_router_active_workers",),
+                 "Replicas the router sends to."),
+    RouterFamily(Router.POLICY_DECISIONS, "counter", ("vllm_router_policy_decisions",),
+                 "The routing policy's choices, by policy and replica."),
+    RouterFamily(Router.CACHE_HITS, "counter", ("vllm_router_cache_hits",),
+                 "Cache-aware routing: requests whose prompt prefix the router found on a replica."),
+    RouterFamily(Router.CACHE_MISSES, "counter", ("vllm_router_cache_misses",),
+                 "Cache-aware routing: requests whose prompt prefix no replica held."),
+)
+REPLICA_LABELS = ("worker",)  # the labels routers name a replica by
+
+
+def _url(url: str) -> str:
+    return url.rstrip("/")
+
+
+def normalize_router(text: str, router: str, replicas: dict[str, str]) -> list[Metric]:
+    """`replicas`: the sidecar's targets, URL -> name. ValueError when the payload holds no router
+    metrics loadwatch knows (not a router's /metrics, or a router of a kind it does not read)."""
+    parsed = {family.name: family for family in text_string_to_metric_families(text)}
+    by_url = {_url(url): name for url, name in replicas.items()}
+    out = []
+    for family in FAMILIES:
+        source = next((parsed[name] for name in family.sources if name in parsed), None)
+        if source is None:
+            continue
+        metric = Metric(family.name, family.help, family.kind)
+        for sample in source.samples:
+            if sample.name.endswith("_created"):
+                continue
+            labels = {"router": router}
+            for key, value in sample.labels.items():
+                if key in REPLICA_LABELS:
+                    labels["replica"] = by_url.get(_url(value), value)
+                else:
+                    labels[key] = value
+            metric.add_sample(family.name + sample.name[len(source.name):], labels, sample.value)
+        out.append(metric)
+    if not out:
+        raise ValueError("no router metrics loadwatch reads in the payload (is this vllm-router's "
+                         "--prometheus-port?)")
+    return out

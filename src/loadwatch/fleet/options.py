@@ -1,0 +1,81 @@
+"""How a command asks for a fleet: the options shared by run, capacity, experiment, tune and up, and
+what a stack records of the fleet it runs against."""
+
+from __future__ import annotations
+
+import string
+from dataclasses import dataclass, field
+
+from pydantic import BaseModel, Field, field_validator, model_validator
+
+
+class FleetOptions(BaseModel):
+    """`replicas` embedded engines behind `router`, or (with a target) the user's own fleet's replicas."""
+
+    replicas: int | None = Field(None, ge=1, description="start this many embedded vLLM replicas behind the router")
+    router: str | None = Field(None, description="the router in front of the replicas (vllm-router); given "
+                                                 "with --target alone, the replicas are those it lists")
+    router_policy: str | None = Field(None, description="the embedded router's policy (vllm-router: round_robin, "
+                                                        "power_of_two, cache_aware, consistent_hash, ...); "
+                                                        "default round_robin")
+    replica_arg: list[str] = Field([], description="NAME=FLAG: a vllm serve flag for one embedded replica only "
+                                                   "(b=--max-num-seqs=1), repeatable")
+    router_arg: list[str] = Field([], description="a flag for the embedded router, repeatable")
+    replica: list[str] = Field([], description="NAME=URL: a replica of your own fleet behind --target, "
+                                               "repeatable (default: the replicas the router lists)")
+    router_metrics: str | None = Field(None, description="your router's metrics base URL, read by the sidecar "
+                                                         "(vllm-router: its --prometheus-port)")
+
+    @field_validator("replica_arg", "replica")
+    @classmethod
+    def _named(cls, items: list[str]) -> list[str]:
+        for item in items:
+            name, sep, value = item.partition("=")
+            if not sep or not name or not value:
+                raise ValueError(f"{item!r} is not NAME=VALUE")
+        return items
+
+    @model_validator(mode="after")
+    def _one_fleet(self) -> FleetOptions:
+        if self.replicas is not None and self.replica:
+            raise ValueError("--replicas starts a fleet, --replica names one of yours: give one or the other")
+        unknown = {item.partition("=")[0] for item in self.replica_arg} - set(self.names())
+        if unknown:
+            raise ValueError(f"--replica-arg names {', '.join(sorted(unknown))}, not one of the replicas "
+                             f"({', '.join(self.names()) or 'none: give --replicas N'})")
+        return self
+
+    @property
+    def wanted(self) -> bool:
+        return self.replicas is not None or bool(self.replica) or self.router is not None \
+            or self.router_metrics is not None
+
+    @property
+    def kind(self) -> str:
+        return self.router or "vllm-router"
+
+    def names(self) -> list[str]:
+        """The embedded replicas' names: a, b, c, ... (r26, r27, ... past z)."""
+        return [replica_name(i) for i in range(self.replicas or 0)]
+
+    def flags_of(self, name: str) -> list[str]:
+        return [item.partition("=")[2] for item in self.replica_arg if item.partition("=")[0] == name]
+
+
+def replica_name(index: int) -> str:
+    return string.ascii_lowercase[index] if index < 26 else f"r{index}"
+
+
+@dataclass
+class Fleet:
+    """The fleet a stack runs against, as stack.json keeps it."""
+
+    router: str  # its kind, a name of fleet.routers.ROUTERS
+    url: str  # where clients send: the router
+    replicas: dict[str, str] = field(default_factory=dict)  # name -> base URL
+    metrics: str | None = None  # the router's /metrics base URL, where known
+    policy: str | None = None  # an embedded router's
+
+    def locust_options(self) -> list[str]:
+        """Locust's --replica options: each request's record names its replica."""
+        return [f"--replica={name}={url}" for name, url in self.replicas.items()]
