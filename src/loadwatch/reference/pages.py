@@ -133,7 +133,8 @@ def _live_families() -> Iterator[Metric]:
     from loadwatch.metrics.slo import parse_slo
 
     yield from ClientCollector(RunState(["chat"], ""), lambda: 0, lambda: [parse_slo("ttft_p99_ms=500")]).collect()
-    yield from EngineCollector([]).collect()
+    yield from EngineCollector([], []).collect()
+    yield from EngineCollector([], [])._routers()
     # Two readings of a window whose counters moved: the ratios are made only of what moved.
     lines = (f'# TYPE vllm:{name}_total counter\nvllm:{name}_total{{engine="0",model_name="m"}} {n}\n'
              for n in (1, 2) for name in ("prefix_cache_queries", "prefix_cache_hits", "spec_decode_num_drafts",
@@ -154,6 +155,7 @@ def _live_families() -> Iterator[Metric]:
 
 def metrics_page() -> str:
     from loadwatch.exporter.derived import LABELS as ENGINE_LABELS
+    from loadwatch.exporter.router import FAMILIES as ROUTER_FAMILIES
     from loadwatch.exporter.schema import FAMILIES
 
     known: dict[str, tuple[str, str, list[str], str]] = {}  # name -> type, help, labels, vLLM's source
@@ -163,6 +165,9 @@ def metrics_page() -> str:
         known[name] = ("counter", help_text, list(d.COUNTER_LABELS.get(name, d.LABELS)), "")
     for f in FAMILIES:
         known[f.name] = (f.kind, f.help, [*ENGINE_LABELS, "(vLLM's own)"], ", ".join(f"`{s}`" for s in f.sources))
+    for r in ROUTER_FAMILIES:
+        known[r.name] = (r.kind, r.help, ["router", "replica", "(the router's own)"],
+                         ", ".join(f"`{s}`" for s in r.sources))
     for family in _live_families():
         if family.name not in known:
             known[family.name] = (family.type, family.documentation, _labels_of(family), "")
@@ -180,7 +185,9 @@ def metrics_page() -> str:
         "Every family loadwatch exports, from src/loadwatch/catalogue.py (the one list of names), with its "
         "type, help and labels as the code that makes it defines them: `loadwatch_client_*` from the Locust "
         "master or local runner (`--metrics-port`, 9646), `loadwatch_engine_*` from the sidecar (9647), which "
-        "reads them from vLLM's `/metrics` (the source column: the first of vLLM's names it finds). Counters "
+        "reads them from vLLM's `/metrics` (the source column: the first of vLLM's names it finds), and "
+        "`loadwatch_router_*` from the sidecar too, read from a fleet's router (the source column: the "
+        "router's names). Counters "
         "are shown with their `_total` sample name; histograms add `_bucket`, `_sum` and `_count`.", "",
         *_table(["name", "type", "help", "labels", "from vLLM's"], rows), ""])
 
