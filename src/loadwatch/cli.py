@@ -93,6 +93,11 @@ def fleet_options(args: argparse.Namespace) -> FleetOptions:
     """ValueError naming the bad option."""
     fleet = model_from_args(FleetOptions, args)
     assert isinstance(fleet, FleetOptions)
+    if fleet.replicas is not None and args.target:
+        raise ValueError("--replicas starts a fleet on this machine; against your own, give --target ROUTER with "
+                         "--replica NAME=URL (or --router vllm-router, to use the replicas it lists)")
+    if (fleet.replica or fleet.router_metrics) and not args.target:
+        raise ValueError("--replica and --router-metrics name your own fleet: give --target, its router's URL")
     return fleet
 
 

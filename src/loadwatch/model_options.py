@@ -44,5 +44,6 @@ def model_from_args(model: type[BaseModel], args: argparse.Namespace) -> BaseMod
     try:
         return model.model_validate(given)
     except ValidationError as exc:
-        raise ValueError("; ".join(f"--{str(e['loc'][0]).replace('_', '-')}: {e['msg'].removeprefix('Value error, ')}"
-                                   for e in exc.errors())) from None
+        # A check of several options together has no one option to name.
+        raise ValueError("; ".join((f"--{str(e['loc'][0]).replace('_', '-')}: " if e["loc"] else "")
+                                   + e["msg"].removeprefix("Value error, ") for e in exc.errors())) from None

@@ -66,7 +66,7 @@ def test_each_request_is_traced_to_the_replica_that_served_it_as_each_replica_an
         assert data["unattributed"] == 0 and data["busiest_share_ratio"] < 1.01
 
         sidecar = scrape(next(c["url"] for c in stack["components"] if c["name"] == "exporter") + "/metrics")
-        assert total(sidecar, "loadwatch_engine_up", target="a") == total(sidecar, "loadwatch_engine_up", target="b") == 1
+        assert [total(sidecar, "loadwatch_engine_up", target=name) for name in ("a", "b")] == [1, 1]
         assert total(sidecar, "loadwatch_router_up", router="vllm-router") == 1
         assert total(sidecar, "loadwatch_router_replica_healthy", replica="b") == 1, "router series name the target"
     finally:

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
+from loadwatch.fleet.routers import ROUTERS
+
 
 class FleetOptions(BaseModel):
     """`replicas` embedded engines behind `router`, or (with a target) the user's own fleet's replicas."""
@@ -25,6 +27,14 @@ class FleetOptions(BaseModel):
                                                "repeatable (default: the replicas the router lists)")
     router_metrics: str | None = Field(None, description="your router's metrics base URL, read by the sidecar "
                                                          "(vllm-router: its --prometheus-port)")
+
+    @field_validator("router")
+    @classmethod
+    def _known(cls, name: str | None) -> str | None:
+        if name is not None and name not in ROUTERS:
+            raise ValueError(f"loadwatch does not know the router {name!r}; it knows {', '.join(sorted(ROUTERS))} "
+                             "(docs/guides/fleet.md says what another one needs)")
+        return name
 
     @field_validator("replica_arg", "replica")
     @classmethod

@@ -262,9 +262,6 @@ def up(settings: StackSettings, run_dir: Path, target: str | None = None, vllm_a
     its default unless taken or claimed by another stack. `fleet`: replicas behind a router, started
     here (`fleet.replicas`, without a target) or the user's own behind `target`."""
     fleet = fleet if fleet is not None and fleet.wanted else None
-    if fleet is not None and fleet.replicas and target is not None:
-        raise StackError("--replicas starts a fleet on this machine; against your own, give --target ROUTER with "
-                         "--replica NAME=URL (or --router, to use the replicas it lists)")
     with _claiming(settings):
         engines = [s for s in running_stacks(settings) if s.engine_started]
         if target is None and engines:
