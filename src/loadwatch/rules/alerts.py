@@ -14,8 +14,8 @@ import os
 from dataclasses import dataclass
 
 from loadwatch import yamlblock
-from loadwatch.catalogue import SLO_OBJECTIVE, Client, Engine, total
-from loadwatch.rules.recording import CLIENT_DROP, CLIENT_LEVEL, ENGINE_LEVEL
+from loadwatch.catalogue import SLO_OBJECTIVE, Client, Engine, Router, total
+from loadwatch.rules.recording import CLIENT_DROP, CLIENT_LEVEL, ENGINE_DROP, ENGINE_LEVEL, FLEET_DROP, per_replica
 
 # Where docs/runbooks.md is published: `python -m loadwatch.rules --runbook-url-base URL`, or the
 # environment's LOADWATCH_RUNBOOK_URL_BASE. `.invalid` is the name that can never resolve: say yours.
@@ -85,7 +85,18 @@ ALERTS = (
         f"  {Engine.UP} offset {START_ALLOWANCE}\n)\n",
         "critical", "vLLM engine is down.",
         "The sidecar {{ $labels.instance }} cannot read /metrics of {{ $labels.target }}: it answered within the "
-        f"last hour and went away, or it has not come up {START_ALLOWANCE} after the sidecar began watching it.",
+        f"last hour and went away, or it has not come up {START_ALLOWANCE} after the sidecar began watching it. "
+        "Behind a router, the requests it still sends there fail or are retried on the other replicas until its "
+        f"health checks mark the replica unhealthy ({Router.REPLICA_HEALTHY}).",
+        "1m"),
+    Alert(
+        "VLLMRouterDown",
+        # The one address clients use: when it does not answer, every request fails, whatever the
+        # replicas behind it can do.
+        f"{Router.UP} == 0",
+        "critical", "The fleet's router is down.",
+        "The sidecar {{ $labels.instance }} cannot read the metrics of router {{ $labels.router }} for 1 minute: "
+        "clients' requests to the fleet fail, though its replicas may be up.",
         "1m"),
     Alert(
         "LoadTestTTFTSLOViolated", _ttft_expr(), "critical",
@@ -132,6 +143,19 @@ ALERTS = (
         "warning", "vLLM request queue keeps growing.",
         "{{ $labels.target }} ({{ $labels.model }}) has {{ $value }} requests waiting and the queue grew over "
         "the last 5 minutes.",
+        "5m"),
+    Alert(
+        "VLLMFleetImbalanced",
+        # One replica queues (at its peak of the window) while another waited for nothing at all: the
+        # routing, not the fleet's size, makes users wait. An even fleet that is full queues on every
+        # replica, and an idle one on none: neither fires.
+        f"max without ({FLEET_DROP}) ({per_replica(Engine.REQUESTS_WAITING_MAX)}) > 0\nand\n"
+        f"min without ({FLEET_DROP}) ({per_replica(Engine.REQUESTS_WAITING_MAX)}) == 0\nand\n"
+        f"count without ({ENGINE_DROP}, {FLEET_DROP}) ({Engine.UP} == 1) > 1\n",
+        "warning", "One replica of the fleet queues while another has room.",
+        "Up to {{ $value }} requests have waited on the busiest replica of {{ $labels.model }} for 5 minutes while "
+        "another replica had none waiting: the router sends it more than it can take (its policy, a slow or "
+        "small replica, or prefix affinity).",
         "5m"),
     Alert(
         "VLLMPreemptionsHigh",

@@ -7,7 +7,7 @@ ratios divide summed rates (sum first, divide after). Each rule comes for a 1 m 
 from __future__ import annotations
 
 from loadwatch import yamlblock
-from loadwatch.catalogue import Client, Engine, total
+from loadwatch.catalogue import Client, Engine, Router, total
 
 WINDOWS = ("1m", "5m")
 QUANTILES = (("p50", "0.5"), ("p90", "0.9"), ("p99", "0.99"))
@@ -15,6 +15,8 @@ CLIENT_LEVEL, ENGINE_LEVEL = "model_scenario", "target_model"
 # A session's turn is summed away at the model_scenario level and kept at its own.
 TURN_LEVEL, TURN_DROP = "model_scenario_turn", "instance, job"
 CLIENT_DROP, ENGINE_DROP = "instance, job, turn", "instance, job, engine"
+# A fleet is its replicas serving one model (each a sidecar target): its rules drop the replica.
+FLEET_LEVEL, FLEET_DROP = "model", "target"
 HEADER = """\
 # Recording rules: level:metric:operations. Aggregations use `without`, so the series of several
 # Locust masters, sidecars and engines add up; ratios divide summed rates (sum first, divide after).
@@ -79,7 +81,37 @@ def engine_rules() -> list[dict]:
     return rules
 
 
+def per_replica(name: str) -> str:
+    """A gauge of each replica (the engines of a data-parallel replica summed)."""
+    return f"sum without ({ENGINE_DROP}) ({name})"
+
+
+def fleet_rules() -> list[dict]:
+    """A fleet's balance. The spread is max - min across the replicas, in requests: imbalance hurts
+    when one replica queues while another has room, and that difference is what a user acts on; a
+    ratio (max / mean, or the coefficient of variation) swings wildly at low load and is undefined
+    at zero. A share of requests near 1 / N per replica is an even split."""
+    rules = []
+    for name in (Engine.REQUESTS_WAITING, Engine.REQUESTS_RUNNING):
+        rules += [_rule(f"{FLEET_LEVEL}:{name}:{op}", f"{op} without ({FLEET_DROP}) ({per_replica(name)})")
+                  for op in ("max", "min")]
+        rules.append(_rule(f"{FLEET_LEVEL}:{name}:spread",
+                           f"{FLEET_LEVEL}:{name}:max - {FLEET_LEVEL}:{name}:min"))
+    for window in WINDOWS:
+        served = f"sum without ({ENGINE_DROP}, finished_reason) (rate({total(Engine.REQUEST_SUCCESS)}[{window}]))"
+        rules.append(_rule(f"{ENGINE_LEVEL}:{Engine.REQUEST_SUCCESS}:share_rate{window}",
+                           f"{served}\n/ ignoring ({FLEET_DROP}) group_left ()\n"
+                           f"sum without ({FLEET_DROP}) ({served})"))
+        rules.append(_rule(f"{FLEET_LEVEL}:{Engine.PREFIX_CACHE_HITS.removesuffix('s')}:ratio_rate{window}",
+                           _ratio(f"{ENGINE_DROP}, {FLEET_DROP}", total(Engine.PREFIX_CACHE_HITS),
+                                  total(Engine.PREFIX_CACHE_QUERIES), window)))
+        rules.append(_rule(f"router_replica:{Router.REPLICA_REQUESTS}:rate{window}",
+                           f"sum without (instance, job) (rate({total(Router.REPLICA_REQUESTS)}[{window}]))"))
+    return rules
+
+
 def render() -> str:
     groups = {"groups": [{"name": "loadwatch-client", "rules": client_rules()},
-                         {"name": "loadwatch-engine", "rules": engine_rules()}]}
+                         {"name": "loadwatch-engine", "rules": engine_rules()},
+                         {"name": "loadwatch-fleet", "rules": fleet_rules()}]}
     return HEADER + yamlblock.dump(groups, width=1000)

@@ -12,7 +12,7 @@ from tests.conftest import REPO
 PROM = REPO / "prometheus"
 ALERTS = {"VLLMEngineDown", "VLLMKVCacheSaturated", "VLLMRequestQueueGrowing", "VLLMPreemptionsHigh",
           "VLLMSpecDecodeAcceptanceLow", "LoadTestTTFTSLOViolated", "LoadTestFailureRateHigh", "LoadwatchSidecarDown",
-          "VLLMSchedulerStuck", "VLLMEngineAsleep", "Watchdog"}
+          "VLLMSchedulerStuck", "VLLMEngineAsleep", "Watchdog", "VLLMFleetImbalanced", "VLLMRouterDown"}
 pytestmark = pytest.mark.needs("promtool")
 
 
@@ -24,7 +24,7 @@ def run(*command: str) -> str:
 
 def test_prometheus_config_and_rules_are_valid():
     out = run("promtool", "check", "config", "prometheus.yml")
-    assert "SUCCESS: 11 rules found" in out
+    assert "SUCCESS: 13 rules found" in out
 
 
 def test_promtool_unit_tests_pass():

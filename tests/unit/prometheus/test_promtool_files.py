@@ -76,9 +76,10 @@ def test_the_alert_file_is_what_the_generator_writes():
         "drifted: run `python -m loadwatch.rules`"
 
 
-SYMPTOMS = {"VLLMEngineDown", "LoadTestTTFTSLOViolated", "LoadTestFailureRateHigh", "VLLMSchedulerStuck"}
+SYMPTOMS = {"VLLMEngineDown", "LoadTestTTFTSLOViolated", "LoadTestFailureRateHigh", "VLLMSchedulerStuck",
+            "VLLMRouterDown"}
 CAUSES = {"VLLMKVCacheSaturated", "VLLMRequestQueueGrowing", "VLLMPreemptionsHigh", "VLLMSpecDecodeAcceptanceLow",
-          "LoadwatchSidecarDown", "VLLMEngineAsleep"}
+          "LoadwatchSidecarDown", "VLLMEngineAsleep", "VLLMFleetImbalanced"}
 
 
 def test_symptoms_page_causes_warn_and_the_watchdog_is_none():
