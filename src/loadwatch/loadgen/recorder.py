@@ -122,7 +122,7 @@ class Recorder:
         if req.cancelled:  # out of every latency but TTFT, where it got that far
             self.counts.inc(Client.CANCELLED, labels)
             if req.cancelled_ttft is not None:
-                self.counts.observe(d.TTFT.name, (*labels, d.turn_bucket(req.turn)), req.cancelled_ttft)
+                self.counts.observe(d.TTFT.name, (*labels, d.turn_bucket(req.turn), ""), req.cancelled_ttft)
             series.add_cancelled(req.started_at, req.elapsed, req.cancelled_ttft)
             return
         if m is None:
@@ -130,7 +130,7 @@ class Recorder:
             self.counts.inc(Client.FAILURES, (*labels, reason))
             series.add_failure(req.started_at, req.elapsed, reason)
             return
-        by_turn = (*labels, d.turn_bucket(req.turn))
+        by_turn = (*labels, d.turn_bucket(req.turn), req.replica or "")
         rid, last_at = req.request_id, req.started_at + m.e2e
         if m.ttft is not None:
             self.counts.observe(d.TTFT.name, by_turn, m.ttft, rid, req.started_at + m.ttft)

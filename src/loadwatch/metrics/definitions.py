@@ -29,9 +29,10 @@ LAG_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5
 RATIO_BUCKETS = (0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 1.0)
 
 LABELS = ("model", "scenario")
-# A session's request carries its turn, in a few buckets so that the series stay bounded; other
-# requests carry "" (which Prometheus stores as no label at all).
-LATENCY_LABELS = (*LABELS, "turn")
+# A session's request carries its turn, in a few buckets so that the series stay bounded; a fleet's,
+# the replica that served it (as many series as replicas); other requests carry "" for either (which
+# Prometheus stores as no label at all).
+LATENCY_LABELS = (*LABELS, "turn", "replica")
 TURN_BUCKETS = ((1, "1"), (2, "2"), (4, "3-4"), (8, "5-8"))
 LAST_TURN_BUCKET = "9+"
 FAILURE_LABELS = (*LABELS, "reason")

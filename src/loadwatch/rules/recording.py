@@ -13,8 +13,8 @@ WINDOWS = ("1m", "5m")
 QUANTILES = (("p50", "0.5"), ("p90", "0.9"), ("p99", "0.99"))
 CLIENT_LEVEL, ENGINE_LEVEL = "model_scenario", "target_model"
 # A session's turn is summed away at the model_scenario level and kept at its own.
-TURN_LEVEL, TURN_DROP = "model_scenario_turn", "instance, job"
-CLIENT_DROP, ENGINE_DROP = "instance, job, turn", "instance, job, engine"
+TURN_LEVEL, TURN_DROP = "model_scenario_turn", "instance, job, replica"
+CLIENT_DROP, ENGINE_DROP = "instance, job, turn, replica", "instance, job, engine"
 # A fleet is its replicas serving one model (each a sidecar target): its rules drop the replica.
 FLEET_LEVEL, FLEET_DROP = "model", "target"
 HEADER = """\

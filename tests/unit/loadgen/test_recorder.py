@@ -24,14 +24,15 @@ def test_session_turns_label_the_latencies_and_tool_calls_and_cache_are_counted(
                            cached_tokens=80, tool_calls=2)
         recorder.record(LLMRequest("m", "agent", 1.0, 0.3, request_metrics(timing), turn=turn))
     text = generate_latest(client_registry(state, lambda: 0)).decode()
-    assert 'loadwatch_client_time_to_first_token_seconds_count{model="m",scenario="agent",turn="3-4"} 2.0' in text
+    ttft, ttfa, cached = (f"loadwatch_client_{name}" for name in ("time_to_first_token_seconds",
+                                                                   "time_to_first_answer_token_seconds",
+                                                                   "cached_prompt_tokens_ratio"))
+    assert f'{ttft}_count{{model="m",replica="",scenario="agent",turn="3-4"}} 2.0' in text
     # Outside a session the label is empty, which Prometheus stores as no label: series stay as they were.
-    assert 'loadwatch_client_time_to_first_token_seconds_count{model="m",scenario="agent",turn=""} 1.0' in text
-    assert 'loadwatch_client_time_to_first_answer_token_seconds_sum{model="m",scenario="agent",turn="1"} 0.2' in text
-    assert 'loadwatch_client_cached_prompt_tokens_ratio_bucket{le="0.75",model="m",scenario="agent",turn="2"} 0.0' \
-        in text
-    assert 'loadwatch_client_cached_prompt_tokens_ratio_bucket{le="0.9",model="m",scenario="agent",turn="2"} 1.0' \
-        in text
+    assert f'{ttft}_count{{model="m",replica="",scenario="agent",turn=""}} 1.0' in text
+    assert f'{ttfa}_sum{{model="m",replica="",scenario="agent",turn="1"}} 0.2' in text
+    assert f'{cached}_bucket{{le="0.75",model="m",replica="",scenario="agent",turn="2"}} 0.0' in text
+    assert f'{cached}_bucket{{le="0.9",model="m",replica="",scenario="agent",turn="2"}} 1.0' in text
     assert 'loadwatch_client_tool_calls_total{model="m",scenario="agent"} 10.0' in text
 
 
@@ -41,7 +42,8 @@ def test_ttft_and_e2e_carry_the_request_id_as_an_exemplar_in_openmetrics_only():
     state.recorder.record(LLMRequest("m", "chat", 1000.0, 0.3, request_metrics(timing), request_id="abc123"))
     registry = client_registry(state, lambda: 0)
     open_metrics = openmetrics.generate_latest(registry).decode()
-    assert ('loadwatch_client_time_to_first_token_seconds_bucket{le="0.1",model="m",scenario="chat",turn=""} 1.0 '
+    assert ('loadwatch_client_time_to_first_token_seconds_bucket{le="0.1",model="m",'
+            'replica="",scenario="chat",turn=""} 1.0 '
             '# {request_id="abc123"} 0.1 1000.1') in open_metrics
     assert '# {request_id="abc123"} 0.3 1000.3' in open_metrics  # E2E
     assert open_metrics.count("request_id=") == 2  # not on ITL or TPOT
@@ -107,8 +109,10 @@ def test_an_embedding_has_no_ttft_and_images_are_counted_as_sent():
     recorder.record(LLMRequest("m", "chat", 1.0, 0.05, pooled, request_id="e"))
     recorder.record(LLMRequest("m", "chat", 2.0, 0.2, failure_reason="http_400", images=3, image_bytes=900))
     text = generate_latest(client_registry(state, lambda: 0)).decode()
-    assert 'loadwatch_client_e2e_request_latency_seconds_count{model="m",scenario="chat",turn=""} 1.0' in text
-    assert 'loadwatch_client_time_to_first_token_seconds_count{model="m",scenario="chat",turn=""}' not in text
+    assert 'loadwatch_client_e2e_request_latency_seconds_count{model="m",replica="",scenario="chat",turn=""} 1.0' \
+        in text
+    assert 'loadwatch_client_time_to_first_token_seconds_count{model="m",replica="",scenario="chat",turn=""}' \
+        not in text
     assert 'loadwatch_client_prompt_tokens_total{model="m",scenario="chat"} 12.0' in text
     assert dict(recorder.counts.counters_named(Client.IMAGES)) == {("m", "chat"): 3.0}  # sent, though it failed
     assert dict(recorder.counts.counters_named(Client.IMAGE_BYTES)) == {("m", "chat"): 900.0}
