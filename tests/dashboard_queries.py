@@ -10,7 +10,8 @@ from tests.conftest import REPO
 DASHBOARDS = sorted((REPO / "grafana" / "dashboards").glob("*.json"))
 # "All" of every variable is .*, which also matches the empty label of a series outside Kubernetes.
 VALUES = {"$__rate_interval": "30s", "$model": ".*", "$scenario": ".*", "$target": ".*", "$namespace": ".*",
-          "$pod": ".*"}
+          "$pod": ".*", "$router": ".*"}
+FLEET = ("fleet.json",)  # read by a fleet's run; the others by one engine's
 
 
 def substitute(expr: str) -> str:
@@ -27,10 +28,16 @@ def panels(dashboard: dict) -> list[dict]:
     return [p for p in dashboard["panels"] if p["type"] != "row"]
 
 
-def queries() -> list[tuple[str, str]]:
-    """(where, expr) of every panel target and Prometheus annotation, variables substituted."""
+def chosen(names: tuple[str, ...] | None, fleet: bool | None) -> list:
+    return [p for p in DASHBOARDS if (names is None or p.name in names)
+            and (fleet is None or (p.name in FLEET) == fleet)]
+
+
+def queries(fleet: bool | None = None) -> list[tuple[str, str]]:
+    """(where, expr) of every panel target and Prometheus annotation, variables substituted; of the
+    fleet's dashboard alone, or of the others, or (None) of all."""
     out = []
-    for path in DASHBOARDS:
+    for path in chosen(None, fleet):
         dashboard = load(path)
         for panel in panels(dashboard):
             for target in panel["targets"]:
@@ -41,10 +48,10 @@ def queries() -> list[tuple[str, str]]:
     return out
 
 
-def variable_selectors() -> list[tuple[str, str]]:
+def variable_selectors(fleet: bool | None = None) -> list[tuple[str, str]]:
     """The series selector inside each `label_values(selector, label)` variable query."""
     out = []
-    for path in DASHBOARDS:
+    for path in chosen(None, fleet):
         for var in load(path)["templating"]["list"]:
             if var["type"] == "query":
                 match = re.fullmatch(r"label_values\((.+), (\w+)\)", var["definition"])

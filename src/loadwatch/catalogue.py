@@ -114,6 +114,9 @@ class Router:
     POLICY_DECISIONS = ROUTER_PREFIX + "policy_decisions"  # by policy and replica
     CACHE_HITS = ROUTER_PREFIX + "cache_hits"  # cache-aware routing: a prompt's prefix found on a replica
     CACHE_MISSES = ROUTER_PREFIX + "cache_misses"
+    # Prefix-aware routing's decisions by policy, stage and outcome (prefix_hit, prefix_miss,
+    # load_imbalance, missing_tokens: the router could not read the prompt's tokens)
+    PREFIX_DECISIONS = ROUTER_PREFIX + "prefix_routing_decisions"
 
 
 def total(counter: str) -> str:

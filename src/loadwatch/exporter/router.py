@@ -47,6 +47,9 @@ FAMILIES = (
                  "Cache-aware routing: requests whose prompt prefix the router found on a replica."),
     RouterFamily(Router.CACHE_MISSES, "counter", ("vllm_router_cache_misses",),
                  "Cache-aware routing: requests whose prompt prefix no replica held."),
+    RouterFamily(Router.PREFIX_DECISIONS, "counter", ("vllm_router_prefix_routing_decisions",),
+                 "Prefix-aware routing's decisions by policy, stage and outcome (prefix_hit, prefix_miss, "
+                 "load_imbalance; missing_tokens: it could not read the prompt's tokens and routed by load)."),
 )
 REPLICA_LABELS = ("worker",)  # the labels routers name a replica by
 

@@ -1,9 +1,11 @@
-"""loadwatch's two dashboards: the run overview (client beside engine) and the engine fleet."""
+"""loadwatch's dashboards: the run overview (client beside engine), the engines one by one, and a
+fleet (replicas behind a router) side by side."""
 
 from __future__ import annotations
 
-from loadwatch.catalogue import RUN_INFO, SLO_OBJECTIVE, Client, Engine, total
+from loadwatch.catalogue import RUN_INFO, SLO_OBJECTIVE, Client, Engine, Router, total
 from loadwatch.grafana.panels import (
+    RATE,
     Panel,
     Row,
     dashboard,
@@ -302,4 +304,95 @@ def engine() -> dict:
                      rows, variables, ANNOTATIONS[1:])
 
 
-DASHBOARDS = {"overview.json": overview, "engine.json": engine}
+# The router's series that vllm-router makes only once it has something to count: its prefix decisions
+# under cache_aware, running requests under the load-aware policies, retries once a try failed.
+ONLY_WHEN = {Router.PREFIX_DECISIONS: "the policy is cache_aware",
+             Router.REPLICA_RUNNING: "the policy is load-aware (cache_aware, power_of_two)",
+             Router.RETRIES: "a replica failed a try"}
+R = 'router=~"$router"'
+
+
+def _share(selector: str) -> str:
+    """Each replica's share of what the fleet served over the rate interval."""
+    served = f"rate({total(Engine.REQUEST_SUCCESS)}{{{selector}}}[{RATE}])"
+    return f"sum by (target) ({served})\n/ ignoring (target) group_left ()\nsum ({served})"
+
+
+def _spread(name: str) -> str:
+    per_replica = f"sum by (target) ({name}{{{E}}})"
+    return f"max ({per_replica}) - min ({per_replica})"
+
+
+def fleet() -> dict:
+    by = "target"
+    rows = [
+        Row("Replicas side by side", [
+            Panel("Requests served", [(rate(total(Engine.REQUEST_SUCCESS), E, by), "{{target}}")], "reqps",
+                  "Requests each replica finished per second, as the replica counts them."),
+            Panel("Share of the fleet's requests", [(_share(E), "{{target}}")], "percentunit",
+                  "Each replica's share of what the fleet served: 1 / N each is an even split.", max=1),
+            Panel("Client TTFT by replica (p50, p99)", [
+                (quantile(0.5, Client.TTFT, C, "replica"), "{{replica}} p50"),
+                (quantile(0.99, Client.TTFT, C, "replica"), "{{replica}} p99"),
+            ], "s", "The load generator's time to first token of the requests each replica served (their answers "
+                    "name it)."),
+            Panel("Client TPOT by replica (p50, p99)", [
+                (quantile(0.5, Client.TPOT, C, "replica"), "{{replica}} p50"),
+                (quantile(0.99, Client.TPOT, C, "replica"), "{{replica}} p99"),
+            ], "s", "The load generator's time per output token of the requests each replica served."),
+            *_engine_state(by)[:4],
+        ]),
+        Row("Spread", [
+            Panel("Queue and batch spread (max - min across replicas)", [
+                (_spread(Engine.REQUESTS_WAITING), "waiting"),
+                (_spread(Engine.REQUESTS_RUNNING), "running"),
+            ], "short", "How many more requests wait (or run) on the busiest replica than on the least busy: 0 is "
+                        "even. One replica queueing while another has room is VLLMFleetImbalanced."),
+            Panel("Busiest replica's share over an even share", [
+                (f"max ({_share(E)}) * count (sum by (target) ({Engine.UP}{{{E}}} == 1))", "busiest / even"),
+            ], "short", "1 is an even split; 2 means the busiest replica served twice its share."),
+            Panel("Fleet-wide prefix-cache hit ratio", [
+                (f"{rate(total(Engine.PREFIX_CACHE_HITS), E)} / {rate(total(Engine.PREFIX_CACHE_QUERIES), E)}",
+                 "fleet"),
+            ], "percentunit", "All replicas' prefix-cache hits over their queries: routing that spreads a prefix "
+                              "over replicas prefills it once on each.", max=1),
+        ]),
+        Row("Router", [
+            Panel("Router and the replicas it sees", [
+                (f"max by (router) ({Router.UP}{{{R}}})", "{{router}} up"),
+                (f"max by (replica) ({Router.REPLICA_HEALTHY}{{{R}}})", "{{replica}} healthy"),
+            ], "short", "1 when the sidecar reads the router; each replica as the router's health checks see it.",
+                max=1),
+            Panel("Circuit breaker by replica", [
+                (f"max by (replica) ({Router.REPLICA_CIRCUIT_BREAKER}{{{R}}})", "{{replica}}"),
+            ], "short", "0 closed (sending), 1 open (not sending), 2 half-open (trying again)."),
+            Panel("Requests sent to each replica", [
+                (rate(total(Router.REPLICA_REQUESTS), R, "replica"), "{{replica}}"),
+                (rate(total(Router.RETRIES), R), "retried"),
+            ], "reqps", "The router's choices, failed tries included; retried: sent again to another replica."),
+            Panel("Policy decisions", [
+                (rate(total(Router.POLICY_DECISIONS), R, "policy, replica"), "{{policy}} {{replica}}"),
+            ], "reqps", "Which replica the routing policy chose, per second."),
+            Panel("Prefix-aware routing", [
+                (rate(total(Router.PREFIX_DECISIONS), R, "policy, outcome"), "{{policy}} {{outcome}}"),
+            ], "reqps", "cache_aware only: prefix_hit, a prompt prefix the router had seen on a replica; prefix_miss; "
+                        "load_imbalance, sent by load instead; missing_tokens, it could not read the prompt's "
+                        "tokens (then it routes by load alone)."),
+            Panel("Running requests as the router counts them", [
+                (f"sum by (replica) ({Router.REPLICA_RUNNING}{{{R}}})", "{{replica}}"),
+            ], "short", "Load-aware policies only: the router's own count, beside the replica's."),
+        ]),
+    ]
+    variables = [
+        *POD_VARIABLES,
+        variable("target", "Replica", f'label_values({Engine.UP}{{{POD}}}, target)'),
+        variable("model", "Model", f'label_values({Engine.REQUESTS_RUNNING}{{target=~"$target"}}, model)'),
+        variable("scenario", "Scenario", f'label_values({RUN_INFO}, scenario)'),
+        variable("router", "Router", f"label_values({Router.UP}, router)"),
+    ]
+    return dashboard("loadwatch-fleet", "loadwatch: vLLM fleet",
+                     "Replicas behind a router side by side: what each served, how evenly, what each was doing, "
+                     "and the router's own view.", rows, variables, ANNOTATIONS)
+
+
+DASHBOARDS = {"overview.json": overview, "engine.json": engine, "fleet.json": fleet}

