@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -31,7 +32,18 @@ def routed(metrics: str) -> float:
     return total(scrape(metrics), "vllm_router_requests_total", route="/v1/chat/completions")
 
 
+def locust(fleet: dict, stack: dict, results, *args: str) -> list[str]:
+    sidecar = next(c["url"] for c in stack["components"] if c["name"] == "exporter")
+    return [sys.executable, "-m", "locust", "-f", str(REPO / "locustfiles" / "chat.py"), "-H", fleet["url"],
+            "--headless", "--max-tokens", "8", "--ignore-eos", "--stop-timeout", "60",
+            "--metrics-port", str(stack["client_port"]), "--results-json", str(results),
+            "--engine-metrics", sidecar + "/metrics",
+            *(f"--replica={name}={url}" for name, url in fleet["replicas"].items()), *args]
+
+
 def test_each_request_is_traced_to_the_replica_that_served_it_as_each_replica_and_the_router_count(tmp_path):
+    """Then replica b is killed by its PID in a second run: named, its outage's failures counted, the
+    recovery timed, and no request vanishes."""
     env = {**os.environ, "LOADWATCH_STACK_HOME": str(tmp_path / "home")}
     up = subprocess.run([*CLI, "up", "--replicas", "2", "--router-policy", "round_robin", "--out", str(tmp_path),
                          "--metrics-port", "0", "--", *SMALL_KV], capture_output=True, text=True, timeout=900, env=env)
@@ -45,12 +57,8 @@ def test_each_request_is_traced_to_the_replica_that_served_it_as_each_replica_an
         before, routed_before = served(replicas), routed(router_metrics)
 
         results = tmp_path / "results.json"
-        run = subprocess.run(
-            [sys.executable, "-m", "locust", "-f", str(REPO / "locustfiles" / "chat.py"), "-H", fleet["url"],
-             "--headless", "-u", "8", "-r", "8", "--num-requests", str(REQUESTS), "--max-tokens", "8",
-             "--stop-timeout", "60", "--metrics-port", str(stack["client_port"]), "--results-json", str(results),
-             *(f"--replica={name}={url}" for name, url in replicas.items())],
-            capture_output=True, text=True, timeout=600, env=env)
+        run = subprocess.run(locust(fleet, stack, results, "-u", "8", "-r", "8", "--num-requests", str(REQUESTS)),
+                             capture_output=True, text=True, timeout=600, env=env)
         assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
         records = [json.loads(line) for line in records_beside(results).read_text().splitlines()]
         assert len(records) == REQUESTS and all(r["failure"] is None for r in records)
@@ -89,5 +97,22 @@ def test_each_request_is_traced_to_the_replica_that_served_it_as_each_replica_an
             if not [v for series in result for _, v in series["values"] if v not in ("NaN", "+Inf", "-Inf")]:
                 empty.append(f"{where}: {expr}")
         assert not empty, "fleet dashboard queries without data:\n" + "\n".join(empty)
+
+        lost = tmp_path / "lost.json"
+        second = subprocess.Popen(locust(fleet, stack, lost, "-u", "4", "-r", "4", "-t", "20s"),
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+        time.sleep(8)
+        killed_at = time.time()
+        os.killpg(next(c["pid"] for c in stack["components"] if c["name"] == "replica-b"), signal.SIGKILL)
+        output = second.communicate(timeout=180)[0]
+        assert second.returncode in (0, 1) and "Traceback" not in output, output[-3000:]
+        data = json.loads(lost.read_text())
+        records = records_beside(lost).read_text().splitlines()
+        assert len(records) == data["completed"] + data["failed"] + data["cancelled"], "no request vanishes"
+        (outage,) = data["replicas_lost"]
+        assert outage["replica"] == "b" and killed_at - 1 < outage["lost_at"] < killed_at + 5, outage
+        assert outage["failed_in_window"] == data["failed"], "its failures fell in its outage, none elsewhere"
+        assert outage["recovered_after_s"] is not None and outage["router_stopped_after_s"] is not None, outage
+        assert "replica b lost at +" in output
     finally:
         subprocess.run([*CLI, "down", str(run_dir or tmp_path)], capture_output=True, timeout=120, env=env)

@@ -18,6 +18,7 @@ from loadwatch.client.failures import RequestFailed
 from loadwatch.client.stream import Streamer
 from loadwatch.credentials import authorization, read_secret, split_credentials
 from loadwatch.loadgen.recorder import Recorder
+from loadwatch.loadgen.replica_watch import ReplicaWatch
 from loadwatch.loadgen.sending.quota import Quota, Tickets, WorkerTickets
 from loadwatch.loadgen.sending.schedule import level_now, plan_run
 from loadwatch.loadgen.state import RunState
@@ -90,6 +91,7 @@ class Process:
     tokenize_works: bool | None = None  # whether the server's /tokenize counts output tokens; None: untried
     told_no_engine_account: bool = False
     told_unknown_replica: bool = False
+    replica_watch: ReplicaWatch | None = None  # a fleet's, on the master or a local runner with the sidecar
     told_not_found: bool = False
     # What ends a run that counts its requests, looked at again after a trace entry is skipped (no
     # request event follows one): the local runner's; a worker's skips reach its master in its reports.

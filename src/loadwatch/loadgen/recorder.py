@@ -49,6 +49,7 @@ class LLMRequest:
     image_bytes: int = 0
     without_done: bool = False  # complete, its body ended without [DONE] (after its finish_reason)
     replica: str | None = None  # of a fleet, the replica that served it (its answer names it)
+    fleet: bool = False  # sent to a fleet (--replica): its outcome is tallied by the second it ended
 
     @property
     def labels(self) -> tuple[str, str]:
@@ -69,6 +70,9 @@ class Recorder:
         # A fleet's requests by the replica that served them (its answer names it), as `samples` are
         # by scenario: exact across workers, merged the same way. A failure names no replica.
         self.by_replica = Samples()
+        # A fleet's requests by the second they ended (wall clock) -> [successes, failures]: when a
+        # replica is lost, which failures fell in its outage and when the client's success rate came back.
+        self.outcomes: dict[int, list[int]] = {}
         self.in_flight: Counter[tuple[str, ...]] = Counter()
         # Of this run (not Prometheus counters): what --num-requests and the warm-up stage follow.
         self.finished = 0
@@ -112,6 +116,9 @@ class Recorder:
             self.warmup_finished += 1
             return
         self.finished += 1
+        if req.fleet:
+            tally = self.outcomes.setdefault(int(req.started_at + req.elapsed), [0, 0])
+            tally[req.metrics is None and not req.cancelled] += 1
         labels = req.labels
         self.counts.inc(Client.REQUESTS, labels)
         if req.images:  # sent, whatever came back: what the server had to take in
@@ -158,11 +165,17 @@ class Recorder:
         self.tokens_from[req.tokens_from] += 1
         self.without_done += req.without_done
 
+    def _drain_outcomes(self) -> list:
+        wire = [[second, tally] for second, tally in self.outcomes.items()]
+        self.outcomes.clear()
+        return wire
+
     def start_run(self) -> None:
         """A new run in this process: the summary and the run's counts start afresh; the Prometheus
         counts stay monotonic."""
         self.samples.clear()
         self.by_replica.clear()
+        self.outcomes.clear()
         self.finished = self.warmup_finished = self.without_done = self.skipped = 0
         self.reported_at = self.first_start = None
         self.tokens_from.clear()
@@ -211,6 +224,7 @@ class Recorder:
             "counts": self.counts.drain(),
             "samples": self.samples.drain(),
             "by_replica": self.by_replica.drain(),
+            "outcomes": self._drain_outcomes(),
             "in_flight": [[list(k), n] for k, n in self.in_flight.items() if n],
             "finished": self.finished,
             "warmup_finished": self.warmup_finished,
@@ -232,6 +246,10 @@ class Recorder:
         self.counts.merge(report["counts"])
         self.samples.merge(report["samples"])
         self.by_replica.merge(report.get("by_replica", []))
+        for second, (ok, failed) in report.get("outcomes", []):
+            tally = self.outcomes.setdefault(second, [0, 0])
+            tally[0] += ok
+            tally[1] += failed
         self.finished += report["finished"]
         self.warmup_finished += report["warmup_finished"]
         self.tokens_from.update(report["tokens_from"])

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from loadwatch.atomic import write_atomically
 from loadwatch.loadgen.process import Process
+from loadwatch.loadgen.replica_watch import outage_figures
 from loadwatch.metrics.cost import per_million_tokens
 from loadwatch.metrics.results import Results
 from loadwatch.metrics.slo import Verdict
@@ -42,6 +43,9 @@ def _results(process: Process, partial: bool = False) -> tuple[Results, list[Ver
         recorder = state.recorder
         figures |= replica_figures(recorder.by_replica, settings.replica_names(), figures["duration"])
         figures["unattributed"] = figures["completed"] - recorder.by_replica.total().completed
+        watch = process.replica_watch
+        figures["replicas_lost"] = [outage_figures(o, recorder.outcomes, state.stopped_at or time.time())
+                                    for o in (watch.outages if watch else []) if o.lost_at >= state.started_at]
     ended_at = state.stopped_at or time.time()
     price = settings.price_per_hour * settings.gpus if settings.price_per_hour is not None else None
     result = Results.model_validate({

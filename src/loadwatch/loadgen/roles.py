@@ -24,6 +24,7 @@ from loadwatch.loadgen.keeper import Keeper
 from loadwatch.loadgen.monitor import Monitor
 from loadwatch.loadgen.process import BAD_WORKLOAD, Process, attach, run_users
 from loadwatch.loadgen.recorder import REPORT_KEY
+from loadwatch.loadgen.replica_watch import ReplicaWatch
 from loadwatch.loadgen.sending.quota import ASK, FINAL, FLUSH, GRANT, Quota, Tickets, WorkerTickets
 from loadwatch.loadgen.sending.schedule import plan_run
 from loadwatch.loadgen.sending.shape import LOAD_START, OptionShape
@@ -95,6 +96,9 @@ class Summing(Role):
         settings = self.process.settings
         exposition.serve(self.environment, self.process.state, settings.metrics_host, settings.metrics_port,
                          lambda: self.process.settings)
+        if settings.replica and settings.engine_metrics:
+            self.process.replica_watch = ReplicaWatch(settings.engine_metrics, settings.replica_names())
+            self.process.replica_watch.start()
         if settings.shape:
             shape = OptionShape(self.environment)
             shape.runner = self.environment.runner

@@ -139,5 +139,9 @@ class Results(Figures):
     replicas: dict[str, Replica] = {}
     unattributed: int = 0
     busiest_share_ratio: float | None = None
+    # Replicas lost during the run (loadgen/replica_watch.py): each with when it was lost (and came back),
+    # the requests that failed in its outage, how long the router kept sending to it and how long until
+    # the client's success rate recovered.
+    replicas_lost: list[dict[str, Any]] = []
     stages: list[Stage] = []
     slo: list[dict[str, Any]] = []

@@ -133,6 +133,15 @@ def format_replicas(result: Results) -> list[str]:
         lines.append(_row("Busiest replica's share (even = 1):", result.busiest_share_ratio))
     if result.unattributed:
         lines.append(_row("Served by no named replica:", result.unattributed))
+    for lost in result.replicas_lost:
+        def after(seconds: float | None, still: str) -> str:
+            return still if seconds is None else f"after {seconds:.1f} s"
+
+        lines.append(f"replica {lost['replica']} lost at +{lost['lost_at'] - result.started_at:.1f} s"
+                     + (f", back at +{lost['back_at'] - result.started_at:.1f} s" if lost["back_at"] else "")
+                     + f": {lost['failed_in_window']} requests failed in its outage; the router stopped sending "
+                     f"to it {after(lost['router_stopped_after_s'], 'never (still at the end)')}; the client's "
+                     f"success rate recovered {after(lost['recovered_after_s'], 'never in the run')}")
     return lines
 
 

@@ -10,6 +10,7 @@ import pytest
 from loadwatch.client.chunks import parse_chunk
 from loadwatch.loadgen.process import Process
 from loadwatch.loadgen.recorder import LLMRequest, Recorder
+from loadwatch.loadgen.replica_watch import Outage, ReplicaWatch, outage_figures
 from loadwatch.loadgen.state import RunState
 from loadwatch.metrics.results import Results
 from loadwatch.metrics.summary import format_replicas, replica_figures
@@ -78,3 +79,49 @@ def test_per_replica_samples_merge_exactly_from_workers_and_the_records_name_the
     lines = format_replicas(result)
     assert lines[0].startswith("a: 2 (67%), TTFT median/p99 ") and lines[2].startswith("c: 0 (0%)")
     assert any("Served by no named replica:" in line and line.rstrip().endswith("1") for line in lines)
+
+
+def sidecar(b_up: int, a_sent: int, b_sent: int) -> str:
+    return ("# TYPE loadwatch_engine_up gauge\n"
+            f'loadwatch_engine_up{{target="a"}} 1\nloadwatch_engine_up{{target="b"}} {b_up}\n'
+            "# TYPE loadwatch_router_replica_requests counter\n"
+            f'loadwatch_router_replica_requests_total{{router="r",replica="a"}} {a_sent}\n'
+            f'loadwatch_router_replica_requests_total{{router="r",replica="b"}} {b_sent}\n')
+
+
+def test_a_lost_replica_is_named_with_when_the_router_stopped_sending_to_it_and_when_it_came_back():
+    readings = iter([sidecar(1, 10, 10), sidecar(0, 12, 12), sidecar(0, 15, 13), sidecar(0, 19, 13),
+                     sidecar(0, 23, 13), sidecar(1, 25, 14)])
+    watch = ReplicaWatch("http://sidecar/metrics", frozenset({"a", "b"}), fetch=lambda _url: next(readings))
+    for second in range(100, 106):
+        watch.read_once(float(second))
+    (outage,) = watch.outages
+    assert (outage.replica, outage.lost_at, outage.last_sent_at, outage.back_at) == ("b", 101.0, 102.0, 105.0)
+
+
+def test_an_unread_sidecar_or_a_replica_never_up_is_no_outage():
+    def fail(_url: str) -> str:
+        raise OSError("refused")
+
+    watch = ReplicaWatch("http://sidecar/metrics", frozenset({"a", "b"}), fetch=fail)
+    watch.read_once(100.0)
+    starting = ReplicaWatch("u", frozenset({"b"}), fetch=lambda _url: sidecar(0, 0, 0))
+    starting.read_once(100.0)
+    assert watch.outages == [] and starting.outages == []
+
+
+def test_an_outages_failures_are_those_until_the_clients_success_rate_recovered():
+    outcomes = {s: [5, 0] for s in range(90, 120)}
+    # seen lost at 100.4, its first failures a second before; the last at 103; one long before, not its
+    outcomes.update({80: [4, 1], 99: [4, 1], 100: [3, 2], 101: [3, 2], 103: [4, 1]})
+    figures = outage_figures(Outage("b", 100.4, last_sent_at=103.2), outcomes, ended_at=119.0)
+    assert figures["failed_in_window"] == 6 and figures["recovered_after_s"] == pytest.approx(3.6)
+    assert figures["router_stopped_after_s"] == pytest.approx(2.8)
+    retried = outage_figures(Outage("b", 100.4), {s: [5, 0] for s in range(90, 120)}, ended_at=119.0)
+    assert (retried["failed_in_window"], retried["recovered_after_s"], retried["router_stopped_after_s"]) == (0, 0, 0)
+    # Seen lost a second after its in-flight requests failed, with clean seconds before them: those are
+    # not its recovery (the e2e run showed it: 2 cut streams, 0 counted).
+    cut = {s: [5, 0] for s in range(90, 120)} | {100: [3, 2]}
+    assert outage_figures(Outage("b", 100.9), cut, ended_at=119.0)["failed_in_window"] == 2
+    still = outage_figures(Outage("b", 100.4, last_sent_at=118.5), outcomes, ended_at=119.0)
+    assert still["router_stopped_after_s"] is None, "still sending to it at the end"

@@ -357,6 +357,7 @@ class LLMUser(User):
             image_bytes=prompt.image_bytes,
             without_done=result.without_done,
             replica=self.process.replica_of(metrics.served_by if metrics else None),
+            fleet=bool(settings.replica),
         )
         if self.conversation is not None:
             self.conversation.answered(result.answer.message() if metrics and result.answer else None)
