@@ -152,12 +152,13 @@ def capacity_command(args: argparse.Namespace) -> int:
 
     try:
         options = model_from_args(CapacityOptions, args)
+        fleet = fleet_options(args)
     except ValueError as exc:
         say(f"error: {exc}")
         return 2
     assert isinstance(options, CapacityOptions)
     return capacity(options, LocustRun(args.locustfile, slo=args.slo, options=args.passthrough), args.target,
-                    engine_args(args.vllm_args, {endpoint_of(args.passthrough)}), Path(args.out), say)
+                    engine_args(args.vllm_args, {endpoint_of(args.passthrough)}), Path(args.out), say, fleet)
 
 
 def tune_command(args: argparse.Namespace) -> int:
@@ -292,6 +293,7 @@ def parser(light: bool = False) -> argparse.ArgumentParser:
     search.add_argument("--target", help="base URL of an OpenAI-compatible server; default: the embedded engine")
     search.add_argument("--slo", action="append", required=True, help="as locust's --slo, repeatable; at least one")
     add_model_options(search, CapacityOptions)
+    add_model_options(search, FleetOptions)
     search.add_argument("--locustfile", type=Path, default=assets.locustfile())
     search.add_argument("--out", default="runs", help="folder for the run directories")
     search.add_argument("--vllm-arg", dest="vllm_args", action="append", default=[],

@@ -15,6 +15,7 @@ from loadwatch.capacity.options import CapacityOptions
 from loadwatch.capacity.room import Batch
 from loadwatch.capacity.search import Search
 from loadwatch.engine.flags import given_max_num_seqs, max_num_seqs
+from loadwatch.fleet.options import FleetOptions
 from loadwatch.loadrun.locust import INTERRUPTED, MAX_STRETCH, Load, LocustRun
 from loadwatch.loadrun.stack import new_run_dir, running
 from loadwatch.metrics.slo import FAILURE_RATIO, parse_slo
@@ -60,12 +61,14 @@ def rule(options: CapacityOptions, needed: int) -> str:
 
 
 def capacity(options: CapacityOptions, template: LocustRun, target: str | None, vllm_args: list[str], out: Path,
-             say) -> int:
-    """`template`: the Locust run every level makes, but for its load and files."""
+             say, fleet: FleetOptions | None = None) -> int:
+    """`template`: the Locust run every level makes, but for its load and files. `fleet`: replicas
+    behind a router (started here, or the user's own behind `target`)."""
     run_dir = new_run_dir(out)
-    with running(run_dir, target, vllm_args, say) as stack:
+    with running(run_dir, target, vllm_args, say, fleet=fleet) as stack:
         try:
-            template = replace(template, metrics_port=stack.client_port, engine_metrics=stack.engine_metrics)
+            template = replace(template, metrics_port=stack.client_port, engine_metrics=stack.engine_metrics,
+                               options=[*template.options, *stack.locust_options()])
             known = batch_of(options, target, vllm_args)
             result = search(options, template, PrometheusAPI(stack.url("prometheus")), target or stack.target,
                             run_dir, say, known)
