@@ -18,6 +18,7 @@ from loadwatch.prometheus import PrometheusAPI, PrometheusError
 from loadwatch.report.attribution import attribution, exact_engine_ttft
 from loadwatch.report.engine import SETTLE_SECONDS, engine_figures
 from loadwatch.report.exact import records_of, with_exact_figures
+from loadwatch.report.fleet import fleet_figures
 from loadwatch.report.html import write_run_page
 from loadwatch.report.markdown import render
 from loadwatch.report.plots import plot_latency_against_engine, plotted_latency, series
@@ -129,6 +130,7 @@ def build_report(results_path: Path, api: PrometheusAPI | None, out_dir: Path, r
         "engine": engine,
         "engine_missing": missing,
         "stages": [{k: s.field(k) for k in STAGE_KEYS} for s in results.stages],
+        "fleet": fleet_figures(results, None if missing else api, start, end),
         "turns": turns,
         "ttft_split": split,
         "slo": results.slo,

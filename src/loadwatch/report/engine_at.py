@@ -13,12 +13,14 @@ STEP = 1.0  # seconds between the points read; the sidecar samples each second
 # A request's state is read until this long after it ended: the scrape that saw its last second.
 SCRAPE_LAG = 5.0
 
-GAUGES = {
-    "running": f"sum({Engine.REQUESTS_RUNNING})",
-    "waiting": f"sum({Engine.REQUESTS_WAITING_MAX})",  # the sidecar's max between scrapes
-    "kv_cache": f"max({Engine.KV_CACHE_USAGE_MAX})",
-    "preemptions": f"sum({total(Engine.PREEMPTIONS)})",  # a counter: its rise over the window
-}
+def gauges(selector: str = "") -> dict[str, str]:
+    """The queries of the state, over the series `selector` picks (every engine's by default)."""
+    return {
+        "running": f"sum({Engine.REQUESTS_RUNNING}{{{selector}}})",
+        "waiting": f"sum({Engine.REQUESTS_WAITING_MAX}{{{selector}}})",  # the sidecar's max between scrapes
+        "kv_cache": f"max({Engine.KV_CACHE_USAGE_MAX}{{{selector}}})",
+        "preemptions": f"sum({total(Engine.PREEMPTIONS)}{{{selector}}})",  # a counter: its rise over the window
+    }
 
 
 @dataclass(frozen=True)
@@ -43,11 +45,12 @@ class EngineState:
 
 
 class EngineTimeline:
-    """The gauges over [start, end], read with one range query each."""
+    """The gauges over [start, end], read with one range query each: of every engine together, or of
+    one `target` (a fleet's replica)."""
 
-    def __init__(self, api: PrometheusAPI, start: float, end: float) -> None:
+    def __init__(self, api: PrometheusAPI, start: float, end: float, target: str | None = None) -> None:
         self.series: dict[str, tuple[list[float], list[float]]] = {}
-        for name, expr in GAUGES.items():
+        for name, expr in gauges(f'target="{target}"' if target else "").items():
             result = api.query_range(expr, start, end + SCRAPE_LAG, STEP)
             points = [(float(t), float(v)) for t, v in result[0]["values"]] if result else []
             self.series[name] = ([t for t, _ in points], [v for _, v in points])

@@ -171,14 +171,19 @@ def explain(run: Path, request_id: str | None, slowest: int, by: str, say, show=
         raise ExplainError(f"{path} holds no measured request")
     typical = medians(streamed) if streamed else {"e2e_s": float(np.median([r["elapsed_s"] for r in whole]))}
     data = data_of(path)
+    # A fleet's records name their replica: each replica's state is read apart, to tell the one that
+    # served a request from the others at that moment.
+    replicas = sorted({r["replica"] for r in records if r.get("replica")})
     with ExitStack() as stack:
         timeline = None
+        fleet: dict[str, EngineTimeline] = {}
         if data is None:
             say(f"note: no {DATA} in or above {run}: the engine's state is left out")
         else:
             try:
                 api: PrometheusAPI = stack.enter_context(prometheus_on(data, data.parent / "logs"))
                 timeline = EngineTimeline(api, start, end)
+                fleet = {name: EngineTimeline(api, start, end, name) for name in replicas}
             except PrometheusError as exc:
                 say(f"note: the engine's state is left out: {exc}")
         if whole:
@@ -188,10 +193,18 @@ def explain(run: Path, request_id: str | None, slowest: int, by: str, say, show=
             show(f"{len(streamed)} measured requests in {path}; medians over them: " + ", ".join(
                 f"{NAMES[p].split(' (')[0]} {_ms(s)}" for p, s in typical.items()))
         for record in chosen:
-            state = timeline.around(record["start"], record["start"] + record["elapsed_s"]) if timeline else None
+            window = (record["start"], record["start"] + record["elapsed_s"])
+            served_by = fleet.get(record.get("replica") or "")
+            state = (served_by or timeline).around(*window) if timeline else None
             show("")
             for line in story(record, typical, state, ttft_only=request_id is None and by == "ttft"):
                 show(line)
+            others = [name for name in replicas if name != record.get("replica")]
+            if record.get("replica"):
+                meanwhile = "; ".join(f"replica {name}: {fleet[name].around(*window).words()}"
+                                      for name in others if name in fleet)
+                show(f"  served by replica {record['replica']} (its state above)"
+                     + (f"; the others meanwhile: {meanwhile}" if meanwhile else ""))
     return 0
 
 

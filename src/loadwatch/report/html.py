@@ -56,7 +56,16 @@ def _summary(report: dict) -> str:
     cost = html_table(["$ an hour", "$ per 1M output tokens", "$ per 1M total tokens"], [[
         f"{c['price_per_hour']:g}", f"{c['cost_per_million_output_tokens'] or 0:.4g}",
         f"{c['cost_per_million_total_tokens'] or 0:.4g}"]]) if c.get("price_per_hour") else ""
-    return figures + cost + html_table(["latency", "mean", "median", "p99"], rows) + load_generator + slo
+    fleet = report.get("fleet")
+    replicas = "<h2>Replicas</h2>" + html_table(
+        ["replica", "requests", "share", "TTFT median", "TTFT p99", "TPOT median", "running, peak", "waiting, peak",
+         "KV cache, peak"],
+        [[r["replica"], f"{r['completed']:,}", f"{r['share']:.0%}", _ms(r["median_ttft_ms"]), _ms(r["p99_ttft_ms"]),
+          _ms(r["median_tpot_ms"]), "n/a" if r["running_peak"] is None else f"{r['running_peak']:.0f}",
+          "n/a" if r["waiting_peak"] is None else f"{r['waiting_peak']:.0f}",
+          "n/a" if r["kv_cache_peak"] is None else f"{r['kv_cache_peak']:.0%}"] for r in fleet["replicas"]]) + "".join(
+        f"<p>{html.escape(line, quote=False)}.</p>" for line in fleet["lost"]) if fleet else ""
+    return figures + cost + html_table(["latency", "mean", "median", "p99"], rows) + load_generator + replicas + slo
 
 
 def time_charts(records: list[dict] | None, api: PrometheusAPI | None, start: float, end: float, marks: list,

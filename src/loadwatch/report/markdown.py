@@ -132,6 +132,24 @@ def load_generator_words(load_generator: dict) -> list[str]:
     return lines
 
 
+def replica_rows(fleet: dict) -> list[str]:
+    """A fleet's replicas side by side: what each served (the client's figures of the requests its
+    answers named) and its engine's peaks over the run; then the spread and the replicas lost."""
+    lines = table(["replica", "requests", "share", "TTFT median", "TTFT p99", "TPOT median", "running, peak",
+                   "waiting, peak", "KV cache, peak"],
+                  [[r["replica"], str(r["completed"]), share(r["share"]), ms(r[latency_key("ttft", "median")]),
+                    ms(r[latency_key("ttft", "p99")]), ms(r[latency_key("tpot", "median")]),
+                    number(r["running_peak"], 0), number(r["waiting_peak"], 0), share(r["kv_cache_peak"])]
+                   for r in fleet["replicas"]])
+    if fleet["busiest_share_ratio"] is not None:
+        lines += ["", f"The busiest replica served {number(fleet['busiest_share_ratio'])} times an even share."]
+    if fleet["unattributed"]:
+        lines += ["", f"{fleet['unattributed']} successful requests named no replica (see docs/guides/fleet.md)."]
+    for line in fleet["lost"]:
+        lines += ["", line + "."]
+    return lines
+
+
 def render(report: dict) -> str:
     c, e, w = report["client"], report["engine"], report["window"]
     lines = [
@@ -183,6 +201,8 @@ def render(report: dict) -> str:
             "", "## Where the time goes", "", *where_the_time_goes(c, e)]
     if report.get("ttft_split"):
         lines += ["", *request_by_request(report["ttft_split"], report.get("results_file") or "RUN")]
+    if report.get("fleet"):
+        lines += ["", "## Replicas", "", *replica_rows(report["fleet"])]
     if report["stages"]:
         lines += ["", "## Stages", "", *table(
             ["stage", "level", "requests", "failed", "req/s", "output tok/s", "TTFT median", "TTFT p99", "TPOT median"],

@@ -1,0 +1,29 @@
+"""A fleet's part of the run report: each replica's client figures (the requests its answers named)
+beside what the replica's engine went through over the run, the spread, and the replicas lost."""
+
+from __future__ import annotations
+
+from loadwatch.metrics.results import Results, latency_key
+from loadwatch.metrics.summary import format_replicas
+from loadwatch.prometheus import PrometheusAPI, PrometheusError
+from loadwatch.report.engine_at import EngineTimeline
+
+
+def fleet_figures(results: Results, api: PrometheusAPI | None, start: float, end: float) -> dict | None:
+    """None outside a fleet. A replica's engine peaks are None where Prometheus cannot be read."""
+    if not results.replicas:
+        return None
+    rows = []
+    for name, r in results.replicas.items():
+        try:
+            state = EngineTimeline(api, start, end, name).around(start, end) if api is not None else None
+        except PrometheusError:
+            state = None
+        rows.append({"replica": name, "completed": r.completed, "share": r.share,
+                     **{key: r.field(key) for key in (latency_key("ttft", "median"), latency_key("ttft", "p99"),
+                                                      latency_key("tpot", "median"))},
+                     "running_peak": state.running if state else None, "waiting_peak": state.waiting if state else None,
+                     "kv_cache_peak": state.kv_cache if state else None})
+    lost = [line for line in format_replicas(results) if line.startswith("replica ")]
+    return {"replicas": rows, "busiest_share_ratio": results.busiest_share_ratio,
+            "unattributed": results.unattributed, "lost": lost}
