@@ -83,6 +83,7 @@ benchmark: setup
 	$(VENV)/bin/python benchmarks/compare_cost.py
 	$(VENV)/bin/python benchmarks/history_cost.py
 	$(VENV)/bin/python benchmarks/tune.py --scenario both
+	$(VENV)/bin/python benchmarks/fleet.py
 
 clean:
 	rm -rf $(VENV)

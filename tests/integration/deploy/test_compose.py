@@ -88,7 +88,8 @@ def test_alerts_reach_the_alert_log_service(stack):
 
 
 def test_every_variable_the_file_uses_is_in_the_example_and_no_other():
-    used = set(re.findall(r"\$\{(\w+)", (REPO / "docker-compose.yml").read_text()))
+    used = {name for path in ("docker-compose.yml", "docker-compose.fleet.yml")
+            for name in re.findall(r"\$\{(\w+)", (REPO / path).read_text())}
     listed = {line.split("=", 1)[0] for line in (REPO / ".env.example").read_text().splitlines()
               if line and not line.startswith("#")}
     assert used == listed
@@ -172,3 +173,45 @@ def test_15_every_service_rotates_its_log(stack):
     for name, service in stack["services"].items():
         logging = service.get("logging", {})
         assert logging.get("driver") == "json-file" and logging["options"]["max-size"], name
+
+
+def fleet_config(env_file: Path) -> dict:
+    run = subprocess.run([str(BINARY), "--env-file", str(env_file), "-f", str(REPO / "docker-compose.yml"), "-f",
+                          str(REPO / "docker-compose.fleet.yml"), "config", "--format", "json"],
+                         capture_output=True, text=True, cwd=REPO)
+    assert run.returncode == 0, run.stderr
+    return json.loads(run.stdout)["services"]
+
+
+def test_the_fleet_overlay_puts_the_router_on_the_clients_address_and_two_named_replicas_behind_it(env_file):
+    """docker-compose.fleet.yml (issue 48): the router takes port 8000, the replicas are published nowhere,
+    each on a GPU of its own and answering with its name, and the sidecar and Locust know them all."""
+    services = fleet_config(env_file)
+    assert [p["published"] for p in services["router"]["ports"]] == ["8000"]
+    assert not services["vllm"].get("ports") and not services["vllm-b"].get("ports")
+    for name, replica, gpu in (("vllm", "a", "0"), ("vllm-b", "b", "1")):
+        command = services[name]["command"]
+        assert command[command.index("--fingerprint-value") + 1] == replica
+        assert services[name]["deploy"]["resources"]["reservations"]["devices"][0]["device_ids"] == [gpu]
+        assert services[name]["environment"]["VLLM_API_KEY"] == KEY
+    router = services["router"]["command"]
+    assert router[router.index("--worker-urls") + 1:router.index("--policy")] == ["http://vllm:8000",
+                                                                                   "http://vllm-b:8000"]
+    assert router[router.index("--policy") + 1] == "round_robin" and services["router"]["build"]["dockerfile"] == \
+        "deploy/router/Dockerfile"
+    assert services["sidecar"]["command"] == ["--target", "a=http://vllm:8000", "--target", "b=http://vllm-b:8000",
+                                              "--router", "vllm-router=http://router:29000", "--port", "9647"]
+    master = services["locust-master"]["command"]
+    assert master[master.index("-H") + 1] == "http://router:8000"
+    assert "a=http://vllm:8000" in master and "b=http://vllm-b:8000" in master
+    assert set(services["locust-master"]["depends_on"]) == {"router", "sidecar"}
+    # The router's own parser takes the command (its policy among its choices), before any image is built.
+    from loadwatch.engine.settings import EngineSettings
+    from loadwatch.engine.setup import ensure_router
+
+    settings = EngineSettings()
+    ensure_router(settings)
+    checked = subprocess.run([str(settings.python), "-c", "import sys; from vllm_router.launch_router import "
+                              "parse_router_args; parse_router_args(sys.argv[1:])", *router],
+                             capture_output=True, text=True, timeout=60)
+    assert checked.returncode == 0, checked.stderr
