@@ -12,7 +12,7 @@ fleet e2e test leaves out.
   sending to it and how long until the client's success rate recovered) and that every request sent
   is in the results.
 
-    .venv/bin/python benchmarks/fleet.py [--seconds 40]
+    .venv/bin/python benchmarks/fleet.py [--seconds 40] [--scenario imbalanced|lost|both]
 """
 
 from __future__ import annotations
@@ -88,10 +88,13 @@ def lost(seconds: int) -> None:
         results = json.loads((run_dir / "results.json").read_text())
         records = (run_dir / "results.requests.jsonl").read_text().splitlines()
         for outage in results["replicas_lost"]:
+            def seconds(value: float | None) -> str:
+                return "never" if value is None else f"after {value:.1f} s"
+
             print(f"  replica {outage['replica']} seen lost {outage['lost_at'] - results['started_at']:.1f} s into "
                   f"the run; {outage['failed_in_window']} failed in its outage; the router stopped sending to it "
-                  f"after {outage['router_stopped_after_s']} s; the success rate recovered after "
-                  f"{outage['recovered_after_s']} s")
+                  f"{seconds(outage['router_stopped_after_s'])}; the success rate recovered "
+                  f"{seconds(outage['recovered_after_s'])}")
         print(f"  requests: {results['completed']} completed, {results['failed']} failed "
               f"({results['failures']}), {len(records)} records: every request sent is a result")
         print("  shares: " + ", ".join(f"{n} {r['completed']} ({r['share']:.0%})"
@@ -102,9 +105,12 @@ def lost(seconds: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=int, default=40, help="each run's load")
+    parser.add_argument("--scenario", choices=["imbalanced", "lost", "both"], default="both")
     args = parser.parse_args()
-    imbalanced(args.seconds)
-    lost(args.seconds)
+    if args.scenario in ("imbalanced", "both"):
+        imbalanced(args.seconds)
+    if args.scenario in ("lost", "both"):
+        lost(args.seconds)
 
 
 if __name__ == "__main__":

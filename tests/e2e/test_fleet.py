@@ -14,6 +14,7 @@ from collections import Counter
 
 from loadwatch.engine.small import SMALL_KV
 from loadwatch.grafana.dashboards import ONLY_WHEN
+from loadwatch.loadgen.replica_watch import SEEN_LATE
 from loadwatch.prometheus import PrometheusAPI
 from loadwatch.settings import records_beside
 from tests.conftest import REPO, scrape, total, wait_for
@@ -110,7 +111,7 @@ def test_each_request_is_traced_to_the_replica_that_served_it_as_each_replica_an
         records = records_beside(lost).read_text().splitlines()
         assert len(records) == data["completed"] + data["failed"] + data["cancelled"], "no request vanishes"
         (outage,) = data["replicas_lost"]
-        assert outage["replica"] == "b" and killed_at - 1 < outage["lost_at"] < killed_at + 5, outage
+        assert outage["replica"] == "b" and killed_at - 1 < outage["lost_at"] < killed_at + SEEN_LATE, outage
         assert outage["failed_in_window"] == data["failed"], "its failures fell in its outage, none elsewhere"
         assert outage["recovered_after_s"] is not None and outage["router_stopped_after_s"] is not None, outage
         assert "replica b lost at +" in output

@@ -23,9 +23,10 @@ log = logging.getLogger(__name__)
 INTERVAL = 1.0
 TIMEOUT = 1.0
 RECOVERED_SECONDS = 3  # seconds in a row with requests and no failure: the client's success rate is back
-# How late a loss is seen: the sidecar samples each replica every second and the watch reads the sidecar
-# every second, so a replica is seen down up to 2 s after it went; its requests in flight failed then.
-SEEN_LATE = 3
+# How late a loss may be seen: the sidecar samples each replica every second and the watch reads the
+# sidecar every second, so a replica is seen down 2 s after it went on a quiet machine, later on a busy
+# one; its requests in flight failed when it went.
+SEEN_LATE = 5
 
 
 @dataclass

@@ -148,10 +148,11 @@ ALERTS = (
         "VLLMFleetImbalanced",
         # One replica queues (at its peak of the window) while another waited for nothing at all: the
         # routing, not the fleet's size, makes users wait. An even fleet that is full queues on every
-        # replica, and an idle one on none: neither fires.
+        # replica, and an idle one on none: neither fires. The replicas are counted by their own queue
+        # series (`up` carries no model, and a replica that is down exposes nothing else).
         f"max without ({FLEET_DROP}) ({per_replica(Engine.REQUESTS_WAITING_MAX)}) > 0\nand\n"
         f"min without ({FLEET_DROP}) ({per_replica(Engine.REQUESTS_WAITING_MAX)}) == 0\nand\n"
-        f"count without ({ENGINE_DROP}, {FLEET_DROP}) ({Engine.UP} == 1) > 1\n",
+        f"count without ({FLEET_DROP}) ({per_replica(Engine.REQUESTS_WAITING_MAX)}) > 1\n",
         "warning", "One replica of the fleet queues while another has room.",
         "Up to {{ $value }} requests have waited on the busiest replica of {{ $labels.model }} for 5 minutes while "
         "another replica had none waiting: the router sends it more than it can take (its policy, a slow or "
