@@ -25,5 +25,9 @@ def fleet_figures(results: Results, api: PrometheusAPI | None, start: float, end
                      "running_peak": state.running if state else None, "waiting_peak": state.waiting if state else None,
                      "kv_cache_peak": state.kv_cache if state else None})
     lost = [line for line in format_replicas(results) if line.startswith("replica ")]
+    # Round robin splits by count: a slow replica gets its even share and queues it, so the spread of the
+    # queues shows an imbalance the shares do not.
+    peaks = [r["waiting_peak"] for r in rows if r["waiting_peak"] is not None]
     return {"replicas": rows, "busiest_share_ratio": results.busiest_share_ratio,
+            "waiting_spread": max(peaks) - min(peaks) if len(peaks) == len(rows) > 1 else None,
             "unattributed": results.unattributed, "lost": lost}

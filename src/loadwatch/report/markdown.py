@@ -143,6 +143,9 @@ def replica_rows(fleet: dict) -> list[str]:
                    for r in fleet["replicas"]])
     if fleet["busiest_share_ratio"] is not None:
         lines += ["", f"The busiest replica served {number(fleet['busiest_share_ratio'])} times an even share."]
+    if fleet.get("waiting_spread"):
+        lines += ["", f"Queue spread: one replica's waiting peak was {number(fleet['waiting_spread'], 0)} above "
+                      "another's (max - min across replicas): the routing, not the fleet's size, made requests wait."]
     if fleet["unattributed"]:
         lines += ["", f"{fleet['unattributed']} successful requests named no replica (see docs/guides/fleet.md)."]
     for line in fleet["lost"]:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from loadwatch import yamlblock
 from loadwatch.catalogue import SLO_OBJECTIVE, Client, Engine, Router, total
-from loadwatch.rules.recording import CLIENT_DROP, CLIENT_LEVEL, ENGINE_DROP, ENGINE_LEVEL, FLEET_DROP, per_replica
+from loadwatch.rules.recording import CLIENT_DROP, CLIENT_LEVEL, ENGINE_LEVEL, FLEET_DROP, per_replica
 
 # Where docs/runbooks.md is published: `python -m loadwatch.rules --runbook-url-base URL`, or the
 # environment's LOADWATCH_RUNBOOK_URL_BASE. `.invalid` is the name that can never resolve: say yours.

@@ -29,3 +29,14 @@ def test_each_replica_is_a_row_and_a_lost_replica_is_said():
 
 def test_a_run_of_one_engine_has_no_fleet_part():
     assert fleet_figures(results(), None, 100.0, 130.0) is None
+
+
+def test_the_queue_spread_says_an_imbalance_an_even_split_of_requests_hides():
+    fleet = {"replicas": [{"replica": "a", "completed": 60, "share": 0.5, "median_ttft_ms": 39.0, "p99_ttft_ms": 129.0,
+                           "median_tpot_ms": 10.0, "running_peak": 2.0, "waiting_peak": 0.0, "kv_cache_peak": 0.58},
+                          {"replica": "b", "completed": 60, "share": 0.5, "median_ttft_ms": 4200.0,
+                           "p99_ttft_ms": 5236.0, "median_tpot_ms": 10.0, "running_peak": 1.0, "waiting_peak": 6.0,
+                           "kv_cache_peak": 0.26}],
+             "busiest_share_ratio": 1.0, "waiting_spread": 6.0, "unattributed": 0, "lost": []}
+    assert any(line.startswith("Queue spread: one replica's waiting peak was 6 above another's")
+               for line in replica_rows(fleet))
