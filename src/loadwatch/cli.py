@@ -98,6 +98,9 @@ def fleet_options(args: argparse.Namespace) -> FleetOptions:
                          "--replica NAME=URL (or --router vllm-router, to use the replicas it lists)")
     if (fleet.replica or fleet.router_metrics) and not args.target:
         raise ValueError("--replica and --router-metrics name your own fleet: give --target, its router's URL")
+    if fleet.router and fleet.replicas is None and not args.target:
+        raise ValueError("--router names the router of a fleet: give --replicas N to start one here, or --target "
+                         "ROUTER for your own")
     return fleet
 
 

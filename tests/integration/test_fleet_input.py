@@ -25,6 +25,7 @@ def loadwatch(tmp_path, *args: str) -> subprocess.CompletedProcess:
     (["--replicas", "2", "--replica-arg", "c=--max-num-seqs=1"], "--replica-arg names c, not one of the replicas"),
     (["--replicas", "2", "--target", "http://127.0.0.1:1"], "--replicas starts a fleet on this machine"),
     (["--replica", "a=http://127.0.0.1:1"], "give --target, its router's URL"),
+    (["--router", "vllm-router"], "give --replicas N to start one here, or --target ROUTER for your own"),
 ])
 def test_a_fleet_asked_for_wrongly_is_refused_in_one_line(tmp_path, args, said):
     refused = loadwatch(tmp_path, *args)
