@@ -67,6 +67,10 @@ class Stack:
     # starts meanwhile avoids them (a free port is free only until its server binds it).
     ports: dict[str, int] = field(default_factory=dict)
     fleet: Fleet | None = None  # replicas behind a router: its own (embedded) or the user's
+    # Whether this stack started the embedded engine of engine.json (its home's one engine), which is
+    # then its own to stop; a fleet's replicas are among its components instead. None: a state file of
+    # before fleets, whose embedded engine was always its own.
+    own_engine: bool | None = None
 
     @property
     def state_file(self) -> Path:
@@ -272,7 +276,7 @@ def up(settings: StackSettings, run_dir: Path, target: str | None = None, vllm_a
         ports = _choose_ports(settings, client_port, fleet)
         # Without credentials: vLLM's /metrics needs none, and stack.json, logs and configs keep none.
         stack = Stack(str(run_dir), split_credentials(target)[0] if target else "", ports["client"],
-                      engine_started=target is None, ports=ports)
+                      engine_started=target is None, ports=ports, own_engine=False)
         stack.save(stack.state_file)
         processes.write_state(_entry(settings, run_dir), {"run_dir": str(run_dir.resolve())})
     engine_settings = EngineSettings()
@@ -286,6 +290,8 @@ def up(settings: StackSettings, run_dir: Path, target: str | None = None, vllm_a
             stack.fleet = _users_fleet(stack.target, fleet)
         elif target is None:
             ensure_engine(engine_settings, say)
+            stack.own_engine = True
+            stack.save(stack.state_file)
             stack.target = engine.start(engine_settings, ensure_model(engine_settings, say), extra=vllm_args,
                                         say=say, dev_endpoints=dev_endpoints).url
         stack.save(stack.state_file)
@@ -301,7 +307,9 @@ def up(settings: StackSettings, run_dir: Path, target: str | None = None, vllm_a
 def _stop(stack: Stack, engine_settings: EngineSettings) -> None:
     for component in reversed(stack.components):
         processes.stop_group(component.pid, 20.0)
-    if stack.engine_started:
+    # Only an engine of its own: a fleet's stack that failed or went down had stopped another stack's
+    # (a CI run: a fleet refused for its policy stopped the engine another run was loading).
+    if stack.own_engine or (stack.own_engine is None and stack.engine_started):
         engine.stop(engine_settings)
 
 

@@ -45,3 +45,28 @@ def test_down_without_a_folder_names_each_of_several_and_stops_none(tmp_path):
     assert f"loadwatch down {tmp_path / 'a'}" in str(which.value) and f"loadwatch down {tmp_path / 'b'}" in str(
         which.value)
     assert len(running_stacks(settings)) == 2
+
+
+def test_a_fleets_stack_that_fails_to_start_stops_no_engine_of_anothers(tmp_path, monkeypatch):
+    """A CI run: a fleet refused for its policy stopped the embedded engine another run was loading
+    (engine.json is the home's one engine, whoever started it). Only a stack's own engine is stopped."""
+    from loadwatch.engine import process as engine
+    from loadwatch.fleet.options import FleetOptions
+    from loadwatch.fleet.routers import RouterError
+    from loadwatch.stack import stack as stack_module
+
+    stopped = []
+    monkeypatch.setattr(engine, "stop", lambda settings, grace=30.0: stopped.append("engine"))
+
+    def refuse(*_args, **_kwargs):
+        raise RouterError("vllm-router refused it")
+
+    monkeypatch.setattr(stack_module, "start_fleet", refuse)
+    settings = StackSettings(home=tmp_path / "home")
+    with pytest.raises(RouterError):
+        up(settings, tmp_path / "fleet", fleet=FleetOptions(replicas=2))
+    assert stopped == [] and not (tmp_path / "fleet" / STATE).exists()
+
+    old = Stack(str(tmp_path / "old"), "http://127.0.0.1:8000", 0, engine_started=True)  # a state file of before
+    stack_module._stop(old, object())  # type: ignore[arg-type]
+    assert stopped == ["engine"], "a stack of before fleets started its embedded engine itself"
