@@ -16,7 +16,7 @@ from loadwatch.durations import parse_duration
 from loadwatch.engine import process
 from loadwatch.engine.serving import endpoint_of, engine_args
 from loadwatch.engine.settings import EngineSettings
-from loadwatch.engine.setup import SetupError, ensure_engine, ensure_model
+from loadwatch.engine.setup import SetupError, ensure_engine, ensure_model, ensure_router
 from loadwatch.exporter.settings import ExporterSettings
 from loadwatch.fleet.options import FleetOptions
 from loadwatch.fleet.routers import RouterError
@@ -37,8 +37,9 @@ def engine_command(args: argparse.Namespace) -> int:
     settings = EngineSettings()
     if args.action == "setup":
         ensure_engine(settings, say)
+        ensure_router(settings, say)  # a fleet's, beside the engine: `make test` installs it before any test runs
         ensure_model(settings, say)
-        say(f"engine ready: {settings.venv}, model {settings.model_dir}")
+        say(f"engine ready: {settings.venv} (vllm-router too), model {settings.model_dir}")
     elif args.action == "start":
         ensure_engine(settings, say)
         info = process.start(settings, ensure_model(settings, say), args.port, args.passthrough, say=say)

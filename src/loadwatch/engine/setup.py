@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import shutil
 import subprocess
 import sys
@@ -78,12 +79,17 @@ def ensure_router(settings: EngineSettings, say=print) -> None:
     wanted = f"vllm-router=={settings.router_version}\n"
     if stamp.exists() and stamp.read_text() == wanted:
         return
-    say(f"Installing vllm-router {settings.router_version} in {settings.venv} (once)…")
-    install = _pip(settings, "install", "-q", f"vllm-router=={settings.router_version}")
-    if install.returncode != 0:
-        tail = "\n".join(install.stderr.strip().splitlines()[-8:])
-        raise SetupError(f"installing vllm-router failed:\n{tail}")
-    stamp.write_text(wanted)
+    # One install at a time: two commands starting a fleet at once would run pip twice into one venv.
+    with open(settings.venv / ".loadwatch-router.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if stamp.exists() and stamp.read_text() == wanted:
+            return
+        say(f"Installing vllm-router {settings.router_version} in {settings.venv} (once)…")
+        install = _pip(settings, "install", "-q", f"vllm-router=={settings.router_version}")
+        if install.returncode != 0:
+            tail = "\n".join(install.stderr.strip().splitlines()[-8:])
+            raise SetupError(f"installing vllm-router failed:\n{tail}")
+        stamp.write_text(wanted)
 
 
 def ensure_model(settings: EngineSettings, say=print) -> Path:
