@@ -12,6 +12,9 @@ rest of the code reads this object.
 from __future__ import annotations
 
 import json
+import re
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any, Literal
 
@@ -28,6 +31,32 @@ OWN_BODY_FIELDS = frozenset({"model", "messages", "prompt", "max_tokens", "strea
                              "ignore_eos"})
 CREDENTIAL_HEADERS = frozenset({"authorization", "proxy-authorization"})
 Shape = Literal["step", "ramp", "spike", "sweep"]
+_PATTERN = re.compile(r"[*?[]")  # a --replica name with these is a pattern of names
+# vLLM's own fingerprints (modes full and hash: vllm-<version>-...): the same on every replica of one
+# configuration, so never a replica's name, even where a pattern would match it.
+VLLM_FINGERPRINT = re.compile(r"vllm-\d+\.\d+")
+
+
+@dataclass(frozen=True)
+class ReplicaNames:
+    """--replica's names: exact names, and shell-style patterns (`*`, `vllm-*`) for a fleet whose replicas
+    come and go, each named by the fingerprint it was started with (Kubernetes: the pod's name)."""
+
+    exact: frozenset[str]
+    patterns: tuple[str, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.exact or self.patterns)
+
+    def name(self, fingerprint: str) -> bool:
+        """Whether an answer's fingerprint names a replica of the fleet."""
+        return fingerprint in self.exact or (
+            not VLLM_FINGERPRINT.match(fingerprint) and any(fnmatchcase(fingerprint, p) for p in self.patterns))
+
+    def listed(self, seen: set[str] | frozenset[str]) -> frozenset[str]:
+        """The replicas to report: every exact name (one that served nothing too), and those seen that a
+        pattern names."""
+        return self.exact | {name for name in seen if self.name(name)}
 AgentPrefix = Literal["static", "dynamic"]
 TraceFormatName = Literal["auto", "mooncake", "azure", "weka", "otel"]
 TooLong = Literal["skip", "refuse"]
@@ -104,7 +133,9 @@ class LoadSettings(BaseSettings):
                                description="A replica behind the router, NAME or NAME=URL, repeatable: each "
                                            "request's record names the replica that served it, which vLLM "
                                            "says in system_fingerprint when started with --fingerprint-mode "
-                                           "custom --fingerprint-value NAME (docs/guides/fleet.md)")
+                                           "custom --fingerprint-value NAME (docs/guides/fleet.md). A "
+                                           "pattern ('*', 'vllm-*') takes every name it matches: replicas "
+                                           "that come and go, such as Kubernetes pods")
     request_timeout: float = Field(600.0, gt=0, description="Seconds a whole streamed request may take before it "
                                                             "counts as a timeout")
     max_line_bytes: int = Field(2**20, ge=1024, json_schema_extra=cli(web_ui=False),
@@ -284,10 +315,15 @@ class LoadSettings(BaseSettings):
             names = [str(item).partition("=")[0].strip() for item in items]
             if not all(names) or len(set(names)) != len(names):
                 raise ValueError(f"replicas need a name each, and names once: {items}")
+            if any(_PATTERN.search(name) and "=" in str(item) for name, item in zip(names, items, strict=True)):
+                raise ValueError(f"a pattern (with * ? or [) names the replicas by their fingerprints and takes no "
+                                 f"URL: {items}")
         return items
 
-    def replica_names(self) -> frozenset[str]:
-        return frozenset(item.partition("=")[0].strip() for item in self.replica)
+    def replica_names(self) -> ReplicaNames:
+        names = [item.partition("=")[0].strip() for item in self.replica]
+        return ReplicaNames(frozenset(n for n in names if not _PATTERN.search(n)),
+                            tuple(n for n in names if _PATTERN.search(n)))
 
     def headers(self) -> dict[str, str]:
         return {name.strip(): value.strip() for name, _, value in (h.partition(":") for h in self.header)}

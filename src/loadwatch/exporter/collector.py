@@ -24,7 +24,7 @@ class EngineCollector(Collector):
                                      labels=["target", "reason"])
         duration = GaugeMetricFamily(Engine.SCRAPE_DURATION,
                                      "Seconds the sidecar's last sample of the target took.", labels=["target"])
-        merged: dict[str, Metric] = {}
+        readings: list[Reading] = []
         for sampler in self.samplers:
             sampler.ensure_running()
             reading = sampler.current()
@@ -32,20 +32,15 @@ class EngineCollector(Collector):
                 errors.add_metric([sampler.target.name, reason], sampler.errors[reason])
             up.add_metric([sampler.target.name], 1.0 if reading.up else 0.0)
             duration.add_metric([sampler.target.name], reading.duration)
-            # A target that is down exposes nothing but `up`: no stale engine series.
-            for family in reading.families if reading.up else ():
-                into = merged.get(family.name)
-                if into is None:
-                    into = merged[family.name] = Metric(family.name, family.documentation, family.type)
-                into.samples.extend(family.samples)
+            readings.append(reading)
         yield up
         yield duration
         yield errors
-        yield from merged.values()
+        yield from _merged(readings)
         if self.routers:
-            yield from self._routers()
+            yield from self.router_families()
 
-    def _routers(self) -> Iterator[Metric]:
+    def router_families(self) -> Iterator[Metric]:
         """A fleet's routers: `up` for each, and a router that is down exposes nothing else."""
         up = GaugeMetricFamily(Router.UP, "1 when the sidecar's last sample of the router succeeded and is "
                                           "recent.", labels=["router"])
@@ -56,9 +51,15 @@ class EngineCollector(Collector):
             up.add_metric([sampler.target.name], 1.0 if reading.up else 0.0)
             readings.append(reading)
         yield up
-        merged: dict[str, Metric] = {}
-        for reading in readings:
-            for family in reading.families if reading.up else ():
-                into = merged.setdefault(family.name, Metric(family.name, family.documentation, family.type))
-                into.samples.extend(family.samples)
-        yield from merged.values()
+        yield from _merged(readings)
+
+
+def _merged(readings: list[Reading]) -> Iterator[Metric]:
+    """The families of every reading, one family per name (each sample labelled with its target or
+    router already). A source that is down exposes nothing but its `up`: no stale series."""
+    merged: dict[str, Metric] = {}
+    for reading in readings:
+        for family in reading.families if reading.up else ():
+            into = merged.setdefault(family.name, Metric(family.name, family.documentation, family.type))
+            into.samples.extend(family.samples)
+    yield from merged.values()

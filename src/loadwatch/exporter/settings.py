@@ -50,8 +50,9 @@ class ExporterSettings(BaseSettings):
 
     @model_validator(mode="after")
     def _check(self) -> ExporterSettings:
-        if not self.targets:
-            raise ValueError("no target: give --target NAME=URL or --targets-file FILE")
+        if not self.targets and not self.routers:
+            # A router alone is a sidecar of its own (a router's pod): its replicas' sidecars are elsewhere.
+            raise ValueError("no target: give --target NAME=URL, --targets-file FILE or --router NAME=URL")
         names = [t.name for t in self.targets]
         if len(set(names)) != len(names):
             raise ValueError(f"target names must be unique: {names}")

@@ -22,7 +22,7 @@ from loadwatch.loadgen.replica_watch import ReplicaWatch
 from loadwatch.loadgen.sending.quota import Quota, Tickets, WorkerTickets
 from loadwatch.loadgen.sending.schedule import level_now, plan_run
 from loadwatch.loadgen.state import RunState
-from loadwatch.settings import LoadSettings
+from loadwatch.settings import LoadSettings, ReplicaNames
 from loadwatch.workloads.context import check_context, fit_trace
 from loadwatch.workloads.datasets import DATASETS, build, validate
 from loadwatch.workloads.errors import DatasetError
@@ -98,6 +98,10 @@ class Process:
     done_check: Callable[[], None] = lambda: None
     _building: Semaphore = field(default_factory=Semaphore)
     _probing: Semaphore = field(default_factory=Semaphore)
+    replicas: ReplicaNames = field(init=False)  # --replica's, read once per options: replica_of runs per request
+
+    def __post_init__(self) -> None:
+        self.replicas = self.settings.replica_names()
 
     @property
     def recorder(self) -> Recorder:
@@ -107,6 +111,7 @@ class Process:
         """The web UI (and a master, for its workers) may have changed options since init."""
         try:
             self.settings = settings_from(options)
+            self.replicas = self.settings.replica_names()
         except ValueError as exc:
             log.error("%s; this run keeps the previous options", exc)
 
@@ -149,16 +154,16 @@ class Process:
     def replica_of(self, served_by: str | None) -> str | None:
         """The replica that served a request, from its answer's system_fingerprint: one of --replica's
         names, or None (outside a fleet; or a replica not started with a custom fingerprint, said once)."""
-        names = self.settings.replica_names()
+        names = self.replicas
         if not names or served_by is None:
             return None
-        if served_by in names:
+        if names.name(served_by):
             return served_by
         if not self.told_unknown_replica:
             self.told_unknown_replica = True
             log.warning("An answer's system_fingerprint is %r, none of the replicas' names (%s): their requests "
                         "carry no replica. Start each replica with --fingerprint-mode custom --fingerprint-value "
-                        "NAME (docs/guides/fleet.md)", served_by, ", ".join(sorted(names)))
+                        "NAME (docs/guides/fleet.md)", served_by, ", ".join(sorted(names.exact) + list(names.patterns)))
         return None
 
     def not_found(self, environment, url: str, message: str) -> None:

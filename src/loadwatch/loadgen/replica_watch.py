@@ -18,6 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from loadwatch import loopback
 from loadwatch.catalogue import Engine, Router, total
 from loadwatch.loadgen.ticker import every
+from loadwatch.settings import ReplicaNames
 
 log = logging.getLogger(__name__)
 INTERVAL = 1.0
@@ -51,7 +52,7 @@ def read(text: str) -> tuple[dict[str, bool], dict[str, float]]:
 
 
 class ReplicaWatch:
-    def __init__(self, url: str, names: frozenset[str], fetch: Callable[[str], str] | None = None) -> None:
+    def __init__(self, url: str, names: ReplicaNames, fetch: Callable[[str], str] | None = None) -> None:
         self.url, self.names = url, names
         self.fetch = fetch or _fetch
         self.outages: list[Outage] = []
@@ -64,7 +65,7 @@ class ReplicaWatch:
             up, sent = read(self.fetch(self.url))
         except (OSError, ValueError):
             return  # the sidecar unread says nothing of the replicas
-        for name in sorted(self.names & set(up)):
+        for name in sorted(self.names.listed(frozenset(up)) & set(up)):
             open_ = next((o for o in self.outages if o.replica == name and o.back_at is None), None)
             if up[name]:
                 self._seen_up.add(name)
@@ -82,7 +83,8 @@ class ReplicaWatch:
 
     def start(self) -> None:
         every(INTERVAL, self.read_once)
-        log.info("The replicas (%s) watched through %s every %g s", ", ".join(sorted(self.names)), self.url, INTERVAL)
+        log.info("The replicas (%s) watched through %s every %g s",
+                 ", ".join(sorted(self.names.exact) + list(self.names.patterns)), self.url, INTERVAL)
 
 
 def outage_figures(outage: Outage, outcomes: dict[int, list[int]], ended_at: float) -> dict:

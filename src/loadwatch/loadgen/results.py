@@ -41,7 +41,8 @@ def _results(process: Process, partial: bool = False) -> tuple[Results, list[Ver
     figures, verdicts = summarize(state.recorder.samples, settings.slo, state.stages(), settings.request_rate)
     if settings.replica:
         recorder = state.recorder
-        figures |= replica_figures(recorder.by_replica, settings.replica_names(), figures["duration"])
+        served = process.replicas.listed({key[0] for key in recorder.by_replica.by_key})
+        figures |= replica_figures(recorder.by_replica, served, figures["duration"])
         figures["unattributed"] = figures["completed"] - recorder.by_replica.total().completed
         watch = process.replica_watch
         figures["replicas_lost"] = [outage_figures(o, recorder.outcomes, state.stopped_at or time.time())

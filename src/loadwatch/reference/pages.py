@@ -134,7 +134,7 @@ def _live_families() -> Iterator[Metric]:
 
     yield from ClientCollector(RunState(["chat"], ""), lambda: 0, lambda: [parse_slo("ttft_p99_ms=500")]).collect()
     yield from EngineCollector([], []).collect()
-    yield from EngineCollector([], [])._routers()
+    yield from EngineCollector([], []).router_families()
     # Two readings of a window whose counters moved: the ratios are made only of what moved.
     lines = (f'# TYPE vllm:{name}_total counter\nvllm:{name}_total{{engine="0",model_name="m"}} {n}\n'
              for n in (1, 2) for name in ("prefix_cache_queries", "prefix_cache_hits", "spec_decode_num_drafts",

@@ -11,11 +11,16 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from loadwatch import cli
+from loadwatch.engine.settings import EngineSettings
+from loadwatch.engine.setup import ensure_router
+from loadwatch.exporter.settings import build_settings
+from loadwatch.settings import LoadSettings
 from tests.conftest import REPO
 from tests.unit.deploy.test_kubernetes import OPERATOR_KINDS
 
 KUSTOMIZE = REPO / "deploy" / "kubernetes"
-OVERLAYS = {"with the Operator": KUSTOMIZE, "base": KUSTOMIZE / "base"}
+OVERLAYS = {"with the Operator": KUSTOMIZE, "base": KUSTOMIZE / "base", "fleet": KUSTOMIZE / "fleet"}
 # The fields the Operator's CRDs (monitoring.coreos.com/v1) require, and what each endpoint needs to be scraped.
 REQUIRED = {"ServiceMonitor": ("selector", "endpoints"), "PodMonitor": ("selector", "podMetricsEndpoints"),
             "PrometheusRule": ("groups",)}
@@ -41,7 +46,7 @@ def test_every_overlay_renders_and_its_core_objects_validate(overlay):
             assert doc["metadata"]["namespace"] == "loadwatch", doc["metadata"]["name"]
     assert len(core) >= 10
     operator = {d["kind"] for d in objects if d["kind"] in OPERATOR_KINDS}
-    assert operator == (OPERATOR_KINDS if overlay == "with the Operator" else set())
+    assert operator == (set() if overlay == "base" else OPERATOR_KINDS)
 
 
 @pytest.mark.needs("kubectl")
@@ -79,3 +84,71 @@ def test_the_command_line_validator_agrees():
     run = subprocess.run([sys.executable, "-m", "kubernetes_validate", "--strict", "-k", "1.30.0", *files],
                          capture_output=True, text=True)
     assert run.returncode == 0, run.stdout + run.stderr
+
+
+def named(objects: list[dict], kind: str, name: str) -> dict:
+    return next(d for d in objects if d["kind"] == kind and d["metadata"]["name"] == name)
+
+
+@pytest.mark.needs("kubectl")
+def test_the_fleets_requests_are_named_by_the_pod_that_served_them_and_the_router_finds_the_pods():
+    objects = render(OVERLAYS["fleet"])
+    vllm = named(objects, "Deployment", "vllm")
+    assert vllm["spec"]["replicas"] == 2
+    pod = vllm["spec"]["template"]
+    containers = {c["name"]: c for c in pod["spec"]["containers"]}
+    engine, sidecar = containers["vllm"], containers["loadwatch-sidecar"]
+    # vLLM says its pod's name in every answer, the name its sidecar gives its series.
+    args = engine["args"]
+    assert args[args.index("--fingerprint-mode") + 1] == "custom"
+    assert args[args.index("--fingerprint-value") + 1] == "$(POD_NAME)"
+    assert {e["name"]: e for e in engine["env"]}["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    assert sidecar["args"][sidecar["args"].index("--target") + 1].startswith("$(POD_NAME)=")
+    # Locust sends to the router and takes the Deployment's pods as its replicas, by their names.
+    master = named(objects, "Deployment", "locust-master")["spec"]["template"]["spec"]
+    command = master["containers"][0]["args"]
+    service = named(objects, "Service", "vllm-router")
+    port = next(p["port"] for p in service["spec"]["ports"] if p["name"] == "http")
+    assert command[command.index("-H") + 1] == f"http://vllm-router:{port}"
+    replicas = [command[i + 1] for i, a in enumerate(command) if a == "--replica"]
+    names = LoadSettings(replica=replicas).replica_names()
+    assert names.name("vllm-5d8c7b9f4-x2x7k") and not names.name("other-5d8c7b9f4-x2x7k")
+    assert not names.name("vllm-0.32.0-4dbb0481"), "vLLM's default fingerprint names no pod"
+    for deployment in ("locust-master", "locust-worker"):
+        init = named(objects, "Deployment", deployment)["spec"]["template"]["spec"]["initContainers"][0]
+        assert init["command"][2] == f"http://vllm-router:{port}/health"
+    # The router watches the pods by their label, with a Role that reads pods and nothing else.
+    router_pod = named(objects, "Deployment", "vllm-router")["spec"]["template"]
+    router = {c["name"]: c for c in router_pod["spec"]["containers"]}["router"]
+    selector = router["args"][router["args"].index("--selector") + 1]
+    key, _, value = selector.partition("=")
+    assert pod["metadata"]["labels"][key] == value
+    assert router_pod["spec"]["serviceAccountName"] == "vllm-router"
+    role = named(objects, "Role", "vllm-router")
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}]
+    binding = named(objects, "RoleBinding", "vllm-router")
+    assert binding["roleRef"]["name"] == "vllm-router"
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "vllm-router", "namespace": "loadwatch"}]
+    # The router's sidecar is scraped as the replicas' are (job loadwatch-engine).
+    monitor = named(objects, "ServiceMonitor", "vllm-router")
+    assert monitor["spec"]["selector"]["matchLabels"] == router_pod["metadata"]["labels"]
+    assert [e["port"] for e in monitor["spec"]["endpoints"]] == ["sidecar"]
+    # The replicas take the router's requests: a NetworkPolicy lets it reach them.
+    def selects(selector: dict, labels: dict) -> bool:
+        return bool(selector) and selector.get("matchLabels", {}).items() <= labels.items()
+
+    policies = [d for d in objects if d["kind"] == "NetworkPolicy"
+                and selects(d["spec"]["podSelector"], pod["metadata"]["labels"])]
+    assert any(selects(peer.get("podSelector", {}), router_pod["metadata"]["labels"])
+               for d in policies for rule in d["spec"].get("ingress", []) for peer in rule["from"])
+    # The router's own parser takes its command; the sidecar's takes a router alone.
+    settings = EngineSettings()
+    ensure_router(settings)
+    checked = subprocess.run([str(settings.python), "-c", "import sys; from vllm_router.launch_router import "
+                              "parse_router_args; parse_router_args(sys.argv[1:])", *router["args"]],
+                             capture_output=True, text=True, timeout=60)
+    assert checked.returncode == 0, checked.stderr
+    router_sidecar = {c["name"]: c for c in router_pod["spec"]["containers"]}["loadwatch-sidecar"]
+    args = cli.parser(light=True).parse_args(["exporter", *router_sidecar["args"]])
+    sidecar_settings = build_settings(args.target, args.targets_file, args.router, port=args.port, host=args.host)
+    assert [r.name for r in sidecar_settings.routers] == ["vllm-router"] and not sidecar_settings.targets

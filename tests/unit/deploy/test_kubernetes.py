@@ -245,3 +245,22 @@ def test_13_every_container_that_serves_has_a_liveness_probe():
             continue
         probe = container["livenessProbe"]
         assert probe["httpGet"]["path"] and probe["failureThreshold"] * probe["periodSeconds"] >= 60, deployment
+
+
+def test_the_fleet_pins_the_images_the_base_pins_and_its_router_runs_unprivileged():
+    def images(folder: Path) -> dict[str, dict]:
+        kustomization = yaml.safe_load((folder / "kustomization.yaml").read_text())
+        return {image["name"]: image for image in kustomization["images"]}
+
+    base, fleet = images(KUSTOMIZE / "base"), images(KUSTOMIZE / "components" / "fleet")
+    assert fleet["loadwatch-exporter"] == base["loadwatch-exporter"]
+    assert fleet["loadwatch-vllm-router"]["newTag"] in (REPO / "deploy" / "router" / "Dockerfile").read_text()
+    (router,) = [doc for _, doc in _walk(KUSTOMIZE / "fleet") if doc["kind"] == "Deployment"
+                 and doc["metadata"]["name"] == "vllm-router"]
+    pod = router["spec"]["template"]["spec"]
+    # Its one privilege: its account's token, to watch the pods it routes to (a Role: read pods only).
+    assert pod["automountServiceAccountToken"] is True and pod["securityContext"]["runAsNonRoot"] is True
+    for container in pod["containers"]:
+        context = container["securityContext"]
+        assert context["readOnlyRootFilesystem"] and not context["allowPrivilegeEscalation"], container["name"]
+        assert "cpu" in container["resources"]["requests"] and "memory" in container["resources"]["limits"]

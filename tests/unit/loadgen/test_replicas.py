@@ -15,7 +15,7 @@ from loadwatch.loadgen.state import RunState
 from loadwatch.metrics.results import Results
 from loadwatch.metrics.summary import format_replicas, replica_figures
 from loadwatch.metrics.timing import RawTiming, request_metrics
-from loadwatch.settings import LoadSettings
+from loadwatch.settings import LoadSettings, ReplicaNames
 
 USAGE = ('{"id":"chatcmpl-1","object":"chat.completion.chunk","model":"tiny","choices":[],'
          '"usage":{"prompt_tokens":8,"total_tokens":12,"completion_tokens":4},"system_fingerprint":%s}')
@@ -42,6 +42,19 @@ def test_a_replica_is_one_of_the_names_given_and_an_unknown_fingerprint_is_said_
     said = [r for r in caplog.records if "--fingerprint-value" in r.getMessage()]
     assert len(said) == 1 and "'vllm-0.32.0-4dbb0481'" in said[0].getMessage()
     assert process().replica_of("a") is None, "outside a fleet, no request names a replica"
+
+
+def test_a_pattern_names_the_replicas_that_come_and_go_but_never_vllms_own_fingerprint():
+    pods = process("vllm-*")
+    assert pods.replica_of("vllm-5d8c7b9f4-x2x7k") == "vllm-5d8c7b9f4-x2x7k"
+    assert pods.replica_of("router-0") is None
+    anyone = process("*")
+    assert anyone.replica_of("b") == "b"
+    assert anyone.replica_of("vllm-0.32.0-4dbb0481") is None, "vLLM's default fingerprint is the same on every replica"
+    assert anyone.replicas.listed({"b", "c"}) == {"b", "c"}
+    assert process("a", "*").replicas.listed({"c"}) == {"a", "c"}, "a named replica is listed though it served none"
+    with pytest.raises(ValueError, match="takes no URL"):
+        LoadSettings(replica=["vllm-*=http://x:1"])
 
 
 def test_replica_names_are_needed_once_each():
@@ -92,7 +105,8 @@ def sidecar(b_up: int, a_sent: int, b_sent: int) -> str:
 def test_a_lost_replica_is_named_with_when_the_router_stopped_sending_to_it_and_when_it_came_back():
     readings = iter([sidecar(1, 10, 10), sidecar(0, 12, 12), sidecar(0, 15, 13), sidecar(0, 19, 13),
                      sidecar(0, 23, 13), sidecar(1, 25, 14)])
-    watch = ReplicaWatch("http://sidecar/metrics", frozenset({"a", "b"}), fetch=lambda _url: next(readings))
+    watch = ReplicaWatch("http://sidecar/metrics", ReplicaNames(frozenset({"a", "b"})),
+                         fetch=lambda _url: next(readings))
     for second in range(100, 106):
         watch.read_once(float(second))
     (outage,) = watch.outages
@@ -103,9 +117,9 @@ def test_an_unread_sidecar_or_a_replica_never_up_is_no_outage():
     def fail(_url: str) -> str:
         raise OSError("refused")
 
-    watch = ReplicaWatch("http://sidecar/metrics", frozenset({"a", "b"}), fetch=fail)
+    watch = ReplicaWatch("http://sidecar/metrics", ReplicaNames(frozenset({"a", "b"})), fetch=fail)
     watch.read_once(100.0)
-    starting = ReplicaWatch("u", frozenset({"b"}), fetch=lambda _url: sidecar(0, 0, 0))
+    starting = ReplicaWatch("u", ReplicaNames(frozenset({"b"})), fetch=lambda _url: sidecar(0, 0, 0))
     starting.read_once(100.0)
     assert watch.outages == [] and starting.outages == []
 
