@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import itertools
 import json
 import statistics
 import time
@@ -124,6 +125,9 @@ class Config:
         self.max_concurrency = args.max_concurrency
         self.vllm_metrics = args.vllm_metrics
         self.max_model_len = args.max_model_len
+        # A fleet behind a round-robin router, as its answers show it: each answer's system_fingerprint
+        # names the next replica in turn.
+        self.fingerprints = itertools.cycle(args.fingerprints.split(",")) if args.fingerprints else None
         self.running = self.waiting = self.finished = self.generated = 0
         self.faults: dict[str, int] = {}
         for item in args.fault:
@@ -380,8 +384,10 @@ class Connection(asyncio.Protocol):
                     "input_tokens_details": {"cached_tokens": config.cached_tokens or 0}}}))
         else:
             if fault != "no_usage":
-                self._chunk(sse({"id": "x", "object": "chat.completion.chunk", "model": model, "choices": [],
-                                 "usage": usage}))
+                final = {"id": "x", "object": "chat.completion.chunk", "model": model, "choices": [], "usage": usage}
+                if config.fingerprints:
+                    final["system_fingerprint"] = next(config.fingerprints)
+                self._chunk(sse(final))
             if fault != "no_done":  # the body ends after the finish_reason and usage, as some proxies send it
                 self._chunk(sse(b"[DONE]"))
         self.transport.write(b"0\r\n\r\n")
@@ -436,6 +442,8 @@ def main() -> None:
                         help="serve /tokenize as vLLM does, a word a token, with this context length")
     parser.add_argument("--vllm-metrics", action="store_true",
                         help="GET /metrics as vLLM 0.32's (its slots as its batch)")
+    parser.add_argument("--fingerprints", help="NAME,NAME,...: each answer names the next, as replicas behind a "
+                                               "round-robin router do (--fingerprint-value)")
     args = parser.parse_args()
     config, stats = Config(args), Stats()
 

@@ -94,6 +94,11 @@ def fleet_options(args: argparse.Namespace) -> FleetOptions:
     """ValueError naming the bad option."""
     fleet = model_from_args(FleetOptions, args)
     assert isinstance(fleet, FleetOptions)
+    if not hasattr(args, "target"):  # an experiment: its arms name their servers
+        if fleet.replica or fleet.router_metrics:
+            raise ValueError("an experiment starts its fleet with --replicas N; a fleet of your own is an arm "
+                             "whose target is its router")
+        return fleet
     if fleet.replicas is not None and args.target:
         raise ValueError("--replicas starts a fleet on this machine; against your own, give --target ROUTER with "
                          "--replica NAME=URL (or --router vllm-router, to use the replicas it lists)")
@@ -173,12 +178,13 @@ def tune_command(args: argparse.Namespace) -> int:
     try:
         capacity = model_from_args(CapacityOptions, args)
         options = model_from_args(TuneOptions, args)
+        fleet = fleet_options(args)
     except ValueError as exc:
         say(f"error: {exc}")
         return 2
     assert isinstance(capacity, CapacityOptions) and isinstance(options, TuneOptions)
     return tune(capacity, options, LocustRun(args.locustfile, slo=args.slo, options=args.passthrough), args.target,
-                engine_args(args.vllm_args, {endpoint_of(args.passthrough)}), Path(args.out), say)
+                engine_args(args.vllm_args, {endpoint_of(args.passthrough)}), Path(args.out), say, fleet)
 
 
 def experiment_command(args: argparse.Namespace) -> int:
@@ -186,12 +192,17 @@ def experiment_command(args: argparse.Namespace) -> int:
 
     shipped = args.file.suffix not in (".yaml", ".yml") and not args.file.exists()
     file = assets.experiment(str(args.file)) if shipped else args.file
+    try:
+        fleet = fleet_options(args)
+    except ValueError as exc:
+        say(f"error: {exc}")
+        return 2
     return experiment_command(ExperimentOptions(
         file=file, locustfile=args.locustfile, out=Path(args.out), repeats=args.repeats,
         duration=parse_duration(args.duration) if args.duration else None,
         warmup_run=parse_duration(args.warmup_run) if args.warmup_run else None,
         cool_down=parse_duration(args.cool_down) if args.cool_down else None, grafana_url=args.grafana_url,
-        check=args.check), say)
+        check=args.check, fleet=fleet if fleet.wanted else None), say)
 
 
 def locustfile_command(args: argparse.Namespace) -> int:
@@ -310,6 +321,7 @@ def parser(light: bool = False) -> argparse.ArgumentParser:
     tuning.add_argument("--slo", action="append", required=True, help="as locust's --slo, repeatable; at least one")
     add_model_options(tuning, CapacityOptions)
     add_model_options(tuning, TuneOptions)
+    add_model_options(tuning, FleetOptions)
     tuning.add_argument("--locustfile", type=Path, default=assets.locustfile())
     tuning.add_argument("--out", default="runs", help="folder for the run directories")
     tuning.add_argument("--vllm-arg", dest="vllm_args", action="append", default=[],
@@ -328,6 +340,7 @@ def parser(light: bool = False) -> argparse.ArgumentParser:
     trial.add_argument("--cool-down", help="pause after each cell instead of the file's (its engine counters need "
                                            "a scrape: 6s by default)")
     trial.add_argument("--check", action="store_true", help="validate the file and print the plan; run nothing")
+    add_model_options(trial, FleetOptions)
     trial.add_argument("--locustfile", type=Path, default=assets.locustfile())
     trial.add_argument("--out", default="runs", help="folder for the experiment's folder")
     trial.add_argument("--grafana-url", help="post each cell as a region annotation (token from $GRAFANA_TOKEN)")

@@ -47,3 +47,27 @@ def test_a_policy_the_router_does_not_have_is_refused_in_its_own_words_before_an
     assert refused.returncode == 2, refused.stdout + refused.stderr
     assert "vllm-router refused it:" in refused.stdout and "invalid choice: 'fastest'" in refused.stdout
     assert "Starting 2 vLLM replicas" not in refused.stdout
+
+
+def test_tune_and_experiment_take_a_fleet_and_refuse_one_asked_for_wrongly(tmp_path):
+    env = {**os.environ, "LOADWATCH_STACK_HOME": str(tmp_path / "home")}
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=180, env=env)
+
+    tuned = cli("tune", "--slo", "ttft_p99_ms=500", "--replicas", "0", "--out", str(tmp_path / "runs"))
+    assert tuned.returncode == 2 and "--replicas: Input should be greater than or equal to 1" in tuned.stdout
+    experiment = tmp_path / "own.yaml"
+    experiment.write_text("name: own\nrepeats: 1\nbaseline: mine\narms:\n  mine:\n    target: http://127.0.0.1:1\n"
+                          "  here:\n    vllm_args: []\nworkloads:\n  random:\n    dataset: random\n"
+                          "load:\n  users: 1\n  duration: 10s\n")
+    refused = cli("experiment", str(experiment), "--replicas", "2", "--out", str(tmp_path / "runs"))
+    assert refused.returncode == 2 and "the arms with a target are servers of your own" in refused.stdout, \
+        refused.stdout + refused.stderr
+    named = cli("experiment", str(experiment), "--replica", "a=http://127.0.0.1:1", "--check")
+    assert named.returncode == 2 and "an experiment starts its fleet with --replicas N" in named.stdout
+    planned = cli("experiment", "prefix-caching", "--replicas", "2", "--check")
+    assert planned.returncode == 0, planned.stdout + planned.stderr
+    for done in (tuned, refused, named, planned):
+        assert "Traceback" not in done.stdout + done.stderr
+    assert not (tmp_path / "runs").exists()

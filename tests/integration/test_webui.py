@@ -17,11 +17,13 @@ CHROMIUM = shutil.which("chromium")
 def test_llm_tab_fills_with_figures_during_a_run_started_from_the_ui(fake_server, tmp_path):
     from playwright.sync_api import sync_playwright
 
-    server = fake_server("--ttft", "0.05", "--itl", "0.01", "--tokens", "10", "--fault", "http_500=10")
+    # Behind a round-robin router of two replicas, as their answers show it: a row per replica too.
+    server = fake_server("--ttft", "0.05", "--itl", "0.01", "--tokens", "10", "--fault", "http_500=10",
+                         "--fingerprints", "a,b")
     web_port = free_port()
     locust = subprocess.Popen(
         locust_command("-H", server.url, "--web-host", "127.0.0.1", "--web-port", str(web_port),
-                       "--metrics-port", "0", "--processes", "2"),
+                       "--metrics-port", "0", "--processes", "2", "--replica", "a", "--replica", "b"),
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
     ui = f"http://127.0.0.1:{web_port}/"
@@ -49,15 +51,22 @@ def test_llm_tab_fills_with_figures_during_a_run_started_from_the_ui(fake_server
             headers = [h.inner_text().replace("\n", " ") for h in page.get_by_role("columnheader").all()]
             page.wait_for_timeout(4000)
             later = figures()
+            replicas = {name: [c.inner_text() for c in page.get_by_role("row", name=f"replica {name}")
+                               .get_by_role("cell").all()] for name in ("a", "b")}
             page.screenshot(path=str(tmp_path / "llm-tab.png"))
             browser.close()
     finally:
         finish(locust)
 
-    assert headers[:4] == ["Scenario (model)", "Requests", "Failures", "TTFT p50 (ms)"]
+    assert headers[:4] == ["Scenario (model) or replica", "Requests", "Failures", "TTFT p50 (ms)"]
     assert headers[6] == "TPOT p50 (ms)" and headers[15] == "Output tok/s"
     assert first[0] == "chat (fake-model)"
     assert int(later[1]) > int(first[1]), "the tab must keep updating during the run"
     ttft_p50, tpot_p50 = float(later[3]), float(later[6])
     assert 50 <= ttft_p50 < 60 and 10 <= tpot_p50 < 11
     assert float(later[15]) > 0
+    # Each replica's row: its requests (about half each, round robin) and its own TTFT, no failures of its own.
+    for name, cells in replicas.items():
+        assert cells[0] == f"replica {name}" and int(cells[1]) > 0 and cells[2] == "", cells
+        assert 50 <= float(cells[3]) < 60, cells
+    assert abs(int(replicas["a"][1]) - int(replicas["b"][1])) <= max(4, int(replicas["a"][1]) // 5)

@@ -86,3 +86,23 @@ def test_a_cell_too_short_to_judge_says_how_many_completed_what_was_seen_and_wha
     words = too_few({"completed": 2, "median_e2el_ms": 11_500}, at_4_per_s, pace)  # 20 / 4 s + 1.5 x 12 s
     assert words == "too few requests to judge: 2 of 20 completed in 6 s (median E2E 11.5 s); --duration 23s would do"
     assert "no request finished" in too_few({"completed": 0}, Load(users=1, duration=6), None)
+
+
+def test_a_run_on_a_fleets_stack_names_its_replicas_whatever_options_its_workload_brings():
+    from dataclasses import replace
+
+    from loadwatch.fleet.options import Fleet
+    from loadwatch.loadrun.stack import on_stack
+    from loadwatch.processes import Component
+    from loadwatch.stack.stack import Stack
+
+    stack = Stack("run", "http://127.0.0.1:8000", 9646, False,
+                  components=[Component("exporter", 1, "http://127.0.0.1:9647", "exporter.log")],
+                  fleet=Fleet("vllm-router", "http://127.0.0.1:8000", {"a": "http://127.0.0.1:8001"}))
+    template = on_stack(LocustRun(Path("chat.py")), stack)
+    # An experiment's cell and a capacity level replace the workload's options; the fleet's stay.
+    run = replace(template, load=Load(users=1, duration=5), options=["--dataset", "random"])
+    command = run.command()
+    assert "--replica=a=http://127.0.0.1:8001" in command and "--dataset" in command
+    assert command[command.index("--metrics-port") + 1] == "9646"
+    assert command[command.index("--engine-metrics") + 1] == "http://127.0.0.1:9647/metrics"

@@ -17,7 +17,7 @@ from loadwatch.capacity.search import Search
 from loadwatch.engine.flags import given_max_num_seqs, max_num_seqs
 from loadwatch.fleet.options import FleetOptions
 from loadwatch.loadrun.locust import INTERRUPTED, MAX_STRETCH, Load, LocustRun
-from loadwatch.loadrun.stack import new_run_dir, running
+from loadwatch.loadrun.stack import new_run_dir, on_stack, running
 from loadwatch.metrics.slo import FAILURE_RATIO, parse_slo
 from loadwatch.prometheus import PrometheusAPI, PrometheusError
 from loadwatch.report.engine import engine_figures
@@ -67,8 +67,7 @@ def capacity(options: CapacityOptions, template: LocustRun, target: str | None, 
     run_dir = new_run_dir(out)
     with running(run_dir, target, vllm_args, say, fleet=fleet) as stack:
         try:
-            template = replace(template, metrics_port=stack.client_port, engine_metrics=stack.engine_metrics,
-                               options=[*template.options, *stack.locust_options()])
+            template = on_stack(template, stack)
             known = batch_of(options, target, vllm_args)
             result = search(options, template, PrometheusAPI(stack.url("prometheus")), target or stack.target,
                             run_dir, say, known)

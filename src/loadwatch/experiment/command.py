@@ -19,14 +19,16 @@ from loadwatch.experiment.outcome import Outcome
 from loadwatch.experiment.pace import MIN_COMPLETED, Pace, too_few
 from loadwatch.experiment.server import ServerError, reset_prefix_cache, restart
 from loadwatch.experiment.spec import Arm, Experiment, ExperimentError, load
+from loadwatch.fleet.options import FleetOptions
 from loadwatch.interrupts import raise_if_interrupted
 from loadwatch.loadrun.locust import ENOUGH, INTERRUPTED, WATCH_SECONDS, LocustRun, enough
-from loadwatch.loadrun.stack import new_run_dir, running
+from loadwatch.loadrun.stack import new_run_dir, on_stack, running
 from loadwatch.processes import ComponentError
 from loadwatch.prometheus import PrometheusAPI
 from loadwatch.report.build import ReportError
 from loadwatch.report.commands import annotate, write_report
 from loadwatch.stack.settings import StackSettings
+from loadwatch.stack.stack import Stack
 
 ENGINE_START_GUESS = 60.0  # seconds an engine start adds to the first estimate of time left
 
@@ -42,6 +44,7 @@ class ExperimentOptions:
     cool_down: float | None = None
     grafana_url: str | None = None
     check: bool = False
+    fleet: FleetOptions | None = None  # every arm on replicas behind a router, each with the arm's flags
 
 
 class Progress:
@@ -84,6 +87,10 @@ def experiment_command(options: ExperimentOptions, say) -> int:
         spec = with_overrides(load(options.file), options)
     except ExperimentError as exc:
         say(f"error: {exc}")
+        return 2
+    if options.fleet and options.fleet.replicas is not None and any(arm.target for arm in spec.arms.values()):
+        say("error: --replicas starts a fleet for the arms that have no target: the arms with a target are "
+            "servers of your own; run them in an experiment of their own")
         return 2
     plan = cells_of.cells(spec)
     searched = spec.load.capacity
@@ -161,15 +168,17 @@ def run_arm(spec: Experiment, name: str, arm: Arm, cells: list[Cell], starts_lef
                 with open(arm_dir / "logs" / "restart.log", "a") as log:
                     restart(arm.restart, arm.target, arm.ready_timeout, log)
             vllm_args = engine_args(arm.vllm_args, spec.endpoints)
+            fleet = options.fleet.replicas if options.fleet else None
+            server = f"{fleet} embedded replicas, each" if fleet else "embedded engine"
             say(f"arm {name}, round {cells[0].repeat}: " + (f"target {arm.target}" if arm.target else
-                                   f"embedded engine with {' '.join(vllm_args) or 'its defaults'}"))
+                                   f"{server} with {' '.join(vllm_args) or 'its defaults'}"))
             stack = arm_stack.enter_context(running(arm_dir, arm.target, vllm_args, say,
-                                                    dev_endpoints=spec.reset_prefix_cache))
+                                                    dev_endpoints=spec.reset_prefix_cache, fleet=options.fleet))
         except (ComponentError, ServerError) as exc:
             return str(exc)
         api = PrometheusAPI(stack.url("prometheus"))
         target = arm.target or stack.target
-        template = LocustRun(options.locustfile, metrics_port=stack.client_port)
+        template = on_stack(LocustRun(options.locustfile), stack)
         paces: dict[str, Pace] = {}
         for cell in cells:
             raise_if_interrupted()  # one a server's start dropped (loadwatch.interrupts)
@@ -177,7 +186,7 @@ def run_arm(spec: Experiment, name: str, arm: Arm, cells: list[Cell], starts_lef
             outcome = Outcome(cell, exp_dir / cell.folder)
             if not cell.search and cell.workload not in paces and spec.load.warmup_run:
                 paces[cell.workload] = warm_up(spec, cell, exp_dir, target, template, options, say)
-            if spec.reset_prefix_cache and (why := reset_prefix_cache(target)):
+            if spec.reset_prefix_cache and (why := reset_prefix_caches(stack, target)):
                 outcome.notes.append(why)
                 if not any(why in o.notes for o in outcomes):
                     say(f"warning: {why}")
@@ -188,6 +197,13 @@ def run_arm(spec: Experiment, name: str, arm: Arm, cells: list[Cell], starts_lef
             outcomes.append(outcome)
             progress.finish()
     return None
+
+
+def reset_prefix_caches(stack: Stack, target: str) -> str | None:
+    """Empty the prefix cache of the server, or of each replica of a fleet (a router answers for none of
+    them); None once done, else why not."""
+    urls = list(stack.fleet.replicas.values()) if stack.fleet else [target]
+    return next((why for url in urls if (why := reset_prefix_cache(url))), None)
 
 
 def warm_up(spec: Experiment, cell: Cell, exp_dir: Path, target: str, template: LocustRun,

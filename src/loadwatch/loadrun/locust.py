@@ -80,6 +80,8 @@ class LocustRun:
     csv_prefix: Path | None = None
     stop_timeout: float = 10.0  # seconds users get to finish their requests once the run time is over
     options: list[str] = field(default_factory=list)  # the workload's and the user's own Locust options
+    # What the stack asks of every run, whatever its workload: a fleet's replicas (--replica NAME=URL).
+    stack_options: list[str] = field(default_factory=list)
 
     def command(self) -> list[str]:
         if self.load is None:
@@ -91,7 +93,7 @@ class LocustRun:
                 "--metrics-port", str(self.metrics_port), "--results-json", str(self.results),
                 "--stop-timeout", f"{self.stop_timeout:g}", *(f"--slo={slo}" for slo in self.slo),
                 *(part for flag, value in named if value is not None for part in (flag, str(value))),
-                *self.load.arguments(), *self.options]
+                *self.load.arguments(), *self.options, *self.stack_options]
 
     def stretched(self) -> LocustRun:
         """This run allowed MAX_STRETCH times its load's length after the warm-up, its figures

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
 from loadwatch.fleet.options import FleetOptions
+from loadwatch.loadrun.locust import LocustRun
 from loadwatch.processes import log_tail
 from loadwatch.stack.settings import StackSettings
 from loadwatch.stack.stack import Stack, down, up
@@ -44,3 +46,10 @@ def running(run_dir: Path, target: str | None, vllm_args: list[str], say, settin
             say(f"error: {component.name} died during the run; end of {component.log}:\n{log_tail(component.log)}")
         down(settings, run_dir)
         say("stack stopped" + (" (embedded engine included)" if stack.engine_started else ""))
+
+
+def on_stack(template: LocustRun, stack: Stack) -> LocustRun:
+    """A Locust run as it runs on the stack: the client port and sidecar the stack gave it, and a
+    fleet's replicas, so that each request's record names the one that served it."""
+    return replace(template, metrics_port=stack.client_port, engine_metrics=stack.engine_metrics,
+                   stack_options=stack.locust_options())

@@ -19,7 +19,7 @@ import numpy as np
 import yaml
 
 from loadwatch.metrics.records import read_records
-from loadwatch.metrics.results import Results
+from loadwatch.metrics.results import Figures, Results
 
 FORMAT = "br0.2"
 # The schema's percentile names and where each lies.
@@ -39,7 +39,7 @@ def _statistics(values: np.ndarray, units: str) -> dict | None:
     return stats | {name: float(np.percentile(values, q)) for name, q in PERCENTILES.items()}
 
 
-def _from_results(results: Results, metric: str) -> dict | None:
+def _from_results(results: Figures, metric: str) -> dict | None:
     mean = results.latency(metric, "mean")
     if mean is None:
         return None
@@ -48,11 +48,12 @@ def _from_results(results: Results, metric: str) -> dict | None:
     return {k: v for k, v in stats.items() if v is not None}
 
 
-def _columns(records: Path) -> dict[str, np.ndarray]:
-    """The measured successful requests' lengths and latencies (ms), from the records."""
+def _columns(records: Path, replica: str | None = None) -> dict[str, np.ndarray]:
+    """The measured successful requests' lengths and latencies (ms), from the records (those the
+    replica served, where one is named)."""
     rows: dict[str, list[float]] = {name: [] for name in ("input", "output", "ttft", "tpot", "e2el", "ntpot", "itl")}
     for r in read_records(records):
-        if r["stage"] == "warmup" or r["failure"] is not None:
+        if r["stage"] == "warmup" or r["failure"] is not None or (replica is not None and r.get("replica") != replica):
             continue
         rows["input"].append(r["prompt_tokens"] if r["prompt_tokens"] is not None else math.nan)
         rows["output"].append(r["output_tokens"] if r["output_tokens"] is not None else math.nan)
@@ -74,31 +75,33 @@ def _iso(timestamp: float) -> str:
     return datetime.fromtimestamp(timestamp, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def benchmark_report(results: Results, records: Path | None) -> dict:
-    """The report of a run: its results, and its records where it kept them."""
+def benchmark_report(results: Results, records: Path | None, replica: str | None = None) -> dict:
+    """The report of a run: its results, and its records where it kept them. With `replica`, of the
+    requests that replica of a fleet served (a failure names no replica: its failures are the run's)."""
     options = results.options
-    columns = _columns(records) if records is not None and records.exists() else None
-    measured = results.completed + results.failed
+    figures: Figures = results if replica is None else results.replicas[replica]
+    columns = _columns(records, replica) if records is not None and records.exists() else None
     latency: dict[str, dict | None] = {}
     for name, metric in LATENCIES.items():
         exact = columns.get(metric) if columns is not None else None
-        latency[name] = _statistics(exact, "ms") if exact is not None and exact.size else _from_results(results, metric)
+        latency[name] = _statistics(exact, "ms") if exact is not None and exact.size else _from_results(figures, metric)
     if columns is not None:
         latency["normalized_time_per_output_token"] = _statistics(columns["ntpot"], "ms/token")
-    requests: dict = {"total": measured, "failures": results.failed,
-                      "incomplete": results.cancelled + results.unknown_outcomes}
-    mean_input = results.total_input_tokens / results.completed if results.completed else 0.0
-    mean_output = results.total_output_tokens / results.completed if results.completed else 0.0
+    requests: dict = {"total": results.completed + results.failed, "failures": results.failed,
+                      "incomplete": results.cancelled + results.unknown_outcomes} if replica is None else \
+        {"total": figures.completed}
+    mean_input = figures.total_input_tokens / figures.completed if figures.completed else 0.0
+    mean_output = figures.total_output_tokens / figures.completed if figures.completed else 0.0
     if columns is not None:
         requests["input_length"] = _statistics(columns["input"], "count")
         requests["output_length"] = _statistics(columns["output"], "count")
     else:
         requests["input_length"] = {"units": "count", "mean": mean_input}
         requests["output_length"] = {"units": "count", "mean": mean_output}
-    throughput = {"input_token_rate": {"units": "tokens/s", "mean": results.input_throughput},
-                  "output_token_rate": {"units": "tokens/s", "mean": results.output_throughput},
-                  "total_token_rate": {"units": "tokens/s", "mean": results.total_token_throughput},
-                  "request_rate": {"units": "queries/s", "mean": results.request_throughput}}
+    throughput = {"input_token_rate": {"units": "tokens/s", "mean": figures.input_throughput},
+                  "output_token_rate": {"units": "tokens/s", "mean": figures.output_throughput},
+                  "total_token_rate": {"units": "tokens/s", "mean": figures.total_token_throughput},
+                  "request_rate": {"units": "queries/s", "mean": figures.request_throughput}}
     dataset = str(options.get("dataset", ""))
     load: dict = {"tool": "loadwatch", "tool_version": version("loadwatch"),
                   "source": "random" if dataset in RANDOM_DATASETS else "sampled" if dataset else "unknown",
@@ -106,12 +109,14 @@ def benchmark_report(results: Results, records: Path | None) -> dict:
                   "output_seq_len": {"distribution": "other", "value": round(mean_output, 3)}}
     if options.get("request_rate"):
         load["rate_qps"] = options["request_rate"]
-    return {
+    served = f"requests served by replica {replica} of the fleet behind " if replica else ""
+    report: dict = {
         "version": "0.2",
-        "run": {"uid": results.run_id,
+        "run": {"uid": results.run_id if replica is None else f"{results.run_id}-{replica}",
+                "eid": results.run_id,  # a fleet's reports, the run's and each replica's, share it
                 "time": {"start": _iso(results.started_at), "end": _iso(results.ended_at),
                          "duration": _duration(results.duration)},
-                "description": f"loadwatch run against {results.target or 'an unnamed target'}"
+                "description": f"loadwatch run: {served}{results.target or 'an unnamed target'}"
                                + (f", model {options['model']}" if options.get("model") else "")},
         "scenario": {"load": {"metadata": {"schema_version": "0.0.1", "description": f"dataset {dataset or 'unknown'}"},
                               "standardized": load,
@@ -120,6 +125,16 @@ def benchmark_report(results: Results, records: Path | None) -> dict:
             "requests": {k: v for k, v in requests.items() if v is not None},
             "latency": {k: v for k, v in latency.items() if v is not None}, "throughput": throughput}}},
     }
+    if results.replicas and replica is None:
+        report["results"]["component_health"] = [_fleet_health(results)]
+    return report
+
+
+def _fleet_health(results: Results) -> dict:
+    """The replicas at the run's end: one lost and not back is unhealthy."""
+    down = {lost["replica"] for lost in results.replicas_lost if lost.get("back_at") is None}
+    return {"component_label": "replicas", "failed_replicas": len({lost["replica"] for lost in results.replicas_lost}),
+            "replica_health": [{"replica_id": name, "healthy": name not in down} for name in results.replicas]}
 
 
 def dump(report: dict) -> str:

@@ -95,9 +95,13 @@ def export_command(args: argparse.Namespace, say) -> int:
     try:
         results = read_results(path)
         records = records_of(path, results) if results.records else None
-        text = dump(benchmark_report(results, records))
         out = args.output or path.parent / "benchmark_report_v0.2.yaml"
-        write_atomically(out, text)
+        # A fleet's: the run's report, and beside it one of each replica's requests.
+        written = {out: benchmark_report(results, records)} | {
+            out.with_name(f"{out.stem}.replica-{name}{out.suffix}"): benchmark_report(results, records, name)
+            for name in results.replicas}
+        for where, report in written.items():
+            write_atomically(where, dump(report))
     except ReportError as exc:
         say(f"error: {exc}")
         return 1
@@ -105,6 +109,8 @@ def export_command(args: argparse.Namespace, say) -> int:
         say(f"error: cannot write {exc.filename}: {exc.strerror}")
         return 1
     say(f"Benchmark Report v0.2 written to {out}")
+    for where in list(written)[1:]:
+        say(f"  and of replica {where.stem.rpartition('.replica-')[2]}'s requests: {where}")
     return 0
 
 

@@ -7,15 +7,15 @@ the budget lasts and a lever applies. Every finished step is written as it ends.
 from __future__ import annotations
 
 import time
-from dataclasses import replace
 from pathlib import Path
 
 from loadwatch.capacity.command import batch_of, search
 from loadwatch.capacity.options import CapacityOptions
 from loadwatch.engine.settings import EngineSettings
 from loadwatch.experiment.server import ServerError
+from loadwatch.fleet.options import FleetOptions
 from loadwatch.loadrun.locust import INTERRUPTED, LocustRun
-from loadwatch.loadrun.stack import new_run_dir
+from loadwatch.loadrun.stack import new_run_dir, on_stack
 from loadwatch.metrics.slo import FAILURE_RATIO, parse_slo
 from loadwatch.processes import ComponentError
 from loadwatch.prometheus import PrometheusAPI
@@ -53,7 +53,7 @@ class Tuner:
                  "left")
         began = time.monotonic()
         with self.server.serving(config, folder, lambda message: None) as stack:
-            template = replace(self.template, metrics_port=stack.client_port, engine_metrics=stack.engine_metrics)
+            template = on_stack(self.template, stack)
             result = search(options, template, PrometheusAPI(stack.url("prometheus")),
                             self.server.target or stack.target, folder, lambda message: self.say(f"  {message}"),
                             batch_of(options, self.server.target, list(config.vllm_args)))
@@ -110,14 +110,15 @@ def step_rows(step: int, result: dict, arms: list[Arm], levers: list, metric: st
 
 
 def tune(capacity: CapacityOptions, options: TuneOptions, template: LocustRun, target: str | None,
-         vllm_args: list[str], out: Path, say) -> int:
+         vllm_args: list[str], out: Path, say, fleet: FleetOptions | None = None) -> int:
     if target is not None and (options.restart is None or ARGS not in options.restart):
         say("error: tune changes the server's flags, and a --target is restarted by your command: give --restart "
             f"'COMMAND {ARGS}' (e.g. --restart 'ssh gpu1 ./serve.sh {ARGS}'), which starts it with the flags in "
             f"place of {ARGS}")
         return BAD_INPUT
     run_dir = new_run_dir(out)
-    tuner = Tuner(capacity, options, template, Server(target, options.restart, options.ready_timeout), run_dir, say)
+    server = Server(target, options.restart, options.ready_timeout, fleet=fleet)
+    tuner = Tuner(capacity, options, template, server, run_dir, say)
     current = Config(tuple(vllm_args))
     model = "MODEL" if target else str(EngineSettings().model_dir)
     doc: dict = {"budget_s": options.budget, "baseline": None, "steps": [], "final": None, "stopped": None}

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from loadwatch.experiment.server import restart
+from loadwatch.fleet.options import FleetOptions
 from loadwatch.loadrun.stack import running
 from loadwatch.processes import log_tail
 from loadwatch.stack.stack import Stack
@@ -47,6 +48,9 @@ class Server:
     restart: str | None
     ready_timeout: float
     starts: int = 0  # of the server, each costing a model load: what tune spends besides its load
+    # Replicas behind a router: started here, each with the configuration's flags, or the user's own
+    # behind `target` (its --restart restarts them all).
+    fleet: FleetOptions | None = None
 
 
     @contextmanager
@@ -60,7 +64,8 @@ class Server:
                 assert self.restart is not None
                 with open(folder / "restart.log", "a") as log:
                     restart(restart_command(self.restart, config), self.target, self.ready_timeout, log)
-            with running(folder, self.target, [] if self.target else list(config.vllm_args), say) as stack:
+            with running(folder, self.target, [] if self.target else list(config.vllm_args), say,
+                         fleet=self.fleet) as stack:
                 yield stack
 
 

@@ -13,6 +13,7 @@ from loadwatch.capacity.command import needed_requests
 from loadwatch.capacity.options import CapacityOptions
 from loadwatch.experiment.server import ServerError
 from loadwatch.loadrun.locust import ENOUGH, INTERRUPTED, WATCH_SECONDS, Load, LocustRun, enough
+from loadwatch.loadrun.stack import on_stack
 from loadwatch.metrics.repeats import MIN_RUNS, change_over_runs
 from loadwatch.processes import ComponentError
 from loadwatch.tune.config import Config
@@ -87,7 +88,7 @@ def run_trial(arms: list[Arm], server: Server, template: LocustRun, options: Cap
             say(f"  round {round_} of {repeats}: {arm.name} at {level:g} {unit}")
             try:
                 with server.serving(arm.config, where, lambda message: None) as stack:
-                    run = replace(template, metrics_port=stack.client_port, engine_metrics=stack.engine_metrics)
+                    run = on_stack(template, stack)
                     value = measure(run, options, level, unit, server.target or stack.target, where, metric, say)
             except (ComponentError, ServerError) as exc:
                 arm.refused = why_refused(exc, where)

@@ -33,7 +33,7 @@ SCRIPTS = ('<script src="./loadwatch/static/echarts.min.js"></script>'
 TAB_KEY = "llm"
 TAB_REFRESH_SECONDS = 1.0
 COLUMNS = [
-    ("name", "Scenario (model)"),
+    ("name", "Scenario (model) or replica"),
     ("requests", "Requests"),
     ("failures", "Failures"),
     *[(f"{m}_{p}", f"{m.upper()} {p} (ms)") for m in ("ttft", "tpot", "itl", "e2el") for p in ("p50", "p90", "p99")],
@@ -42,17 +42,25 @@ COLUMNS = [
 
 
 def tab_rows(state: RunState) -> list[dict]:
-    rows = []
-    for (model, scenario), series in sorted(state.recorder.samples.by_scenario().items()):
-        f = Figures.model_validate(figures(series))
-        row = {"name": f"{scenario} ({model})", "requests": f.completed + f.failed, "failures": f.failed}
-        for key, _title in COLUMNS[3:-1]:
-            metric, p = key.split("_")
-            value = f.latency(metric, p)
-            row[key] = "" if value is None else round(value, 1)
-        row["output_throughput"] = round(f.output_throughput, 1)
-        rows.append(row)
+    """A row per scenario, then, in a fleet, a row per replica: its requests, latencies and throughput
+    (a failure names no replica: its failures are the scenario's)."""
+    recorder = state.recorder
+    rows = [_row(f"{scenario} ({model})", series)
+            for (model, scenario), series in sorted(recorder.samples.by_scenario().items())]
+    rows += [_row(f"replica {name}", series) | {"failures": ""}
+             for (name, *_), series in sorted(recorder.by_replica.by_key.items())]
     return rows
+
+
+def _row(name: str, series) -> dict:
+    f = Figures.model_validate(figures(series))
+    row: dict = {"name": name, "requests": f.completed + f.failed, "failures": f.failed}
+    for key, _title in COLUMNS[3:-1]:
+        metric, p = key.split("_")
+        value = f.latency(metric, p)
+        row[key] = "" if value is None else round(value, 1)
+    row["output_throughput"] = round(f.output_throughput, 1)
+    return row
 
 
 # The fields of Locust's own start form; the rest of a /swarm request must be web-UI options.

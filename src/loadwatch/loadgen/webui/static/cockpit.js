@@ -6,7 +6,7 @@
   "use strict";
   const POLL_MS = 1000;
   const MAX_POINTS = 3600;
-  const TABLE_HEADER = "Scenario (model)";
+  const TABLE_HEADER = "Scenario (model) or replica";
   const state = { points: [], stages: [], slowest: [], engineUrl: null, last: null, charts: {}, dark: null, box: null };
   window.loadwatchCockpit = state; // for tests and the curious
 
