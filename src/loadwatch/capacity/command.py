@@ -171,7 +171,7 @@ def search(options: CapacityOptions, template: LocustRun, api: PrometheusAPI, ta
     decisive = _decisive(levels, best)
     figures = decisive.results if decisive else {}
     diagnosis = diagnose(figures, decisive.engine if decisive else {}, figures.get("saturated", {}),
-                         batch or inferred_batch(levels), shared_prefix(figures))
+                         batch or inferred_batch(levels), shared_prefix(figures), _below(levels, decisive))
     result = output.conclusion(options.mode, options.unit, levels, best, diagnosis, options.headroom,
                                rule(options, needed), undecided, decisive)
     output.write(run_dir, result, api)
@@ -193,6 +193,13 @@ def _more_than_before(level: Level, before: list[Level]) -> bool:
     completed = level.results.get("completed", 0)
     earlier = [lv.results.get("completed", 0) for lv in before if lv.too_few]
     return completed > 0 and (not earlier or completed > earlier[-1])
+
+
+def _below(levels: list[Level], decisive: Level | None) -> tuple[dict, dict] | None:
+    """The results and engine figures of the highest level run below the decisive one, if any."""
+    lower = [lv for lv in levels if decisive and lv.value < decisive.value and lv.results and lv.engine]
+    top = max(lower, key=lambda lv: lv.value, default=None)
+    return (top.results, top.engine) if top else None
 
 
 def _decisive(levels: list[Level], best: float | None) -> Level | None:

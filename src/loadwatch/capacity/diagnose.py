@@ -18,14 +18,21 @@ from loadwatch.workloads.datasets import SharedPrefix
 KV_FULL = 0.9  # KV cache usage peak from which the cache is the limit (with requests waiting or preempted)
 OUTSIDE_SHARE = 0.5  # client TTFT not spent in the engine, from which the engine is not the limit
 MISSED_HIT_SHARE = 0.5  # a prefix cache that serves under this share of the prompt tokens it could missed them
+# A full batch binds only if a bigger one would serve more: from the level below the knee to the knee,
+# the running batch grew by GREW times or more, and the output throughput by under FLAT of that growth,
+# so the engine's steps only lengthened with more requests in them: its compute binds, not its slots.
+GREW = 1.2
+FLAT = 0.25
 
 LIMITS = {
     "kv_cache": "KV cache: its usage peaks near 100 % with requests waiting or preempted",
     "batch_slots": "batch slots: the running batch is full (--max-num-seqs) while requests wait, KV cache to spare",
     "token_budget": "token budget: requests wait for room with the batch below --max-num-seqs and the KV cache "
                     "free, so the step's token budget (--max-num-batched-tokens) binds",
-    "prefill": "compute, in prefill: time to first token rises with the load while nothing waits for room",
-    "decode": "compute, in decode: time per output token rises with the load while nothing waits for room",
+    "prefill": "compute, in prefill: time to first token rises with the load while nothing waits for room, or "
+               "the batch is full but its throughput stopped growing with it",
+    "decode": "compute, in decode: time per output token rises with the load while nothing waits for room, or "
+              "the batch is full but its throughput stopped growing with it",
     "outside_engine": "outside the engine: most of the client's TTFT is spent before the engine sees the request",
     "load_generator": "the load generator itself: a Locust process could not keep up",
     "slo_only": "SLO only: the target exports no vLLM metrics, so only the client's side is known",
@@ -56,19 +63,21 @@ def waiting_for_capacity(engine: dict) -> bool:
 
 
 def diagnose(results: dict, engine: dict, saturated: dict[str, str], batch: Batch | None = None,
-             prefix: SharedPrefix | None = None) -> Diagnosis:
+             prefix: SharedPrefix | None = None, below: tuple[dict, dict] | None = None) -> Diagnosis:
     """`results`: the results of the level that broke (or the last one run); `engine`: its engine
     figures (values None without engine data); `saturated`: its load generator verdicts; `batch`:
-    --max-num-seqs where known; `prefix`: what its prompts share. The engine's own evidence of a full
-    cache, batch or budget comes first: it holds whatever the client measured; a late load generator
-    comes next, before what rests on the client's figures."""
-    limit, evidence = _limit(results, engine, saturated, batch)
+    --max-num-seqs where known; `prefix`: what its prompts share; `below`: the results and engine
+    figures of the level run just below it, if any. The engine's own evidence of a full cache, batch
+    or budget comes first: it holds whatever the client measured; a late load generator comes next,
+    before what rests on the client's figures."""
+    limit, evidence = _limit(results, engine, saturated, batch, below)
     if limit not in ("slo_only", "load_generator"):
         evidence.update(room(results, engine, batch, prefix))
     return Diagnosis(limit, evidence, missed(results, engine, prefix))
 
 
-def _limit(results: dict, engine: dict, saturated: dict[str, str], batch: Batch | None) -> tuple[str, dict]:
+def _limit(results: dict, engine: dict, saturated: dict[str, str], batch: Batch | None,
+           below: tuple[dict, dict] | None) -> tuple[str, dict]:
     kv, waiting = engine.get("kv_cache_usage_peak"), engine.get("requests_waiting_peak")
     running, preempted = engine.get("requests_running_peak"), engine.get("preemptions")
     queue = {"requests_waiting_peak": waiting, "requests_waiting_capacity_peak":
@@ -79,6 +88,9 @@ def _limit(results: dict, engine: dict, saturated: dict[str, str], batch: Batch 
         return "kv_cache", {"kv_cache_usage_peak": kv, **queue, "preemptions": preempted}
     if for_room:
         full = batch is not None and running is not None and running >= batch.max_num_seqs
+        flat = _throughput_flat(below, results, engine) if full else None
+        if flat is not None:
+            return _compute(results, engine, {"batch_full": True, **flat, **queue})
         return ("batch_slots" if full else "token_budget"), {"requests_running_peak": running, **queue,
                                                              "kv_cache_usage_peak": kv}
     if saturated:
@@ -88,6 +100,27 @@ def _limit(results: dict, engine: dict, saturated: dict[str, str], batch: Batch 
     client_ttft, engine_ttft = results.get("mean_ttft_ms"), engine.get("engine_mean_ttft_ms")
     if client_ttft and engine_ttft is not None and (client_ttft - engine_ttft) / client_ttft > OUTSIDE_SHARE:
         return "outside_engine", {"client_mean_ttft_ms": client_ttft, "engine_mean_ttft_ms": engine_ttft}
+    return _compute(results, engine, {})
+
+
+def _throughput_flat(below: tuple[dict, dict] | None, results: dict, engine: dict) -> dict | None:
+    """The evidence that the output throughput stopped growing with the running batch from the level
+    below to this one, or None (it grew with it, or a figure is missing)."""
+    if below is None:
+        return None
+    before, after = below[1].get("requests_running_peak"), engine.get("requests_running_peak")
+    served_before, served = below[0].get("output_throughput"), results.get("output_throughput")
+    if not (before and after and served_before and served) or after < GREW * before:
+        return None
+    if served / served_before - 1 >= FLAT * (after / before - 1):
+        return None
+    return {"requests_running_peak_below": before, "requests_running_peak": after,
+            "output_throughput_below": served_before, "output_throughput": served}
+
+
+def _compute(results: dict, engine: dict, evidence: dict) -> tuple[str, dict]:
+    """Compute binds: in prefill or in decode, by the SLO that broke, else by where the engine spent
+    the requests' time."""
     broken = {s["name"].split("_")[0] for s in results.get("slo") or [] if not s.get("passed", True)}
     prefill, decode = engine.get("prefill_time_share"), engine.get("decode_time_share")
     if broken and broken <= FIRST_TOKEN:
@@ -98,8 +131,10 @@ def _limit(results: dict, engine: dict, saturated: dict[str, str], batch: Batch 
         phase = "prefill" if (prefill or 0) > (decode or 0) else "decode"
     return phase, {"slo_broken": sorted(broken), "prefill_time_share": prefill, "decode_time_share": decode,
                    "iteration_tokens_mean": engine.get("iteration_tokens_mean"),
-                   "requests_running_peak": running, "kv_cache_usage_peak": kv,
-                   "client_p99_ttft_ms": results.get("p99_ttft_ms"), "client_p99_tpot_ms": results.get("p99_tpot_ms")}
+                   "requests_running_peak": engine.get("requests_running_peak"),
+                   "kv_cache_usage_peak": engine.get("kv_cache_usage_peak"),
+                   "client_p99_ttft_ms": results.get("p99_ttft_ms"), "client_p99_tpot_ms": results.get("p99_tpot_ms"),
+                   **evidence}
 
 
 def missed(results: dict, engine: dict, prefix: SharedPrefix | None) -> list[dict]:

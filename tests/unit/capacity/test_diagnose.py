@@ -123,3 +123,26 @@ def test_the_report_gives_the_room_and_the_missed_items():
     assert result["missed"][0]["item"] == "prefix_cache"
     text = markdown({**result, "request_throughput_at_max": 1.0, "output_throughput_at_max": 10.0})
     assert "The KV cache holds 6 requests" in text and "Missed: **prefix cache**" in text
+
+
+def test_a_full_batch_whose_throughput_stopped_growing_with_it_is_compute_not_batch_slots():
+    """tune's worked example (docs/guides/tune.md): 128 running of --max-num-seqs 128 with requests
+    waiting, but the batch grew from 96 to 128 running while the output throughput stayed flat; a
+    bigger batch (512) then made TTFT p90 86.7 % worse. On 2 cores the engine's steps only lengthened."""
+    full = {"kv_cache_usage_peak": 0.3, "requests_waiting_peak": 10.0, "requests_running_peak": 128.0,
+            "requests_waiting_capacity_peak": 10.0, "requests_waiting_deferred_peak": 0.0, "preemptions": 0.0,
+            "prefill_time_share": 0.55, "decode_time_share": 0.4}
+    at_knee = {**broke("ttft_p90_ms"), "output_throughput": 505.0}
+    below = ({"output_throughput": 500.0}, {**full, "requests_running_peak": 96.0, "requests_waiting_peak": 0.0})
+    diagnosis = diagnose(at_knee, full, {}, Batch(128, "the embedded engine's flags"), below=below)
+    assert diagnosis.limit == "prefill"
+    assert diagnosis.evidence["batch_full"] is True
+    assert (diagnosis.evidence["requests_running_peak_below"], diagnosis.evidence["output_throughput_below"]) == \
+        (96.0, 500.0)
+    # The throughput grew with the batch: the slots bind, as before.
+    grew = diagnose({**at_knee, "output_throughput": 650.0}, full, {}, Batch(128, "flags"), below=below)
+    assert grew.limit == "batch_slots"
+    # The batch barely grew from the level below: nothing to judge by, the slots bind.
+    barely = ({"output_throughput": 500.0}, {**full, "requests_running_peak": 120.0})
+    assert diagnose(at_knee, full, {}, Batch(128, "flags"), below=barely).limit == "batch_slots"
+    assert diagnose(at_knee, full, {}, Batch(128, "flags")).limit == "batch_slots"
