@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from loadwatch.capacity import output
-from loadwatch.capacity.diagnose import diagnose
+from loadwatch.capacity.diagnose import ReplicaState, diagnose
 from loadwatch.capacity.levels import Level, run_level
 from loadwatch.capacity.options import CapacityOptions
 from loadwatch.capacity.room import Batch
@@ -18,9 +18,11 @@ from loadwatch.engine.flags import given_max_num_seqs, max_num_seqs
 from loadwatch.fleet.options import FleetOptions
 from loadwatch.loadrun.locust import INTERRUPTED, MAX_STRETCH, Load, LocustRun
 from loadwatch.loadrun.stack import new_run_dir, on_stack, running
+from loadwatch.metrics.records import read_records
 from loadwatch.metrics.slo import FAILURE_RATIO, parse_slo
 from loadwatch.prometheus import PrometheusAPI, PrometheusError
-from loadwatch.report.engine import engine_figures
+from loadwatch.report.engine import engine_figures, replica_peaks
+from loadwatch.report.fleet import prefix_affinity
 from loadwatch.settings import LoadSettings, records_beside
 from loadwatch.workloads.datasets import SharedPrefix, dataset_named
 from loadwatch.workloads.errors import DatasetError
@@ -147,6 +149,7 @@ def search(options: CapacityOptions, template: LocustRun, api: PrometheusAPI, ta
         time.sleep(options.cool_down)
         try:
             level.engine = engine_figures(api, level.start, level.end, settle=options.cool_down)
+            level.replicas = replica_peaks(api, level.start, level.end)
         except PrometheusError as exc:
             say(f"warning: no engine figures for {level.name}: {exc}")
         level.attribute(records_beside(results), api)
@@ -171,7 +174,12 @@ def search(options: CapacityOptions, template: LocustRun, api: PrometheusAPI, ta
     decisive = _decisive(levels, best)
     figures = decisive.results if decisive else {}
     diagnosis = diagnose(figures, decisive.engine if decisive else {}, figures.get("saturated", {}),
-                         batch or inferred_batch(levels), shared_prefix(figures), _below(levels, decisive))
+                         batch or inferred_batch(levels), shared_prefix(figures), _below(levels, decisive),
+                         replica_states(levels, decisive, batch), affinity_at(decisive, run_dir))
+    if diagnosis.limit == "replicas" and best and decisive:
+        # Each replica serves best / N of the load at most: the load that broke needs this many, if
+        # capacity grows in proportion to the replicas (a capacity of one replica measures how far).
+        diagnosis.evidence["replicas_needed"] = math.ceil(len(decisive.replicas) * decisive.value / best)
     result = output.conclusion(options.mode, options.unit, levels, best, diagnosis, options.headroom,
                                rule(options, needed), undecided, decisive)
     output.write(run_dir, result, api)
@@ -185,6 +193,30 @@ def search(options: CapacityOptions, template: LocustRun, api: PrometheusAPI, ta
         say(f"capacity: missed: {item['explanation']}")
     say(f"written: {run_dir}/report.html (and capacity.json, report.md, {output.PLOT})")
     return result
+
+
+def affinity_at(level: Level | None, run_dir: Path) -> dict | None:
+    """Where a fleet sent each shared prefix's requests at the level, from its records."""
+    records = records_beside(run_dir / "levels" / f"{level.name}.json") if level else None
+    if records is None or not records.exists():
+        return None
+    try:
+        return prefix_affinity(read_records(records))
+    except (OSError, ValueError):
+        return None
+
+
+def replica_states(levels: list[Level], decisive: Level | None, batch: Batch | None) -> dict[str, ReplicaState]:
+    """A fleet's replicas at the decisive level: each one's peaks, and its batch: the one given for all,
+    unless its own levels show a smaller one (a replica given flags of its own: --replica-arg)."""
+    if decisive is None:
+        return {}
+    states = {}
+    for name, peaks in decisive.replicas.items():
+        own = inferred_batch([replace(lv, engine=lv.replicas.get(name, {})) for lv in levels])
+        smaller = own is not None and (batch is None or own.max_num_seqs < batch.max_num_seqs)
+        states[name] = ReplicaState(peaks, own if smaller else batch)
+    return states
 
 
 def _more_than_before(level: Level, before: list[Level]) -> bool:

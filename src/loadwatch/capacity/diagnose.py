@@ -18,6 +18,10 @@ from loadwatch.workloads.datasets import SharedPrefix
 KV_FULL = 0.9  # KV cache usage peak from which the cache is the limit (with requests waiting or preempted)
 OUTSIDE_SHARE = 0.5  # client TTFT not spent in the engine, from which the engine is not the limit
 MISSED_HIT_SHARE = 0.5  # a prefix cache that serves under this share of the prompt tokens it could missed them
+# A fleet whose router sent under this share of each prefix's requests to the prefix's most-used replica
+# spread them: a prefix-aware router sends nearly all of them to one (a replica lost, or one too busy,
+# moves some).
+AFFINE = 0.8
 # A full batch binds only if a bigger one would serve more: from the level below the knee to the knee,
 # the running batch grew by GREW times or more, and the output throughput by under FLAT of that growth,
 # so the engine's steps only lengthened with more requests in them: its compute binds, not its slots.
@@ -34,6 +38,9 @@ LIMITS = {
     "decode": "compute, in decode: time per output token rises with the load while nothing waits for room, or "
               "the batch is full but its throughput stopped growing with it",
     "outside_engine": "outside the engine: most of the client's TTFT is spent before the engine sees the request",
+    "imbalance": "a fleet's routing: a replica's requests wait for room while another replica has none waiting",
+    "replicas": "every replica of the fleet at its own limit: more replicas, or each one tuned",
+    "router": "a fleet's router: most of the client's TTFT is spent before any replica sees the request",
     "load_generator": "the load generator itself: a Locust process could not keep up",
     "slo_only": "SLO only: the target exports no vLLM metrics, so only the client's side is known",
 }
@@ -63,17 +70,53 @@ def waiting_for_capacity(engine: dict) -> bool:
 
 
 def diagnose(results: dict, engine: dict, saturated: dict[str, str], batch: Batch | None = None,
-             prefix: SharedPrefix | None = None, below: tuple[dict, dict] | None = None) -> Diagnosis:
+             prefix: SharedPrefix | None = None, below: tuple[dict, dict] | None = None,
+             replicas: dict[str, ReplicaState] | None = None, affinity: dict | None = None) -> Diagnosis:
     """`results`: the results of the level that broke (or the last one run); `engine`: its engine
     figures (values None without engine data); `saturated`: its load generator verdicts; `batch`:
     --max-num-seqs where known; `prefix`: what its prompts share; `below`: the results and engine
-    figures of the level run just below it, if any. The engine's own evidence of a full cache, batch
+    figures of the level run just below it, if any; `replicas`: a fleet's replicas' own state, by
+    name; `affinity`: where it sent each shared prefix's requests. The engine's own evidence of a full cache, batch
     or budget comes first: it holds whatever the client measured; a late load generator comes next,
     before what rests on the client's figures."""
     limit, evidence = _limit(results, engine, saturated, batch, below)
     if limit not in ("slo_only", "load_generator"):
         evidence.update(room(results, engine, batch, prefix))
-    return Diagnosis(limit, evidence, missed(results, engine, prefix))
+    if replicas and len(replicas) > 1 and limit not in ("slo_only", "load_generator"):
+        limit, evidence = _fleet(results, engine, limit, evidence, replicas)
+    return Diagnosis(limit, evidence, missed(results, engine, prefix, affinity))
+
+
+@dataclass(frozen=True)
+class ReplicaState:
+    """A fleet's replica at the level that broke: its own peaks (report.engine.replica_peaks), and its
+    --max-num-seqs where known (its flags, or inferred from its own levels)."""
+
+    peaks: dict
+    batch: Batch | None = None
+
+
+def _fleet(results: dict, engine: dict, limit: str, evidence: dict,
+           replicas: dict[str, ReplicaState]) -> tuple[str, dict]:
+    """A fleet's limit. Its busiest replica's own limit comes from its own peaks: one replica out of
+    room while another has some is the routing's doing (imbalance); all of them out of room is the
+    replicas' own limit, evenly; the client's time lost before any replica is the router's."""
+    each = {name: {key: state.peaks.get(key) for key in ("requests_waiting_peak", "requests_running_peak",
+                                                         "kv_cache_usage_peak")}
+            for name, state in sorted(replicas.items())}
+    if limit == "outside_engine":
+        return "router", {**evidence, "replicas": each}
+    queueing = sorted(name for name, state in replicas.items() if waiting_for_capacity(state.peaks))
+    if not queueing:
+        return limit, {**evidence, "replicas": each}  # compute, each replica's: nothing waits for room
+    busiest = max(queueing, key=lambda name: replicas[name].peaks.get("requests_waiting_peak") or 0)
+    own, own_evidence = _limit(results, {**engine, **replicas[busiest].peaks}, {}, replicas[busiest].batch, None)
+    with_room = sorted(name for name, state in replicas.items() if not (state.peaks.get("requests_waiting_peak") or 0))
+    fleet = {"busiest_replica": busiest, "replica_limit": own, "replicas_queueing": queueing, "replicas": each,
+             **{f"busiest_{key}": value for key, value in own_evidence.items()}}
+    if with_room:
+        return "imbalance", {**fleet, "replicas_with_room": with_room}
+    return "replicas", fleet
 
 
 def _limit(results: dict, engine: dict, saturated: dict[str, str], batch: Batch | None,
@@ -137,8 +180,9 @@ def _compute(results: dict, engine: dict, evidence: dict) -> tuple[str, dict]:
                    **evidence}
 
 
-def missed(results: dict, engine: dict, prefix: SharedPrefix | None) -> list[dict]:
-    """What the engine could have done for this workload and did not, each with its evidence."""
+def missed(results: dict, engine: dict, prefix: SharedPrefix | None, affinity: dict | None = None) -> list[dict]:
+    """What the engine could have done for this workload and did not, each with its evidence.
+    `affinity`: where a fleet sent each shared prefix's requests (report.fleet.prefix_affinity)."""
     block_size = engine.get("kv_cache_block_size")
     if prefix is None or (block_size and prefix.tokens < block_size):
         return []  # nothing shared, or less than one block: nothing a prefix cache could keep
@@ -154,9 +198,16 @@ def missed(results: dict, engine: dict, prefix: SharedPrefix | None) -> list[dic
     if engine.get("prefix_caching") == 0:
         why = (f"the prompts share a {prefix.tokens}-token prefix ({prefix.distinct} distinct), but prefix caching "
                "is off: every request prefills it again (vLLM's --enable-prefix-caching)")
-    elif cacheable and hit is not None and hit < MISSED_HIT_SHARE * cacheable:
+        return [{"item": "prefix_cache", "explanation": why, "evidence": evidence}]
+    if affinity and affinity["replicas"] > 1 and prefix.distinct >= affinity["replicas"] \
+            and affinity["top_replica_share"] < AFFINE:
+        why = (f"the prompts share {prefix.distinct} prefixes of {prefix.tokens} tokens, but the router spread each "
+               f"prefix's requests over the {affinity['replicas']} replicas ({affinity['top_replica_share']:.0%} on "
+               "its most-used one): each replica prefilled and cached every prefix; a prefix-aware policy "
+               "(vllm-router's cache_aware or consistent_hash) sends a prefix's requests to one replica")
+        return [{"item": "prefix_aware_routing", "explanation": why, "evidence": {**evidence, **affinity}}]
+    if cacheable and hit is not None and hit < MISSED_HIT_SHARE * cacheable:
         why = (f"the prompts share a {prefix.tokens}-token prefix, {cacheable:.0%} of a prompt that a cache could "
                f"serve, but only {hit:.0%} of prompt tokens came from the cache")
-    else:
-        return []
-    return [{"item": "prefix_cache", "explanation": why, "evidence": evidence}]
+        return [{"item": "prefix_cache", "explanation": why, "evidence": evidence}]
+    return []

@@ -34,6 +34,7 @@ class Level:
     end: float = 0.0
     results: dict = field(default_factory=dict)
     engine: dict = field(default_factory=dict)
+    replicas: dict[str, dict] = field(default_factory=dict)  # each target's own peaks: a fleet's replicas
     stopped_early: str | None = None
     problem: str | None = None  # the level produced no results, or too few to judge
     too_few: bool = False  # its problem: it completed fewer requests than its percentiles need

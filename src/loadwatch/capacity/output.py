@@ -88,6 +88,11 @@ def markdown(result: dict, run_dir: Path | None = None) -> str:
                      if result.get("cost_per_million_output_tokens_at_max") is not None else ".")]
     lines += ["", f"The limit that binds: **{result['limit_explained']}** ({_words(result['evidence'], KEYS)})."
               + (f" {result['room']}" if result.get("room") else "")]
+    if result["evidence"].get("replicas"):
+        lines += ["", "The replicas at that level: " + "; ".join(
+            f"{name}: {_ms(r['requests_waiting_peak'])} waiting, {_ms(r['requests_running_peak'])} running, KV cache "
+            + ("n/a" if r["kv_cache_usage_peak"] is None else f"{r['kv_cache_usage_peak']:.0%}")
+            for name, r in result["evidence"]["replicas"].items()) + " (peaks)."]
     for item in result.get("missed") or []:
         lines += ["", f"Missed: **{item['item'].replace('_', ' ')}**: {item['explanation']} "
                       f"({_words(item['evidence'])})."]

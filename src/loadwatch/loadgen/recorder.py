@@ -49,6 +49,7 @@ class LLMRequest:
     image_bytes: int = 0
     without_done: bool = False  # complete, its body ended without [DONE] (after its finish_reason)
     replica: str | None = None  # of a fleet, the replica that served it (its answer names it)
+    prefix: int | None = None  # which of the workload's shared prefixes its prompt starts with
     fleet: bool = False  # sent to a fleet (--replica): its outcome is tallied by the second it ended
 
     @property
@@ -60,7 +61,7 @@ class LLMRequest:
         return as_record(self.request_id, self.started_at, worker, self.model, self.scenario,
                          "warmup" if self.warmup else self.stage, self.elapsed,
                          CANCELLED if self.cancelled else self.failure_reason, m, self.tokens_from, with_itl,
-                         self.turn, self.cancelled_ttft, self.images, self.image_bytes, self.replica)
+                         self.turn, self.cancelled_ttft, self.images, self.image_bytes, self.replica, self.prefix)
 
 
 class Recorder:

@@ -32,7 +32,7 @@ CANCELLED = "cancelled"  # a record's `failure` when the client hung up: not a s
 def as_record(request_id: str, started_at: float, worker: str, model: str, scenario: str, stage: str,
               elapsed: float, failure: str | None, m: RequestMetrics | None, tokens_from: str,
               with_itl: bool, turn: int | None = None, cancelled_ttft: float | None = None, images: int = 0,
-              image_bytes: int = 0, replica: str | None = None) -> dict:
+              image_bytes: int = 0, replica: str | None = None, prefix: int | None = None) -> dict:
     ttft = m.ttft if m else cancelled_ttft
     record = {"id": request_id, "start": round(started_at, 6), "worker": worker, "model": model,
               "scenario": scenario, "stage": stage, "failure": failure,
@@ -58,6 +58,8 @@ def as_record(request_id: str, started_at: float, worker: str, model: str, scena
         record.update(images=images, image_bytes=image_bytes)
     if replica is not None:  # a fleet's: the replica that served it, as its answer said
         record["replica"] = replica
+    if prefix is not None:  # which shared prefix its prompt starts with: where a fleet routed each prefix
+        record["prefix"] = prefix
     if with_itl:
         record["itl_s"] = [round(gap, 6) for gap in m.itl] if m else []
     return record

@@ -17,19 +17,26 @@ def _ratio(numerator: str, denominator: str, window: str) -> str:
     return f"sum(increase({numerator}[{window}])) / sum(increase({denominator}[{window}]))"
 
 
+def _peaks(window: str, aggregate: str) -> dict[str, str]:
+    """The peaks of the engine's state over the window: what says which room it ran out of."""
+    return {
+        "kv_cache_usage_peak": f"{aggregate}(max_over_time({Engine.KV_CACHE_USAGE_MAX}[{window}]))",
+        "requests_waiting_peak": f"{aggregate}(max_over_time({Engine.REQUESTS_WAITING_MAX}[{window}]))",
+        "requests_running_peak": f"{aggregate}(max_over_time({Engine.REQUESTS_RUNNING}[{window}]))",
+        # Why they waited (vLLM 0.32 and later): each reason's peak as Prometheus scraped it.
+        **{f"requests_waiting_{reason}_peak":
+           f'{aggregate}(max_over_time({Engine.REQUESTS_WAITING_BY_REASON}{{reason="{reason}"}}[{window}]))'
+           for reason in ("capacity", "deferred")},
+    }
+
+
 def queries(duration: float, settle: float = SETTLE_SECONDS) -> dict[str, tuple[str, bool]]:
     """name -> (PromQL, whether it reads counters, so at the window's end plus `settle`)."""
     gauges = f"{max(1, math.ceil(duration))}s"
     counters = f"{max(1, math.ceil(duration + settle))}s"
     return {
-        "kv_cache_usage_peak": (f"max(max_over_time({Engine.KV_CACHE_USAGE_MAX}[{gauges}]))", False),
+        **{name: (expr, False) for name, expr in _peaks(gauges, "max").items()},
         "kv_cache_usage_mean": (f"avg(avg_over_time({Engine.KV_CACHE_USAGE}[{gauges}]))", False),
-        "requests_waiting_peak": (f"max(max_over_time({Engine.REQUESTS_WAITING_MAX}[{gauges}]))", False),
-        "requests_running_peak": (f"max(max_over_time({Engine.REQUESTS_RUNNING}[{gauges}]))", False),
-        # Why they waited (vLLM 0.32 and later): each reason's peak as Prometheus scraped it.
-        **{f"requests_waiting_{reason}_peak": (
-            f'max(max_over_time({Engine.REQUESTS_WAITING_BY_REASON}{{reason="{reason}"}}[{gauges}]))', False)
-           for reason in ("capacity", "deferred")},
         # The cache's configuration, as the engine stated it during the window.
         "kv_cache_blocks": (f"max(max_over_time({Engine.KV_CACHE_BLOCKS}[{gauges}]))", False),
         "kv_cache_block_size": (f"max(max_over_time({Engine.KV_CACHE_BLOCK_SIZE}[{gauges}]))", False),
@@ -83,3 +90,15 @@ def engine_figures(api: PrometheusAPI, started_at: float, ended_at: float,
         name: api.scalar(expr, ended_at + (settle if counters else 0.0))
         for name, (expr, counters) in queries(ended_at - started_at, settle).items()
     }
+
+
+def replica_peaks(api: PrometheusAPI, started_at: float, ended_at: float) -> dict[str, dict[str, float | None]]:
+    """Each target's (a fleet's replica's) peaks over the window, by its name: which replica ran out
+    of room while another had some. One target: {its name: its peaks}."""
+    window = f"{max(1, math.ceil(ended_at - started_at))}s"
+    out: dict[str, dict[str, float | None]] = {}
+    for name, expr in _peaks(window, "max by (target) ").items():
+        for sample in api.query(expr, ended_at):
+            value = float(sample["value"][1])
+            out.setdefault(sample["metric"].get("target", ""), {})[name] = None if value != value else value
+    return {target: {name: peaks.get(name) for name in _peaks(window, "")} for target, peaks in out.items()}

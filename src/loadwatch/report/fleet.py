@@ -3,6 +3,9 @@ beside what the replica's engine went through over the run, the spread, and the 
 
 from __future__ import annotations
 
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+
 from loadwatch.metrics.results import Results, latency_key
 from loadwatch.metrics.summary import format_replicas
 from loadwatch.prometheus import PrometheusAPI, PrometheusError
@@ -31,3 +34,18 @@ def fleet_figures(results: Results, api: PrometheusAPI | None, start: float, end
     return {"replicas": rows, "busiest_share_ratio": results.busiest_share_ratio,
             "waiting_spread": max(peaks) - min(peaks) if len(peaks) == len(rows) > 1 else None,
             "unattributed": results.unattributed, "lost": lost}
+
+
+def prefix_affinity(records: Iterable[dict]) -> dict | None:
+    """Where a fleet sent each shared prefix's requests (the records of a prefix-repetition workload,
+    each naming its prefix and its replica): the share of a prefix's requests that its most-used
+    replica served, over all prefixes (1: each prefix on one replica). None without such records."""
+    counts: dict[int, Counter] = defaultdict(Counter)
+    for record in records:
+        if record.get("prefix") is not None and record.get("replica") and record.get("stage") != "warmup":
+            counts[record["prefix"]][record["replica"]] += 1
+    total = sum(sum(c.values()) for c in counts.values())
+    if not total:
+        return None
+    return {"prefixes_seen": len(counts), "replicas": len({r for c in counts.values() for r in c}),
+            "top_replica_share": sum(max(c.values()) for c in counts.values()) / total}

@@ -71,7 +71,8 @@ def duration_words(seconds: float) -> str:
 
 
 def config_words(config: Config) -> str:
-    parts = [*(f"{name}={value}" for name, value in config.env), *config.vllm_args]
+    parts = [*(f"{name}={value}" for name, value in config.env), *config.vllm_args,
+             *(f"{flag} {value}" for flag, value in config.fleet)]
     return " ".join(parts) or "vLLM's defaults"
 
 
@@ -137,7 +138,7 @@ def tune(capacity: CapacityOptions, options: TuneOptions, template: LocustRun, t
                 doc["stopped"] = f"the limit is {result['limit']}: {NO_LEVER[result['limit']]}"
                 break
             situation = Situation(result["evidence"], [m["item"] for m in result.get("missed") or []], current,
-                                  embedded=target is None, kv_cache_gib=EngineSettings().kv_cache_gib)
+                                  embedded=target is None, kv_cache_gib=EngineSettings().kv_cache_gib, fleet=fleet)
             levers = applicable(result["limit"], situation)
             level = where_it_broke(result)
             if not levers:

@@ -14,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from loadwatch.engine.flags import CPU_DEFAULT_MAX_NUM_SEQS
+from loadwatch.fleet.options import FleetOptions
+from loadwatch.fleet.routers import router
 from loadwatch.tune.config import Change, Config
 
 BATCH_STEP = 4  # --max-num-seqs grows at most this many times a step, and never past what the KV cache holds
@@ -31,6 +33,14 @@ class Situation:
     config: Config
     embedded: bool  # the embedded engine (the CPU), not a --target
     kv_cache_gib: int = 1  # the embedded engine's VLLM_CPU_KVCACHE_SPACE when the configuration sets none
+    fleet: FleetOptions | None = None  # an embedded fleet's options: its router policy and replicas are levers
+
+    def router_policy(self) -> str | None:
+        """The embedded fleet's router policy in this configuration; None outside an embedded fleet."""
+        if self.fleet is None or self.fleet.replicas is None:
+            return None
+        given = self.config.value("--router-policy") or self.fleet.router_policy
+        return given or router(self.fleet.kind).default_policy
 
 
 @dataclass(frozen=True)
@@ -105,6 +115,20 @@ def _prefix_caching(s: Situation) -> Change | None:
         if "prefix_cache" in s.missed else None
 
 
+def _policy(policy: str) -> Callable[[Situation], Change | None]:
+    def propose(s: Situation) -> Change | None:
+        before = s.router_policy()
+        return None if before in (None, policy) else Change("--router-policy", before, policy)
+    return propose
+
+
+def _one_more_replica(s: Situation) -> Change | None:
+    if s.fleet is None or s.fleet.replicas is None:
+        return None  # a fleet of your own is scaled by you
+    before = int(s.config.value("--replicas") or s.fleet.replicas)
+    return Change("--replicas", str(before), str(before + 1))
+
+
 LEVERS = (
     Lever("batch_slots", "--max-num-seqs", "the running batch sits at --max-num-seqs while requests wait for "
           "capacity and the KV cache has room", "more requests run at once, as far as the free KV cache holds the "
@@ -128,6 +152,15 @@ LEVERS = (
     Lever("decode", "--speculative-config", "time per output token rises with the load while nothing waits for "
           "room, and the workload repeats itself", "n-gram speculation proposes tokens from the prompt; accepted "
           "ones cost no step of their own", _speculate),
+    Lever("imbalance", "--router-policy", "a replica's requests wait for room while another replica has none "
+          "waiting (an embedded fleet)", "power_of_two sends each request to the less loaded of two replicas, "
+          "by the requests running on each", _policy("power_of_two")),
+    Lever("replicas", "--replicas", "every replica of an embedded fleet at its own limit", "one more replica "
+          "takes its share of the load", _one_more_replica),
+    Lever("missed:prefix_aware_routing", "--router-policy", "prompts share prefixes, prefix caching is on, and "
+          "the router spread each prefix over the replicas (an embedded fleet)", "cache_aware sends a prefix's "
+          "requests to the replica that holds it, so it is prefilled once, not once per replica",
+          _policy("cache_aware")),
     Lever("missed:prefix_cache", "--enable-prefix-caching", "prompts share prefixes while the prefix cache is "
           "off or hits little", "a shared prefix is prefilled once and then found in the cache", _prefix_caching),
 )
@@ -140,13 +173,18 @@ NO_LEVER = {
     "load_generator": "the load generator could not keep up: run more Locust processes (--processes) or hosts; "
                       "no engine flag helps",
     "slo_only": "the target exports no vLLM metrics, so what binds is unknown: give the sidecar its /metrics",
+    "router": "most of the time is spent before any replica sees a request: the router, or the network to it; "
+              "no engine flag helps",
 }
 
 
 def applicable(limit: str, situation: Situation) -> list[tuple[Lever, Change]]:
-    """The levers of the limit that apply, then those of the missed items, each with its change;
-    one change per flag."""
-    wanted = [limit, *(f"missed:{item}" for item in situation.missed)]
+    """The levers of the limit that apply (a fleet's whose replicas are all at their own limit: that
+    limit's too, on every replica), then those of the missed items, each with its change; one change
+    per flag."""
+    own = [situation.evidence["replica_limit"]] if limit == "replicas" and "replica_limit" in situation.evidence \
+        else []
+    wanted = [limit, *own, *(f"missed:{item}" for item in situation.missed)]
     out: list[tuple[Lever, Change]] = []
     for relieves in wanted:
         for lever in LEVERS:

@@ -92,6 +92,9 @@ def markdown(doc: dict) -> str:
     if final is not None:
         lines += [f"Final: **{_capacity_words(final['capacity'])}**, limit {final['limit']}.", "",
                   "```", final["command_line"], "```", "",
+                  *([f"The fleet: {' '.join(f'{flag} {value}' for flag, value in final['fleet'].items())} "
+                     "(loadwatch's fleet options; the router's --policy), each replica with the flags above.", ""]
+                    if final.get("fleet") else []),
                   f"The same as a compose override ({COMPOSE}, with {ENV} in .env) and a Kubernetes patch of the "
                   f"vLLM Deployment ({PATCH}) in this folder."]
     if doc.get("stopped"):

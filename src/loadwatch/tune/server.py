@@ -64,8 +64,11 @@ class Server:
                 assert self.restart is not None
                 with open(folder / "restart.log", "a") as log:
                     restart(restart_command(self.restart, config), self.target, self.ready_timeout, log)
+            fleet = self.fleet
+            if fleet is not None and config.fleet:  # a fleet lever's: its router policy, its replicas
+                fleet = FleetOptions.model_validate({**fleet.model_dump(), **config.fleet_options()})
             with running(folder, self.target, [] if self.target else list(config.vllm_args), say,
-                         fleet=self.fleet) as stack:
+                         fleet=fleet) as stack:
                 yield stack
 
 

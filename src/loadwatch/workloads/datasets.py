@@ -225,9 +225,10 @@ class PrefixRepetition(TokenPrompts):
 
     def prompts(self, settings: LoadSettings, tokenizer: Tokenizer, rng: random.Random) -> list[Prompt]:
         prefixes = [tokenizer.text_of_length(rng, settings.prefix_len or 256) for _ in range(settings.num_prefixes)]
-        prompts = [Prompt.user_text(f"{prefix} {tokenizer.text_of_length(rng, settings.suffix_len)}",
-                                    output_len(settings))
-                   for prefix in prefixes for _ in range(max(1, settings.dataset_size // settings.num_prefixes))]
+        prompts = [replace(Prompt.user_text(f"{prefix} {tokenizer.text_of_length(rng, settings.suffix_len)}",
+                                            output_len(settings)), prefix=index)
+                   for index, prefix in enumerate(prefixes)
+                   for _ in range(max(1, settings.dataset_size // settings.num_prefixes))]
         rng.shuffle(prompts)
         return prompts
 

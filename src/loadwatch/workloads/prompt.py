@@ -16,6 +16,7 @@ class Prompt:
     turn: int | None = None  # a session's turn, from 1
     images: int = 0  # images in its messages (random-mm), and their encoded bytes, before base64
     image_bytes: int = 0
+    prefix: int | None = None  # which of the workload's shared prefixes it starts with (prefix-repetition)
 
     @classmethod
     def user_text(cls, text: str, max_tokens: int | None = None, body: dict | None = None) -> Prompt:

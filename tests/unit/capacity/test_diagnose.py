@@ -146,3 +146,56 @@ def test_a_full_batch_whose_throughput_stopped_growing_with_it_is_compute_not_ba
     barely = ({"output_throughput": 500.0}, {**full, "requests_running_peak": 120.0})
     assert diagnose(at_knee, full, {}, Batch(128, "flags"), below=barely).limit == "batch_slots"
     assert diagnose(at_knee, full, {}, Batch(128, "flags")).limit == "batch_slots"
+
+
+def peaks(waiting: float, running: float, kv: float = 0.2) -> dict:
+    return {"requests_waiting_peak": waiting, "requests_waiting_capacity_peak": waiting,
+            "requests_waiting_deferred_peak": 0.0, "requests_running_peak": running, "kv_cache_usage_peak": kv}
+
+
+def test_a_fleet_with_one_replica_queueing_while_another_has_room_is_imbalance_with_that_replicas_own_limit():
+    """The imbalance scenario (benchmarks/fleet.py): b started with --max-num-seqs=1 behind round robin."""
+    from loadwatch.capacity.diagnose import ReplicaState
+
+    replicas = {"a": ReplicaState(peaks(0.0, 4.0), Batch(128, "flags")),
+                "b": ReplicaState(peaks(6.0, 1.0), Batch(1, "inferred"))}
+    engine = {**ROOMY, **peaks(6.0, 4.0)}
+    diagnosis = diagnose(CLIENT, engine, {}, Batch(128, "flags"), replicas=replicas)
+    assert diagnosis.limit == "imbalance"
+    evidence = diagnosis.evidence
+    assert (evidence["busiest_replica"], evidence["replica_limit"]) == ("b", "batch_slots")
+    assert evidence["replicas_queueing"] == ["b"] and evidence["replicas_with_room"] == ["a"]
+    assert evidence["replicas"]["b"]["requests_waiting_peak"] == 6.0
+
+
+def test_a_fleet_queueing_everywhere_is_replicas_and_time_lost_before_them_is_the_routers():
+    from loadwatch.capacity.diagnose import ReplicaState
+
+    both = {"a": ReplicaState(peaks(3.0, 6.0), SIX), "b": ReplicaState(peaks(5.0, 6.0), SIX)}
+    diagnosis = diagnose(CLIENT, {**ROOMY, **peaks(5.0, 6.0)}, {}, SIX, replicas=both)
+    assert (diagnosis.limit, diagnosis.evidence["replica_limit"]) == ("replicas", "batch_slots")
+    idle = {name: ReplicaState(peaks(0.0, 1.0)) for name in ("a", "b")}
+    slow_router = diagnose(CLIENT, {**IDLE_QUEUE, "engine_mean_ttft_ms": 100.0}, {}, SIX, replicas=idle)
+    assert slow_router.limit == "router"
+    one = diagnose(CLIENT, ROOMY, {}, SIX, replicas={"a": ReplicaState(peaks(12.0, 6.0), SIX)})
+    assert one.limit == "batch_slots", "one target is no fleet"
+
+
+def test_a_fleet_that_spread_each_prefix_over_its_replicas_missed_prefix_aware_routing():
+    from loadwatch.report.fleet import prefix_affinity
+
+    # Round robin: each of 4 prefixes' requests alternate over a and b; a prefix-aware router: one each.
+    spread = [{"prefix": i % 4, "replica": "ab"[(i // 4) % 2], "stage": "load"} for i in range(80)]
+    pinned = [{"prefix": i % 4, "replica": "ab"[(i % 4) // 2], "stage": "load"} for i in range(80)]
+    assert prefix_affinity(spread) == {"prefixes_seen": 4, "replicas": 2, "top_replica_share": 0.5}
+    assert prefix_affinity(pinned)["top_replica_share"] == 1.0
+    assert prefix_affinity([{"replica": "a"}]) is None, "a workload without shared prefixes says nothing"
+    engine = {**ROOMY, "prefix_caching": 1, "kv_cache_block_size": 16, "prompt_tokens_cached_share": 0.6}
+    results = {**CLIENT, "total_input_tokens": 10_000, "completed": 20}
+    four = SharedPrefix(256, 4)
+    (item,) = diagnose(results, engine, {}, SIX, four, affinity=prefix_affinity(spread)).missed
+    assert item["item"] == "prefix_aware_routing" and item["evidence"]["top_replica_share"] == 0.5
+    assert "50% on its most-used one" in item["explanation"]
+    assert diagnose(results, engine, {}, SIX, four, affinity=prefix_affinity(pinned)).missed == []
+    # One prefix for two replicas: nothing to route by.
+    assert diagnose(results, engine, {}, SIX, SharedPrefix(256, 1), affinity=prefix_affinity(spread)).missed == []

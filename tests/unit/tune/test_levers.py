@@ -72,3 +72,32 @@ def test_the_final_flags_as_a_compose_override_and_a_kubernetes_patch():
 def test_the_docs_table_is_the_catalogue():
     page = (REPO / PAGE).read_text()
     assert render(page) == page, "docs/guides/tune.md drifted from tune/levers.py: run `make generate`"
+
+
+def test_a_fleets_router_policy_and_replicas_are_levers_of_an_embedded_fleet_only():
+    from loadwatch.fleet.options import FleetOptions
+
+    two = FleetOptions(replicas=2)
+
+    def fleet_changes(limit: str, evidence: dict, config: Config = DEFAULTS, fleet: FleetOptions | None = two,
+                      missed: tuple[str, ...] = ()) -> list[tuple[str, str | None, str]]:
+        situation = Situation(evidence, list(missed), config, True, kv_cache_gib=1, fleet=fleet)
+        return [(c.flag, c.before, c.after) for _, c in applicable(limit, situation)]
+
+    assert fleet_changes("imbalance", {"replica_limit": "batch_slots"}) == [
+        ("--router-policy", "round_robin", "power_of_two")]
+    assert fleet_changes("outside_engine", {}, missed=("prefix_aware_routing",)) == [
+        ("--router-policy", "round_robin", "cache_aware")]
+    # Every replica at its own full batch: one more replica, and each one's own lever on every replica.
+    assert fleet_changes("replicas", {"replica_limit": "batch_slots", "max_num_seqs": 2,
+                                      "kv_cache_holds_requests": 100}, Config(("--max-num-seqs=2",))) == [
+        ("--replicas", "2", "3"), ("--max-num-seqs", "2", "8")]
+    # A fleet of your own is routed and scaled by you; a policy already taken is not proposed again.
+    assert fleet_changes("imbalance", {}, fleet=FleetOptions(replica=["a=http://x:1"])) == []
+    assert fleet_changes("imbalance", {}, fleet=FleetOptions(replicas=2, router_policy="power_of_two")) == []
+    adopted = Config(("--max-num-seqs=2",)).with_change(Change("--router-policy", "round_robin", "cache_aware"))
+    assert adopted.vllm_args == ("--max-num-seqs=2",) and adopted.fleet_options() == {"router_policy": "cache_aware"}
+    assert adopted.value("--router-policy") == "cache_aware"
+    assert adopted.with_change(Change("--max-num-seqs", "2", "8")).fleet == adopted.fleet
+    assert adopted.as_dict()["fleet"] == {"--router-policy": "cache_aware"}
+    assert "fleet" not in DEFAULTS.as_dict()

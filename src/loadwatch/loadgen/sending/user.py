@@ -351,6 +351,7 @@ class LLMUser(User):
             request_id=request_id,
             stage=self.process.state.stage_of(result.started_at),
             turn=prompt.turn,
+            prefix=prompt.prefix,
             cancelled=result.cancelled,
             cancelled_ttft=result.first_chunk,
             images=prompt.images,
