@@ -20,6 +20,7 @@ from loadwatch.experiment.pace import MIN_COMPLETED, Pace, too_few
 from loadwatch.experiment.server import ServerError, reset_prefix_cache, restart
 from loadwatch.experiment.spec import Arm, Experiment, ExperimentError, load
 from loadwatch.fleet.options import FleetOptions
+from loadwatch.fleet.routers import RouterError
 from loadwatch.interrupts import raise_if_interrupted
 from loadwatch.loadrun.locust import ENOUGH, INTERRUPTED, WATCH_SECONDS, LocustRun, enough
 from loadwatch.loadrun.stack import new_run_dir, on_stack, running
@@ -91,6 +92,11 @@ def experiment_command(options: ExperimentOptions, say) -> int:
     if options.fleet and options.fleet.replicas is not None and any(arm.target for arm in spec.arms.values()):
         say("error: --replicas starts a fleet for the arms that have no target: the arms with a target are "
             "servers of your own; run them in an experiment of their own")
+        return 2
+    alone = [name for name, arm in spec.arms.items() if arm.router_policy and arm.replicas is None
+             and (options.fleet is None or options.fleet.replicas is None)]
+    if alone:
+        say(f"error: arm {alone[0]} sets router_policy but starts no fleet: give it replicas, or --replicas N")
         return 2
     plan = cells_of.cells(spec)
     searched = spec.load.capacity
@@ -168,13 +174,15 @@ def run_arm(spec: Experiment, name: str, arm: Arm, cells: list[Cell], starts_lef
                 with open(arm_dir / "logs" / "restart.log", "a") as log:
                     restart(arm.restart, arm.target, arm.ready_timeout, log)
             vllm_args = engine_args(arm.vllm_args, spec.endpoints)
-            fleet = options.fleet.replicas if options.fleet else None
-            server = f"{fleet} embedded replicas, each" if fleet else "embedded engine"
+            fleet = arm_fleet(arm, options.fleet)
+            server = f"{fleet.replicas} embedded replicas behind {fleet.router_policy or 'the router'}, each" \
+                if fleet and fleet.replicas else "embedded engine"
             say(f"arm {name}, round {cells[0].repeat}: " + (f"target {arm.target}" if arm.target else
                                    f"{server} with {' '.join(vllm_args) or 'its defaults'}"))
             stack = arm_stack.enter_context(running(arm_dir, arm.target, vllm_args, say,
-                                                    dev_endpoints=spec.reset_prefix_cache, fleet=options.fleet))
-        except (ComponentError, ServerError) as exc:
+                                                    dev_endpoints=spec.reset_prefix_cache,
+                                                    fleet=arm_fleet(arm, options.fleet)))
+        except (ComponentError, ServerError, RouterError) as exc:
             return str(exc)
         api = PrometheusAPI(stack.url("prometheus"))
         target = arm.target or stack.target
@@ -197,6 +205,15 @@ def run_arm(spec: Experiment, name: str, arm: Arm, cells: list[Cell], starts_lef
             outcomes.append(outcome)
             progress.finish()
     return None
+
+
+def arm_fleet(arm: Arm, fleet: FleetOptions | None) -> FleetOptions | None:
+    """The fleet an arm runs on: the command line's, with the arm's own replicas and router policy."""
+    own = {key: value for key, value in (("replicas", arm.replicas), ("router_policy", arm.router_policy))
+           if value is not None}
+    if not own:
+        return fleet
+    return FleetOptions.model_validate({**(fleet.model_dump() if fleet else {}), **own})
 
 
 def reset_prefix_caches(stack: Stack, target: str) -> str | None:

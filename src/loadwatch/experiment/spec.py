@@ -43,12 +43,17 @@ class Arm(Strict):
     restart: str | None = Field(None, description="shell command run before this arm's cells (target arms): "
                                                   "it restarts the server with the arm's configuration")
     ready_timeout: float = Field(600.0, gt=0, description="seconds the target may take to answer after restart")
+    replicas: int | None = Field(None, ge=1, description="embedded vLLM replicas behind vllm-router for this arm, "
+                                                         "each with vllm_args (over the command line's --replicas)")
+    router_policy: str | None = Field(None, description="the embedded router's policy for this arm (round_robin, "
+                                                        "power_of_two, cache_aware, ...): needs replicas here or "
+                                                        "on the command line")
 
     @model_validator(mode="after")
     def _engine_or_target(self) -> Arm:
-        if self.target and self.vllm_args:
-            raise ValueError("vllm_args are for the embedded engine: an arm with a target configures its "
-                             "server itself (restart)")
+        if self.target and (self.vllm_args or self.replicas or self.router_policy):
+            raise ValueError("vllm_args, replicas and router_policy are for the embedded engine: an arm with a "
+                             "target configures its server itself (restart)")
         if self.restart and not self.target:
             raise ValueError("restart is for an arm with a target: the embedded engine restarts by itself")
         return self

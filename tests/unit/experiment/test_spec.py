@@ -48,8 +48,8 @@ load: {users: [0], duration: 4x}
         load(path)
     lines = str(caught.value).splitlines()
     assert lines == [
-        f"{path}:3: arms.external: vllm_args are for the embedded engine: an arm with a target configures its "
-        "server itself (restart)",
+        f"{path}:3: arms.external: vllm_args, replicas and router_policy are for the embedded engine: an arm "
+        "with a target configures its server itself (restart)",
         f"{path}:4: arms.local: restart is for an arm with a target: the embedded engine restarts by itself",
         f"{path}:7: workloads.bad.dataset: 'nope' is none of builtin, sharegpt, random, random-mm, "
         "prefix-repetition, agent, jsonl, sessions, trace",
@@ -154,3 +154,18 @@ def test_workloads_that_embed_and_generate_cannot_share_an_engine(tmp_path):
     embedding = mixed.replace("static: {dataset: agent, agent_prefix: static, max_tokens: 32, ignore_eos: true}",
                               "static: {dataset: random, endpoint: rerank}")
     assert load(write(tmp_path, embedding)).endpoints == {"embeddings", "rerank"}
+
+
+def test_an_arm_may_run_on_a_fleet_of_its_own_or_with_its_own_router_policy():
+    import pytest as _pytest
+
+    from loadwatch.experiment.command import arm_fleet
+    from loadwatch.experiment.spec import Arm
+    from loadwatch.fleet.options import FleetOptions
+
+    assert arm_fleet(Arm(), None) is None
+    assert arm_fleet(Arm(), FleetOptions(replicas=2)) == FleetOptions(replicas=2)
+    mine = arm_fleet(Arm(replicas=3, router_policy="cache_aware"), FleetOptions(replicas=2, router_arg=["--x"]))
+    assert (mine.replicas, mine.router_policy, mine.router_arg) == (3, "cache_aware", ["--x"])
+    with _pytest.raises(ValueError, match="router_policy are for the embedded engine"):
+        Arm(target="http://gpu:8000", router_policy="cache_aware")
