@@ -11,7 +11,7 @@ from loadwatch.credentials import CredentialError, read_secret, refused_on_comma
 from loadwatch.defaults import PORTS
 from loadwatch.grafana.annotate import AnnotateError, post_annotations
 from loadwatch.prometheus import PrometheusAPI, PrometheusError
-from loadwatch.report import explain
+from loadwatch.report import explain, gate
 from loadwatch.report.benchmark_report import FORMAT, benchmark_report, dump
 from loadwatch.report.build import ReportError, build_report, read_results, results_path
 from loadwatch.report.compare import compare, load_side
@@ -57,11 +57,17 @@ def _confidence(text: str) -> float:
 
 
 def compare_command(args: argparse.Namespace, say) -> int:
+    """The tables, then the gate: exit 3 when a gated metric got worse beyond doubt and beyond its margin."""
+    try:
+        rules = [] if args.no_gate else gate.parse(args.fail_on)
+    except gate.GateError as exc:
+        say(f"error: {exc}")
+        return 2
     try:
         text, rows = compare([load_side(spec) for spec in args.results], args.confidence)
-    except ReportError as exc:
+    except ReportError as exc:  # a run that cannot be read is bad input: the gate has nothing to stand on
         say(f"error: {exc}")
-        return 1
+        return 2
     print(text, flush=True)
     try:
         if args.markdown:
@@ -73,7 +79,14 @@ def compare_command(args: argparse.Namespace, say) -> int:
     except OSError as exc:
         say(f"error: cannot write {exc.filename}: {exc.strerror}")
         return 1
-    return 0
+    if not rules:
+        return 0
+    judgements = gate.judge(rules, rows)
+    for judgement in judgements:
+        say(judgement.line())
+    code = gate.exit_code(judgements)
+    say({0: "gate: passed", 1: "gate: cannot judge (exit 1)", 3: "gate: a regression beyond its margin (exit 3)"}[code])
+    return code
 
 
 def annotate(run: Path, grafana_url: str, token_file: Path | None, say) -> int:
@@ -130,6 +143,11 @@ def add_parsers(commands, say) -> None:
     comp.add_argument("--confidence", type=_confidence, default=0.95, help="of the intervals, 0.5 to 0.999 (0.95)")
     comp.add_argument("--json", type=Path, help='also write {"rows": [{"run", "metric", "change_pct", "ci_low", '
                                                 '"ci_high", "verdict", ...}]} to this file')
+    comp.add_argument("--fail-on", action="append", metavar="METRIC[=MARGIN%]",
+                      help="gate on this metric, repeatable: exit 3 when it got worse beyond doubt (its interval "
+                           "wholly on the worse side) and by more than the margin (none: any such change); default "
+                           + " ".join(f"--fail-on {rule}" for rule in gate.DEFAULT_FAIL_ON))
+    comp.add_argument("--no-gate", action="store_true", help="print the tables only, judging nothing (exit 0)")
     comp.set_defaults(handler=lambda args: compare_command(args, say))
 
     posting = commands.add_parser("annotate", help="post a run and its stages as Grafana annotations")

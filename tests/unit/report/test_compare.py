@@ -109,7 +109,7 @@ def test_the_command_prints_and_writes_markdown_and_json(tmp_path, capsys):
     write_results(tmp_path / "b.json", 3.0, 50.0)
     out, rows = tmp_path / "ab.md", tmp_path / "ab.json"
     assert main(["compare", f"base={tmp_path / 'a.json'}", str(tmp_path / "b.json"), "--markdown", str(out),
-                 "--json", str(rows)]) == 0
+                 "--json", str(rows), "--no-gate"]) == 0
     printed = capsys.readouterr().out
     assert "| req/s | 2.00 | 3.00 | +50.00% |" in printed
     assert out.read_text() in printed
@@ -120,7 +120,7 @@ def test_the_command_prints_and_writes_markdown_and_json(tmp_path, capsys):
 def test_a_broken_results_file_is_named_without_a_traceback(tmp_path, capsys):
     (tmp_path / "a.json").write_text("{not json")
     write_results(tmp_path / "b.json", 3.0, 50.0)
-    assert main(["compare", str(tmp_path / "a.json"), str(tmp_path / "b.json")]) == 1
+    assert main(["compare", str(tmp_path / "a.json"), str(tmp_path / "b.json")]) == 2
     assert "a.json is not a results JSON" in capsys.readouterr().out
 
 
@@ -128,6 +128,6 @@ def test_a_results_file_with_a_wrong_figure_is_named_without_a_traceback(tmp_pat
     broken = results(2.0, 100.0) | {"p99_ttft_ms": "fast"}
     (tmp_path / "a.json").write_text(json.dumps(broken))
     write_results(tmp_path / "b.json", 3.0, 50.0)
-    assert main(["compare", str(tmp_path / "a.json"), str(tmp_path / "b.json")]) == 1
+    assert main(["compare", str(tmp_path / "a.json"), str(tmp_path / "b.json")]) == 2
     out = capsys.readouterr().out
     assert "not a loadwatch results file" in out and "p99_ttft_ms" in out and "Traceback" not in out

@@ -1,0 +1,108 @@
+"""`loadwatch compare --fail-on`: a release gate on the change, not on an absolute SLO.
+
+A metric fails the gate when its change is worse beyond doubt (its interval lies wholly on the worse
+side of 0: the verdict `worse`) and beyond a practical margin (the change itself past the margin: a
+1 % regression that is certain is not worth failing a release on). A metric named without a margin
+fails on any change worse beyond doubt. A metric with no interval (one run a side for throughput; no
+records and one run a side for a latency) cannot be judged, and the gate says so rather than pass it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from loadwatch.metrics.results import LATENCY_KEYS, latency_key
+
+# The defaults, a user's first gate: the tail latencies users feel (p99 is noisier than the median,
+# and 10 % is a change users notice) and output throughput (a capacity loss of 5 % is paid for in
+# servers). Each a metric and the worst change it lets through, in %.
+DEFAULT_FAIL_ON = ("ttft_p99_ms=+10%", "tpot_p99_ms=+10%", "output_throughput=-5%")
+THROUGHPUTS = ("request_throughput", "output_throughput", "input_throughput")
+_MARGIN = re.compile(r"^([+-]?\d+(?:\.\d+)?)%?$")
+
+
+class GateError(ValueError):
+    """A --fail-on that names no metric compare measures, or a margin that is not a percentage."""
+
+
+@dataclass(frozen=True)
+class Rule:
+    key: str  # compare's key of the metric: p99_ttft_ms, output_throughput, ...
+    name: str  # as the user wrote it
+    margin: float | None  # % change allowed in the worse direction; None: any change beyond doubt fails
+    explicit: bool  # named by the user (a metric it cannot judge then fails the gate as incomplete)
+
+
+def _key(name: str) -> str:
+    """ttft_p99_ms (as --slo names it) or p99_ttft_ms (as results name it) -> p99_ttft_ms."""
+    if name in THROUGHPUTS or name in LATENCY_KEYS:
+        return name
+    parts = name.split("_")
+    if len(parts) == 3 and parts[2] == "ms" and latency_key(parts[0], parts[1]) in LATENCY_KEYS:
+        return latency_key(parts[0], parts[1])
+    known = ", ".join([*THROUGHPUTS, *(f"{k.split('_')[1]}_{k.split('_')[0]}_ms" for k in LATENCY_KEYS)])
+    raise GateError(f"--fail-on {name}: not a metric compare measures; one of {known}")
+
+
+def parse(items: list[str] | None) -> list[Rule]:
+    """The rules of --fail-on METRIC[=MARGIN%] (repeatable); the defaults where none is given."""
+    explicit = bool(items)
+    rules = []
+    for item in items or DEFAULT_FAIL_ON:
+        name, sep, margin = item.partition("=")
+        found = _MARGIN.match(margin.strip()) if sep else None
+        if sep and found is None:
+            raise GateError(f"--fail-on {item}: the margin is a percentage, e.g. {name}=+10%")
+        key = _key(name.strip())
+        value = abs(float(found.group(1))) if found else None
+        rules.append(Rule(key, name.strip(), value, explicit))
+    return rules
+
+
+@dataclass(frozen=True)
+class Judgement:
+    rule: Rule
+    run: str
+    base: str
+    row: dict | None  # compare's row for the metric, None where it has none
+
+    @property
+    def judged(self) -> bool:
+        return self.row is not None and self.row["verdict"] is not None
+
+    @property
+    def failed(self) -> bool:
+        if not self.judged:
+            return False
+        assert self.row is not None
+        change = self.row["change_pct"]
+        beyond = self.rule.margin is None or abs(change) > self.rule.margin
+        return self.row["verdict"] == "worse" and beyond
+
+    def line(self) -> str:
+        margin = "any change" if self.rule.margin is None else f"{self.rule.margin:g} %"
+        if not self.judged:
+            return (f"cannot judge {self.rule.name} of {self.run} against {self.base}: it has no interval (repeat "
+                    "each side 2 times or more, or keep the per-request records of single runs)")
+        assert self.row is not None
+        word = "FAIL" if self.failed else "ok"
+        return (f"{word}: {self.rule.name} of {self.run} {self.row['change_pct']:+.1f} % "
+                f"[{self.row['ci_low']:+.1f} %, {self.row['ci_high']:+.1f} %] against {self.base} "
+                f"({self.row['verdict']}; the gate lets {margin} worse through)")
+
+
+def judge(rules: list[Rule], rows: list[dict]) -> list[Judgement]:
+    """Each rule against each compared run's row of its metric."""
+    runs = list(dict.fromkeys((row["run"], row["base"]) for row in rows))
+    by = {(row["run"], row["metric"]): row for row in rows}
+    return [Judgement(rule, run, base, by.get((run, rule.key))) for run, base in runs for rule in rules]
+
+
+def exit_code(judgements: list[Judgement]) -> int:
+    """3: a metric failed; 1: a metric the user named, or every metric, could not be judged; else 0."""
+    if any(j.failed for j in judgements):
+        return 3
+    if any(not j.judged and j.rule.explicit for j in judgements) or not any(j.judged for j in judgements):
+        return 1
+    return 0
