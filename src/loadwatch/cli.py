@@ -151,7 +151,8 @@ def run_command(args: argparse.Namespace) -> int:
         locustfile=args.locustfile, target=args.target, webhook_url=args.webhook_url, users=args.users,
         spawn_rate=args.spawn_rate, run_time=args.run_time, slo=args.slo, metrics_port=args.metrics_port,
         out=Path(args.out), vllm_args=engine_args(args.vllm_args, {endpoint_of(args.passthrough)}),
-        grafana_url=args.grafana_url, locust_args=args.passthrough, fleet=fleet,
+        grafana_url=args.grafana_url, locust_args=args.passthrough, fleet=fleet, history=args.history,
+        label=args.label,
     ), say)
 
 
@@ -301,6 +302,9 @@ def parser(light: bool = False) -> argparse.ArgumentParser:
                      help="extra flag for the embedded vllm serve, repeatable")
     run.add_argument("--grafana-url", help="post the run's annotations to this Grafana at the end "
                                            "(token from $GRAFANA_TOKEN)")
+    run.add_argument("--history", type=Path, help="add the run to this history (SQLite, created on first use): "
+                                                   "`loadwatch history PATH` draws it, --gate judges the newest")
+    run.add_argument("--label", help="the run's name in the history, e.g. a commit or a release")
     add_model_options(run, FleetOptions)
     run.set_defaults(handler=run_command)
     search = commands.add_parser("capacity", help="the most load a server sustains within --slo, and the limit "

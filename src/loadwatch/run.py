@@ -12,7 +12,7 @@ from loadwatch.loadrun.locust import INTERRUPTED, Load, LocustRun
 from loadwatch.loadrun.stack import new_run_dir, running
 from loadwatch.prometheus import PrometheusAPI
 from loadwatch.report.build import ReportError
-from loadwatch.report.commands import annotate, write_report
+from loadwatch.report.commands import annotate, history_add, write_report
 from loadwatch.stack.settings import StackSettings
 
 STOP_TIMEOUT = 60.0  # seconds an interrupted run's requests get to finish
@@ -33,6 +33,8 @@ class RunOptions:
     grafana_url: str | None = None
     locust_args: list[str] = field(default_factory=list)  # after `--`
     fleet: FleetOptions | None = None
+    history: Path | None = None  # the history the run is added to once written
+    label: str | None = None  # its name there (a commit, a release)
 
 
 def headless_run(options: RunOptions, say) -> int:
@@ -57,6 +59,9 @@ def headless_run(options: RunOptions, say) -> int:
             say("interrupted again: no report; stopping everything")
     if (run_dir / "results.json").exists():
         say(f"results: {run_dir}/results.json and results.txt; Prometheus data in {run_dir}/prometheus-data")
+        if options.history is not None and code != INTERRUPTED and history_add(options.history, run_dir,
+                                                                                options.label, say) != 0:
+            code = code or 1  # the run stands; its place in the history is missing
     return code
 
 

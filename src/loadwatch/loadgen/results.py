@@ -7,6 +7,7 @@ import logging
 import subprocess
 import sys
 import time
+from importlib.metadata import version
 from pathlib import Path
 
 from loadwatch.atomic import write_atomically
@@ -50,7 +51,8 @@ def _results(process: Process, partial: bool = False) -> tuple[Results, list[Ver
     ended_at = state.stopped_at or time.time()
     price = settings.price_per_hour * settings.gpus if settings.price_per_hour is not None else None
     result = Results.model_validate({
-        "run_id": state.run_id, "target": state.target, **figures,
+        "run_id": state.run_id, "target": state.target, "users": state.users,
+        "loadwatch_version": version("loadwatch"), **figures,
         # Wall clock, warm-up included: the window a report reads from Prometheus.
         "started_at": state.started_at, "ended_at": ended_at,
         "warmup_requests": state.recorder.warmup_finished, "partial": partial,

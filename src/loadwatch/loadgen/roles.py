@@ -109,7 +109,8 @@ class Summing(Role):
         process, settings = self.process, self.process.settings
         process.tickets = Tickets(settings.num_requests, settings.warmup_requests) if process.counted() else None
         process.quota = Quota(process.tickets, settings.warmup_seconds)
-        process.state.start(self.environment.host or "", settings.warmup_requests, settings.warmup_seconds)
+        process.state.start(self.environment.host or "", settings.warmup_requests, settings.warmup_seconds,
+                            getattr(self.environment.parsed_options, "num_users", None))
         self.keeper.start()
 
     def on_test_stop(self, **_kwargs) -> None:

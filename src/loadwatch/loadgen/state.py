@@ -40,6 +40,7 @@ class RunState:
         self.target = redact_url(target)  # the run_info label and the results: never its credentials
         self.replica = replica
         self.run_id = new_run_id()
+        self.users: int | None = None  # Locust's user count as the run started (-u, or the web UI's)
         self.phase = Phase.IDLE
         self.recorder = Recorder()
         self.worker_in_flight: dict[str, list] = {}
@@ -58,8 +59,9 @@ class RunState:
         self.default_stage = "load"  # the stage of a run without a shape (--stage-name)
         self.run_name = ""  # the start of each run_id (--run-name)
 
-    def start(self, target: str, warmup_requests: int, warmup_seconds: float) -> None:
+    def start(self, target: str, warmup_requests: int, warmup_seconds: float, users: int | None = None) -> None:
         # Prometheus series stay monotonic across runs of one process; the summary starts afresh.
+        self.users = users
         self.target = redact_url(target)
         self.run_id = new_run_id(self.run_name)
         self.phase = Phase.RUNNING

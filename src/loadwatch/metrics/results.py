@@ -105,6 +105,8 @@ class Replica(Figures):
 class Results(Figures):
     run_id: str
     target: str | None = None
+    users: int | None = None  # Locust's user count as the run started: part of what makes runs comparable
+    loadwatch_version: str | None = None  # of the load generator that measured it
     partial: bool = False  # a checkpoint written during the run, not its end
     # Workers whose last report never came (loadgen/workers.py): each with its host, when it was last
     # heard and how many of its requests' outcomes are unknown; never counted as successes.

@@ -11,12 +11,13 @@ from loadwatch.credentials import CredentialError, read_secret, refused_on_comma
 from loadwatch.defaults import PORTS
 from loadwatch.grafana.annotate import AnnotateError, post_annotations
 from loadwatch.prometheus import PrometheusAPI, PrometheusError
-from loadwatch.report import explain, gate
+from loadwatch.report import explain, gate, history_page
 from loadwatch.report.benchmark_report import FORMAT, benchmark_report, dump
 from loadwatch.report.build import ReportError, build_report, read_results, results_path
 from loadwatch.report.compare import compare, load_side
 from loadwatch.report.engine import SETTLE_SECONDS
 from loadwatch.report.exact import records_of
+from loadwatch.report.history import History, HistoryError, shift
 from loadwatch.stack.readback import DATA, data_of, prometheus_on
 
 
@@ -127,6 +128,75 @@ def export_command(args: argparse.Namespace, say) -> int:
     return 0
 
 
+def history_add(history_path: Path, run: Path, label: str | None, say) -> int:
+    """Add a run to a history (created on first use)."""
+    try:
+        history = History(history_path, create=True)
+        try:
+            entry, added = history.add(results_path(run), label)
+            group = history.entries(entry.key)
+        finally:
+            history.close()
+    except (HistoryError, ReportError) as exc:
+        say(f"error: {exc}")
+        return 2
+    say(f"{'added' if added else 'already in the history'}: {entry.label} ({entry.run_id}) to {history_path}, "
+        f"with {len(group) - 1} comparable runs before it (group {entry.key})")
+    return 0
+
+
+def history_command(args: argparse.Namespace, say) -> int:
+    """`history add RUN --history PATH`, or `history PATH`: its page, and with --gate its newest run judged."""
+    if args.items[0] == "add":
+        if len(args.items) != 2:
+            say("error: history add takes one run: loadwatch history add RUN --history PATH")
+            return 2
+        return history_add(args.history, Path(args.items[1]), args.label, say)
+    if len(args.items) != 1:
+        say("error: loadwatch history PATH (a history file), or loadwatch history add RUN --history PATH")
+        return 2
+    path = Path(args.items[0])
+    try:
+        rules = gate.parse(args.fail_on) if args.gate else []
+        history = History(path)
+    except (gate.GateError, HistoryError) as exc:
+        say(f"error: {exc}")
+        return 2
+    try:
+        page = history_page.write(history, args.output or path.with_suffix(".html"))
+        say(f"history page written to {page}")
+        if not args.gate:
+            return 0
+        entries = history.entries()
+        newest = max(entries, key=lambda e: e.started_at)
+        group = history.entries(newest.key)
+        before = [e for e in group if e.id != newest.id and e.started_at <= newest.started_at]
+        others = len(entries) - len(group)
+        if others:
+            say(f"{others} runs of other workloads, loads, models or versions are not compared with {newest.label}")
+        rows = []
+        for rule in rules:
+            moved = shift(before, newest, rule.key)
+            rows.append({"run": newest.label, "base": f"{len(before)} comparable runs before it", "metric": rule.key,
+                         "change_pct": moved.change_pct if moved else None, "ci_low": moved.ci_low if moved else None,
+                         "ci_high": moved.ci_high if moved else None, "verdict": moved.verdict if moved else None})
+        judgements = gate.judge(rules, rows)
+        for judgement in judgements:
+            say(judgement.line())
+        code = gate.exit_code(judgements)
+        say({0: "gate: passed", 1: "gate: cannot judge (exit 1)",
+             3: "gate: a regression beyond its margin (exit 3)"}[code])
+        return code
+    except ValueError as exc:  # an empty history: nothing to draw or judge
+        say(f"error: {exc}")
+        return 2
+    except OSError as exc:
+        say(f"error: cannot write {exc.filename}: {exc.strerror}")
+        return 1
+    finally:
+        history.close()
+
+
 def add_parsers(commands, say) -> None:
     report = commands.add_parser("report", help="Markdown, JSON and a plot of a finished run, from Prometheus")
     report.add_argument("run", type=Path, help="a run folder of `loadwatch run`, or a results JSON")
@@ -158,6 +228,20 @@ def add_parsers(commands, say) -> None:
     posting.add_argument("--token", help=argparse.SUPPRESS, action=refused_on_command_line(
         "Put the token in $GRAFANA_TOKEN, or in a file named by --token-file or $GRAFANA_TOKEN_FILE."))
     posting.set_defaults(handler=lambda args: annotate(args.run, args.grafana_url, args.token_file, say))
+
+    past = commands.add_parser("history", help="a history of runs (SQLite): `history add RUN --history PATH` "
+                                               "adds one; `history PATH` writes its page, --gate judges the newest")
+    past.add_argument("items", nargs="+", metavar="PATH | add RUN", help="a history file, or `add` and a run folder "
+                                                                     "or results JSON")
+    past.add_argument("--history", type=Path, default=Path("history.db"),
+                      help="with add: the history file, created on first use (default history.db)")
+    past.add_argument("--label", help="with add: the run's name on the page, e.g. a commit or a release")
+    past.add_argument("-o", "--output", type=Path, help="the page to write; default: the history's name with .html")
+    past.add_argument("--gate", action="store_true", help="judge the newest run against the comparable runs before "
+                                                         "it: exit 3 on a regression beyond its margin, as compare")
+    past.add_argument("--fail-on", action="append", metavar="METRIC[=MARGIN%]",
+                      help="with --gate, as compare's (the same defaults)")
+    past.set_defaults(handler=lambda args: history_command(args, say))
 
     export = commands.add_parser("export", help="a run in another tool's format: --format br0.2, the Benchmark "
                                                 "Report v0.2 of llm-d-benchmark and inference-perf")

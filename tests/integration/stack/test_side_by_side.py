@@ -13,6 +13,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from loadwatch.report.history import History
 from tests.conftest import get
 
 pytestmark = [pytest.mark.needs("prometheus"), pytest.mark.needs("prometheus-alertmanager")]
@@ -72,7 +73,9 @@ def test_two_runs_begun_together_with_default_ports_both_complete_and_a_third_fo
     runs = []
     try:
         for folder in folders[:2]:
-            runs.append(subprocess.Popen([*CLI, "run", "--target", fake_server().url, "-u", "2", "-t", "12s"],
+            # Both add their run to one history, as a team's CI jobs share one file.
+            runs.append(subprocess.Popen([*CLI, "run", "--target", fake_server().url, "-u", "2", "-t", "12s",
+                                          "--history", str(tmp_path / "team.db"), "--label", folder.name],
                                          cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                          env=env))
             time.sleep(1)  # the second chooses its ports before the first one's Locust binds its own
@@ -88,9 +91,14 @@ def test_two_runs_begun_together_with_default_ports_both_complete_and_a_third_fo
             assert run.returncode == 0, output
             results = json.loads(next((folder / "runs").glob("*/results.json")).read_text())
             assert results["completed"] > 0 and results["failed"] == 0, results
+            assert results["users"] == 2 and results["loadwatch_version"], results
+            assert f"added: {folder.name} (" in output, output
         client_ports = [line.rsplit(":", 1)[1].split("/")[0] for output in outputs for line in output.splitlines()
                         if "load generator metrics:" in line]
         assert len(set(client_ports)) == 2, client_ports
+        history = History(tmp_path / "team.db")
+        assert sorted(e.label for e in history.entries()) == ["alice", "bob"]
+        history.close()
     finally:
         for run in runs:
             if run.poll() is None:
