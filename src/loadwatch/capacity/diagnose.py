@@ -40,7 +40,6 @@ LIMITS = {
     "outside_engine": "outside the engine: most of the client's TTFT is spent before the engine sees the request",
     "imbalance": "a fleet's routing: a replica's requests wait for room while another replica has none waiting",
     "replicas": "every replica of the fleet at its own limit: more replicas, or each one tuned",
-    "router": "a fleet's router: most of the client's TTFT is spent before any replica sees the request",
     "load_generator": "the load generator itself: a Locust process could not keep up",
     "slo_only": "SLO only: the target exports no vLLM metrics, so only the client's side is known",
 }
@@ -100,12 +99,12 @@ def _fleet(results: dict, engine: dict, limit: str, evidence: dict,
            replicas: dict[str, ReplicaState]) -> tuple[str, dict]:
     """A fleet's limit. Its busiest replica's own limit comes from its own peaks: one replica out of
     room while another has some is the routing's doing (imbalance); all of them out of room is the
-    replicas' own limit, evenly; the client's time lost before any replica is the router's."""
+    replicas' own limit, evenly. Time lost outside the engines stays `outside_engine`: vllm-router
+    0.1.17 exports no latency of its own, so the router cannot be told from the replicas' API servers,
+    the network or the client."""
     each = {name: {key: state.peaks.get(key) for key in ("requests_waiting_peak", "requests_running_peak",
                                                          "kv_cache_usage_peak")}
             for name, state in sorted(replicas.items())}
-    if limit == "outside_engine":
-        return "router", {**evidence, "replicas": each}
     queueing = sorted(name for name, state in replicas.items() if waiting_for_capacity(state.peaks))
     if not queueing:
         return limit, {**evidence, "replicas": each}  # compute, each replica's: nothing waits for room

@@ -173,8 +173,6 @@ NO_LEVER = {
     "load_generator": "the load generator could not keep up: run more Locust processes (--processes) or hosts; "
                       "no engine flag helps",
     "slo_only": "the target exports no vLLM metrics, so what binds is unknown: give the sidecar its /metrics",
-    "router": "most of the time is spent before any replica sees a request: the router, or the network to it; "
-              "no engine flag helps",
 }
 
 

@@ -168,7 +168,7 @@ def test_a_fleet_with_one_replica_queueing_while_another_has_room_is_imbalance_w
     assert evidence["replicas"]["b"]["requests_waiting_peak"] == 6.0
 
 
-def test_a_fleet_queueing_everywhere_is_replicas_and_time_lost_before_them_is_the_routers():
+def test_a_fleet_queueing_everywhere_is_replicas_and_time_lost_outside_the_engines_stays_outside_engine():
     from loadwatch.capacity.diagnose import ReplicaState
 
     both = {"a": ReplicaState(peaks(3.0, 6.0), SIX), "b": ReplicaState(peaks(5.0, 6.0), SIX)}
@@ -176,7 +176,7 @@ def test_a_fleet_queueing_everywhere_is_replicas_and_time_lost_before_them_is_th
     assert (diagnosis.limit, diagnosis.evidence["replica_limit"]) == ("replicas", "batch_slots")
     idle = {name: ReplicaState(peaks(0.0, 1.0)) for name in ("a", "b")}
     slow_router = diagnose(CLIENT, {**IDLE_QUEUE, "engine_mean_ttft_ms": 100.0}, {}, SIX, replicas=idle)
-    assert slow_router.limit == "router"
+    assert slow_router.limit == "outside_engine" and set(slow_router.evidence["replicas"]) == {"a", "b"}
     one = diagnose(CLIENT, ROOMY, {}, SIX, replicas={"a": ReplicaState(peaks(12.0, 6.0), SIX)})
     assert one.limit == "batch_slots", "one target is no fleet"
 
