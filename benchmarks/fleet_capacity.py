@@ -32,7 +32,8 @@ PREFIX = ["--", "--dataset", "prefix-repetition", "--num-prefixes", "4", "--pref
 def loadwatch(folder: Path, *args: str) -> tuple[Path, float]:
     """A loadwatch command in its own stack home; its run folder and the time it took."""
     started = time.monotonic()
-    done = subprocess.run([*CLI, *args, "--out", str(folder / "runs")], capture_output=True, text=True,
+    command, *rest = args  # --out before the options after `--`, which are Locust's
+    done = subprocess.run([*CLI, command, "--out", str(folder / "runs"), *rest], capture_output=True, text=True,
                           env={**os.environ, "LOADWATCH_STACK_HOME": str(folder / "home")})
     if done.returncode not in (0, 1):
         sys.exit(done.stdout[-4000:] + done.stderr[-2000:])
