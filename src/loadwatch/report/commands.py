@@ -82,12 +82,7 @@ def compare_command(args: argparse.Namespace, say) -> int:
         return 1
     if not rules:
         return 0
-    judgements = gate.judge(rules, rows)
-    for judgement in judgements:
-        say(judgement.line())
-    code = gate.exit_code(judgements)
-    say({0: "gate: passed", 1: "gate: cannot judge (exit 1)", 3: "gate: a regression beyond its margin (exit 3)"}[code])
-    return code
+    return gate.verdict(gate.judge(rules, rows), say)
 
 
 def annotate(run: Path, grafana_url: str, token_file: Path | None, say) -> int:
@@ -180,13 +175,7 @@ def history_command(args: argparse.Namespace, say) -> int:
             rows.append({"run": newest.label, "base": f"{len(before)} comparable runs before it", "metric": rule.key,
                          "change_pct": moved.change_pct if moved else None, "ci_low": moved.ci_low if moved else None,
                          "ci_high": moved.ci_high if moved else None, "verdict": moved.verdict if moved else None})
-        judgements = gate.judge(rules, rows)
-        for judgement in judgements:
-            say(judgement.line())
-        code = gate.exit_code(judgements)
-        say({0: "gate: passed", 1: "gate: cannot judge (exit 1)",
-             3: "gate: a regression beyond its margin (exit 3)"}[code])
-        return code
+        return gate.verdict(gate.judge(rules, rows), say)
     except ValueError as exc:  # an empty history: nothing to draw or judge
         say(f"error: {exc}")
         return 2

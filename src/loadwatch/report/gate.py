@@ -106,3 +106,12 @@ def exit_code(judgements: list[Judgement]) -> int:
     if any(not j.judged and j.rule.explicit for j in judgements) or not any(j.judged for j in judgements):
         return 1
     return 0
+
+
+def verdict(judgements: list[Judgement], say) -> int:
+    """Each judgement's line, then the gate's: its exit code."""
+    for judgement in judgements:
+        say(judgement.line())
+    code = exit_code(judgements)
+    say({0: "gate: passed", 1: "gate: cannot judge (exit 1)", 3: "gate: a regression beyond its margin (exit 3)"}[code])
+    return code
