@@ -6,7 +6,7 @@ loadwatch's version) and, per metric, its value and its own interval (a bootstra
 requests, where it kept its records). A run is judged against the comparable runs before it: their
 values are the observations of run-to-run noise, and the newest is different beyond doubt where the
 whole interval of its change lies outside what that noise predicts for one more run (a prediction
-interval on the logs: `exp(y - m ± t·s·sqrt(1 + 1/n)) - 1`). It needs two earlier runs at least.
+interval on the logs: `exp(y - m ± t·s·sqrt(1 + 1/n)) - 1`). It needs three earlier runs at least.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ WORKLOAD_OPTIONS = ("dataset", "dataset_path", "input_len", "output_len", "max_t
                     "num_prefixes", "suffix_len", "system_len", "turn_len", "turns", "ignore_eos", "temperature",
                     "endpoint", "extra_body", "images_per_request", "image_size", "agent_prefix", "tools",
                     "request_rate", "burstiness", "shape", "max_concurrency", "think_time", "cancel_ratio", "model")
-MIN_BEFORE = 2  # earlier comparable runs needed to know the noise
+MIN_BEFORE = 3  # earlier comparable runs needed to know the noise: the spread of two is too rough a guess
 CONFIDENCE = 0.95
 
 

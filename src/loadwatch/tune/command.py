@@ -134,12 +134,14 @@ def tune(capacity: CapacityOptions, options: TuneOptions, template: LocustRun, t
             if options.max_steps is not None and step >= options.max_steps:
                 doc["stopped"] = f"--max-steps ({options.max_steps}) reached"
                 break
-            if result["limit"] in NO_LEVER:
-                doc["stopped"] = f"the limit is {result['limit']}: {NO_LEVER[result['limit']]}"
-                break
             situation = Situation(result["evidence"], [m["item"] for m in result.get("missed") or []], current,
                                   embedded=target is None, kv_cache_gib=EngineSettings().kv_cache_gib, fleet=fleet)
             levers = applicable(result["limit"], situation)
+            # A limit no flag relieves ends tune, unless the run missed something a lever gives back
+            # (prefix caching, prefix-aware routing): that is tried first.
+            if result["limit"] in NO_LEVER and not levers:
+                doc["stopped"] = f"the limit is {result['limit']}: {NO_LEVER[result['limit']]}"
+                break
             level = where_it_broke(result)
             if not levers:
                 doc["stopped"] = f"no lever of the catalogue applies to the limit {result['limit']} any more"
