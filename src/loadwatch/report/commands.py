@@ -14,6 +14,7 @@ from loadwatch.prometheus import PrometheusAPI, PrometheusError
 from loadwatch.report import explain, gate, history_page
 from loadwatch.report.benchmark_report import FORMAT, benchmark_report, dump
 from loadwatch.report.build import ReportError, build_report, read_results, results_path
+from loadwatch.report.comparable import differences
 from loadwatch.report.compare import compare, load_side
 from loadwatch.report.engine import SETTLE_SECONDS
 from loadwatch.report.exact import records_of
@@ -65,10 +66,20 @@ def compare_command(args: argparse.Namespace, say) -> int:
         say(f"error: {exc}")
         return 2
     try:
-        text, rows = compare([load_side(spec) for spec in args.results], args.confidence)
+        sides = [load_side(spec) for spec in args.results]
+        text, rows = compare(sides, args.confidence)
     except ReportError as exc:  # a run that cannot be read is bad input: the gate has nothing to stand on
         say(f"error: {exc}")
         return 2
+    runs = {f"{side.name}[{i + 1}]" if len(side.runs) > 1 else side.name: run.results
+            for side in sides for i, run in enumerate(side.runs)}
+    unlike = differences(runs)
+    if unlike and rules:
+        say("error: the runs are not comparable, so a gate on them would judge the workload, not the server: "
+            + "; ".join(unlike) + " (--no-gate prints the tables anyway)")
+        return 2
+    if unlike:
+        say("note: the runs differ in what they sent: " + "; ".join(unlike))
     print(text, flush=True)
     try:
         if args.markdown:

@@ -23,7 +23,8 @@ import numpy as np
 from scipy import stats
 
 from loadwatch.metrics import bootstrap
-from loadwatch.metrics.results import Results, latency_key
+from loadwatch.metrics.results import latency_key
+from loadwatch.report.comparable import comparable_key
 from loadwatch.report.compare import Run, load_run
 from loadwatch.report.gate import THROUGHPUTS
 
@@ -31,27 +32,12 @@ SCHEMA = 1  # of the file; a file of a newer one is refused, never rewritten
 # What a history keeps of each run: the figures a gate can name.
 LATENCIES = [(metric, stat) for metric in ("ttft", "tpot", "itl", "e2el") for stat in ("median", "p90", "p99")]
 METRICS = [*THROUGHPUTS, *(latency_key(m, s) for m, s in LATENCIES)]
-# The options that make two runs comparable: what was sent and how fast (the rest, such as files
-# written or ports, changes nothing measured).
-WORKLOAD_OPTIONS = ("dataset", "dataset_path", "input_len", "output_len", "max_tokens", "range_ratio", "prefix_len",
-                    "num_prefixes", "suffix_len", "system_len", "turn_len", "turns", "ignore_eos", "temperature",
-                    "endpoint", "extra_body", "images_per_request", "image_size", "agent_prefix", "tools",
-                    "request_rate", "burstiness", "shape", "max_concurrency", "think_time", "cancel_ratio", "model")
 MIN_BEFORE = 3  # earlier comparable runs needed to know the noise: the spread of two is too rough a guess
 CONFIDENCE = 0.95
 
 
 class HistoryError(Exception):
     """A history that cannot be read or written as asked; the message says why."""
-
-
-def comparable_key(results: Results) -> dict:
-    """What a run must share with another to be compared with it."""
-    options = results.options
-    models = sorted({name.rsplit(" (", 1)[1].rstrip(")") for name in results.scenarios if " (" in name})
-    version_ = results.loadwatch_version or "unknown"
-    return {"workload": {k: options.get(k) for k in WORKLOAD_OPTIONS if options.get(k) not in (None, "", [], {})},
-            "users": results.users, "models": models, "loadwatch": ".".join(version_.split(".")[:2])}
 
 
 def key_id(key: dict) -> str:

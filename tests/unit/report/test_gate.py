@@ -77,3 +77,18 @@ def test_repeats_gate_the_throughput_over_the_runs(tmp_path):
     sides = [f"before={','.join(map(str, before))}", f"after={','.join(map(str, after))}"]
     assert compare(*sides, "--fail-on", "output_throughput=-5%") == 3
     assert compare(*sides, "--fail-on", "output_throughput=-25%") == 0
+
+
+def test_runs_of_different_workloads_are_not_gated_and_are_said_different(tmp_path, capsys):
+    import json
+
+    a = write_results(tmp_path / "a.json", 1.0, 100.0)
+    b = write_results(tmp_path / "b.json", 1.0, 100.0)
+    for path, dataset, users in ((a, "random", 4), (b, "sharegpt", 8)):
+        path.write_text(json.dumps(json.loads(path.read_text()) | {"options": {"dataset": dataset}, "users": users}))
+    assert compare(str(a), str(b)) == 2
+    said = capsys.readouterr().out
+    assert "the runs are not comparable" in said and "workload dataset random -> sharegpt" in said
+    assert "users 4 -> 8" in said
+    assert compare(str(a), str(b), "--no-gate") == 0
+    assert "note: the runs differ in what they sent" in capsys.readouterr().out
