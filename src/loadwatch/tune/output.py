@@ -1,7 +1,8 @@
 """What tune leaves in its run folder: tune.json (DESIGN.md's contract), report.md and report.html
 with the Tuning section, and the final configuration three ways: a command line, a compose override
-(with the .env line for docker-compose.yml's VLLM_EXTRA_ARGS) and a Kubernetes patch of the shipped
-vLLM Deployment."""
+(with the .env line for docker-compose.yml's VLLM_EXTRA_ARGS, and a fleet's ROUTER_POLICY) and a
+Kubernetes patch of the shipped vLLM Deployment (with a fleet's replicas), and of the fleet's router
+for its policy."""
 
 from __future__ import annotations
 
@@ -17,6 +18,9 @@ from loadwatch.report.page import markdown_html, write_page
 from loadwatch.tune.config import Config
 
 COMPOSE, ENV, PATCH = "tuned.compose.yml", "tuned.env", "tuned-patch.yaml"
+ROUTER_PATCH = "tuned-router-patch.yaml"  # a fleet's: deploy/kubernetes/components/fleet's router
+# Where components/fleet/router.yaml's router container has its --policy (a test keeps them in step).
+POLICY_ARG = 4
 
 
 def capacity_of(result: dict | None) -> dict | None:
@@ -53,7 +57,20 @@ def kubernetes_patch(config: Config) -> str:
                        for arg in config.vllm_args]
     ops += [{"op": "add", "path": "/spec/template/spec/containers/0/env/-", "value": {"name": name, "value": value}}
             for name, value in config.env]
+    if "replicas" in config.fleet_options():  # a fleet's: the Deployment's replicas
+        ops.append({"op": "replace", "path": "/spec/replicas", "value": int(config.fleet_options()["replicas"])})
     return yaml.safe_dump(ops, sort_keys=False)
+
+
+def router_patch(config: Config) -> str | None:
+    """A JSON 6902 patch of the fleet component's vllm-router Deployment: its --policy. None where the
+    configuration keeps the router's."""
+    policy = config.fleet_options().get("router_policy")
+    if policy is None:
+        return None
+    args = "/spec/template/spec/containers/0/args"
+    return yaml.safe_dump([{"op": "test", "path": f"{args}/{POLICY_ARG}", "value": "--policy"},
+                           {"op": "replace", "path": f"{args}/{POLICY_ARG + 1}", "value": policy}], sort_keys=False)
 
 
 def _capacity_words(capacity: dict | None) -> str:
@@ -96,7 +113,9 @@ def markdown(doc: dict) -> str:
                      "(loadwatch's fleet options; the router's --policy), each replica with the flags above.", ""]
                     if final.get("fleet") else []),
                   f"The same as a compose override ({COMPOSE}, with {ENV} in .env) and a Kubernetes patch of the "
-                  f"vLLM Deployment ({PATCH}) in this folder."]
+                  f"vLLM Deployment ({PATCH}) in this folder"
+                  + (f"; the router's policy as a patch of the fleet's vllm-router Deployment ({ROUTER_PATCH})."
+                     if final.get("fleet", {}).get("--router-policy") else ".")]
     if doc.get("stopped"):
         lines += ["", f"Tune stopped: {doc['stopped']}."]
     return "\n".join(lines) + "\n"
@@ -109,5 +128,9 @@ def write(run_dir: Path, doc: dict, config: Config) -> None:
     write_atomically(run_dir / "report.md", text)
     write_page(run_dir / "report.html", "loadwatch tune report", markdown_html(text, run_dir), [])
     write_atomically(run_dir / COMPOSE, compose_override(config))
-    write_atomically(run_dir / ENV, f"VLLM_EXTRA_ARGS={shlex.quote(shlex.join(config.vllm_args))}\n")
+    policy = config.fleet_options().get("router_policy")
+    write_atomically(run_dir / ENV, f"VLLM_EXTRA_ARGS={shlex.quote(shlex.join(config.vllm_args))}\n"
+                     + (f"ROUTER_POLICY={policy}\n" if policy else ""))  # docker-compose.fleet.yml's
     write_atomically(run_dir / PATCH, kubernetes_patch(config))
+    if (router := router_patch(config)) is not None:
+        write_atomically(run_dir / ROUTER_PATCH, router)

@@ -6,7 +6,7 @@ import yaml
 from loadwatch.tune.__main__ import PAGE, render
 from loadwatch.tune.config import Change, Config
 from loadwatch.tune.levers import NO_LEVER, Situation, applicable
-from loadwatch.tune.output import compose_override, kubernetes_patch
+from loadwatch.tune.output import compose_override, kubernetes_patch, router_patch
 from tests.conftest import REPO
 
 DEFAULTS = Config()
@@ -101,3 +101,19 @@ def test_a_fleets_router_policy_and_replicas_are_levers_of_an_embedded_fleet_onl
     assert adopted.with_change(Change("--max-num-seqs", "2", "8")).fleet == adopted.fleet
     assert adopted.as_dict()["fleet"] == {"--router-policy": "cache_aware"}
     assert "fleet" not in DEFAULTS.as_dict()
+
+
+def test_a_fleets_final_configuration_patches_the_router_and_the_replicas_of_the_shipped_manifests():
+    config = Config(("--max-num-seqs=8",), (), (("--replicas", "3"), ("--router-policy", "power_of_two")))
+    assert yaml.safe_load(kubernetes_patch(config))[-1] == {"op": "replace", "path": "/spec/replicas", "value": 3}
+    router = next(d for d in yaml.safe_load_all((REPO / "deploy/kubernetes/components/fleet/router.yaml").read_text())
+                  if d["kind"] == "Deployment")
+    args = router["spec"]["template"]["spec"]["containers"][0]["args"]
+    for op in yaml.safe_load(router_patch(config)):  # JSON 6902, applied as kustomize would
+        index = int(op["path"].rsplit("/", 1)[1])
+        if op["op"] == "test":
+            assert args[index] == op["value"], "the patch's place of --policy drifted from router.yaml"
+        else:
+            args[index] = op["value"]
+    assert args[args.index("--policy") + 1] == "power_of_two"
+    assert router_patch(Config(("--max-num-seqs=8",))) is None
