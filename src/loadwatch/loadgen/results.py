@@ -20,6 +20,7 @@ from loadwatch.metrics.summary import format_block, replica_figures, summarize
 from loadwatch.settings import LoadSettings
 
 log = logging.getLogger(__name__)
+VERSION = version("loadwatch")  # of the load generator, in every results file and checkpoint
 SLO_EXIT_CODE = 3
 BAD_INPUT_EXIT_CODE = 2  # docs/reference/exit-codes-and-ports.md: as argparse exits on a malformed command line
 INCOMPLETE_EXIT_CODE = 1  # a worker was lost: requests went out whose outcomes nobody knows
@@ -52,7 +53,7 @@ def _results(process: Process, partial: bool = False) -> tuple[Results, list[Ver
     price = settings.price_per_hour * settings.gpus if settings.price_per_hour is not None else None
     result = Results.model_validate({
         "run_id": state.run_id, "target": state.target, "users": state.users,
-        "loadwatch_version": version("loadwatch"), **figures,
+        "loadwatch_version": VERSION, **figures,
         # Wall clock, warm-up included: the window a report reads from Prometheus.
         "started_at": state.started_at, "ended_at": ended_at,
         "warmup_requests": state.recorder.warmup_finished, "partial": partial,

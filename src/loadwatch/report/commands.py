@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import asdict
 from pathlib import Path
 
 from loadwatch.atomic import write_atomically
 from loadwatch.credentials import CredentialError, read_secret, refused_on_command_line
 from loadwatch.defaults import PORTS
 from loadwatch.grafana.annotate import AnnotateError, post_annotations
+from loadwatch.metrics.bootstrap import Change
 from loadwatch.prometheus import PrometheusAPI, PrometheusError
 from loadwatch.report import explain, gate, history_page
 from loadwatch.report.benchmark_report import FORMAT, benchmark_report, dump
@@ -180,12 +182,8 @@ def history_command(args: argparse.Namespace, say) -> int:
         others = len(entries) - len(group)
         if others:
             say(f"{others} runs of other workloads, loads, models or versions are not compared with {newest.label}")
-        rows = []
-        for rule in rules:
-            moved = shift(before, newest, rule.key)
-            rows.append({"run": newest.label, "base": f"{len(before)} comparable runs before it", "metric": rule.key,
-                         "change_pct": moved.change_pct if moved else None, "ci_low": moved.ci_low if moved else None,
-                         "ci_high": moved.ci_high if moved else None, "verdict": moved.verdict if moved else None})
+        rows = [{"run": newest.label, "base": f"{len(before)} comparable runs before it", "metric": rule.key,
+                 **asdict(shift(before, newest, rule.key) or Change(None))} for rule in rules]
         return gate.verdict(gate.judge(rules, rows), say)
     except ValueError as exc:  # an empty history: nothing to draw or judge
         say(f"error: {exc}")

@@ -8,7 +8,6 @@ from loadwatch.metrics.results import Results
 
 # The options that make two runs comparable: what was sent and how fast (the rest, such as files
 # written or ports, changes nothing measured).
-
 WORKLOAD_OPTIONS = ("dataset", "dataset_path", "input_len", "output_len", "max_tokens", "range_ratio", "prefix_len",
                     "num_prefixes", "suffix_len", "system_len", "turn_len", "turns", "ignore_eos", "temperature",
                     "endpoint", "extra_body", "images_per_request", "image_size", "agent_prefix", "tools",

@@ -53,7 +53,8 @@ def _own_interval(run: Run, key: str, rng: np.random.Generator) -> tuple[float |
     if values is None or len(values) < 2:
         return None, None
     resamples = bootstrap.request_resamples(values, stat, rng)
-    low, high = np.percentile(resamples, [2.5, 97.5])
+    tail = (1 - CONFIDENCE) / 2 * 100
+    low, high = np.percentile(resamples, [tail, 100 - tail])
     return float(low), float(high)
 
 
@@ -130,18 +131,6 @@ class History:
         return json.loads(self.db.execute("SELECT key_json FROM runs WHERE id = ?", (entry.id,)).fetchone()[0])
 
 
-@dataclass(frozen=True)
-class Shift:
-    """A run's change against the comparable runs before it, with the interval of one more run."""
-
-    metric: str
-    change_pct: float
-    ci_low: float
-    ci_high: float
-    verdict: str  # better, worse, same
-    before: int  # earlier comparable runs it was judged against
-
-
 def noise_band(values: list[float | None]) -> tuple[float, float, float] | None:
     """The centre and the band one more run of the same configuration falls in (95 %), from runs'
     values: the geometric mean and the prediction interval of the logs. None below MIN_BEFORE."""
@@ -154,14 +143,13 @@ def noise_band(values: list[float | None]) -> tuple[float, float, float] | None:
     return math.exp(m), math.exp(m - half), math.exp(m + half)
 
 
-def shift(before: list[Entry], run: Entry, metric: str) -> Shift | None:
-    """`run`'s metric against the runs before it; None where it cannot be judged."""
+def shift(before: list[Entry], run: Entry, metric: str) -> bootstrap.Change | None:
+    """`run`'s metric against the runs before it, the interval that of one more run of theirs; None
+    where it cannot be judged."""
     value = run.figures.get(metric, (None, None, None))[0]
     band = noise_band([e.figures.get(metric, (None,))[0] for e in before])
     if band is None or value is None or value <= 0:
         return None
     centre, low, high = band
     change, ci_low, ci_high = (100 * (value / bound - 1) for bound in (centre, high, low))
-    higher_is_better = metric in THROUGHPUTS
-    return Shift(metric, change, ci_low, ci_high, bootstrap.verdict(ci_low, ci_high, higher_is_better),
-                 len([e for e in before if e.figures.get(metric, (None,))[0]]))
+    return bootstrap.Change(change, ci_low, ci_high, bootstrap.verdict(ci_low, ci_high, metric in THROUGHPUTS))

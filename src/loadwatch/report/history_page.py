@@ -30,8 +30,9 @@ def began(entries: list[Entry], metric: str) -> list[tuple[Entry, float]]:
     since = 0
     for i, entry in enumerate(entries):
         moved = shift(entries[since:i], entry, metric)
-        if moved is not None and moved.verdict != "same" and abs(moved.change_pct) >= MARKED_PCT:
-            marked.append((entry, moved.change_pct))
+        change = moved.change_pct if moved is not None and moved.verdict != "same" else None
+        if change is not None and abs(change) >= MARKED_PCT:
+            marked.append((entry, change))
             since = i
     return marked
 
@@ -40,7 +41,8 @@ def _when(entry: Entry) -> datetime:
     return datetime.fromtimestamp(entry.started_at, UTC)
 
 
-def charts(entries: list[Entry], title: str) -> list:
+def charts(entries: list[Entry], title: str, marks: dict[str, list[tuple[Entry, float]]]) -> list:
+    """A trend per metric; `marks`: where a change of each began (`began`)."""
     out = []
     for metric in DRAWN:
         points = [(e, *e.figures[metric]) for e in entries if e.figures.get(metric, (None,))[0] is not None]
@@ -57,7 +59,7 @@ def charts(entries: list[Entry], title: str) -> list:
         band = noise_band([v for _, v, _, _ in points[:-1]])
         if band is not None:
             chart.add_layout(BoxAnnotation(bottom=band[1], top=band[2], fill_alpha=0.12, fill_color="green"))
-        for entry, change in began(entries, metric):
+        for entry, change in marks[metric]:
             value = entry.figures[metric][0]
             chart.scatter([_when(entry)], [value], size=14, marker="triangle", color="#d62728",
                           name=f"{entry.label}: {change:+.1f} %")
@@ -85,11 +87,11 @@ def write(history: History, path: Path) -> Path:
         rows = [[e.label, e.run_id, _when(e).strftime("%Y-%m-%d %H:%M:%S"),
                  *(f"{e.figures.get(m, (None,))[0]:.1f}" if e.figures.get(m, (None,))[0] is not None else "n/a"
                    for m in DRAWN[:3])] for e in group]
-        changes = [f"{entry.label}: {metric} {change:+.1f} %"
-                   for metric in DRAWN for entry, change in began(group, metric)]
+        marks = {metric: began(group, metric) for metric in DRAWN}
+        changes = [f"{entry.label}: {metric} {change:+.1f} %" for metric in DRAWN for entry, change in marks[metric]]
         body += [f"<h2>{html.escape(title)}: {len(group)} runs</h2>",
                  f"<p><code>{html.escape(str(what))}</code></p>",
                  html_table(["label", "run", "started (UTC)", *DRAWN[:3]], rows),
                  "<p>Changes beyond doubt: " + (html.escape("; ".join(changes)) or "none") + "</p>"]
-        drawn += charts(group, title)
+        drawn += charts(group, title, marks)
     return write_page(path, "loadwatch history", "".join(body), drawn)
