@@ -20,6 +20,7 @@ from loadwatch.engine.setup import SetupError, ensure_engine, ensure_model, ensu
 from loadwatch.exporter.settings import ExporterSettings
 from loadwatch.fleet.options import FleetOptions
 from loadwatch.fleet.routers import RouterError
+from loadwatch.fleet.schedule import parse_plan
 from loadwatch.interrupts import catch_interrupts
 from loadwatch.loadrun.stack import describe, new_run_dir
 from loadwatch.model_options import add_model_options, model_from_args
@@ -95,15 +96,16 @@ def fleet_options(args: argparse.Namespace) -> FleetOptions:
     fleet = model_from_args(FleetOptions, args)
     assert isinstance(fleet, FleetOptions)
     if not hasattr(args, "target"):  # an experiment: its arms name their servers
-        if fleet.replica or fleet.router_metrics:
+        if fleet.replica or fleet.router_metrics or fleet.scale:
             raise ValueError("an experiment starts its fleet with --replicas N; a fleet of your own is an arm "
                              "whose target is its router")
         return fleet
     if fleet.replicas is not None and args.target:
         raise ValueError("--replicas starts a fleet on this machine; against your own, give --target ROUTER with "
                          "--replica NAME=URL (or --router vllm-router, to use the replicas it lists)")
-    if (fleet.replica or fleet.router_metrics) and not args.target:
-        raise ValueError("--replica and --router-metrics name your own fleet: give --target, its router's URL")
+    if (fleet.replica or fleet.router_metrics or fleet.scale) and not args.target:
+        raise ValueError("--replica, --router-metrics and --scale are for your own fleet: give --target, its "
+                         "router's URL (the embedded fleet, --replicas N, is scaled through its router)")
     if fleet.router and fleet.replicas is None and not args.target:
         raise ValueError("--router names the router of a fleet: give --replicas N to start one here, or --target "
                          "ROUTER for your own")
@@ -144,6 +146,12 @@ def run_command(args: argparse.Namespace) -> int:
 
     try:
         fleet = fleet_options(args)
+        plan = parse_plan(args.scale_at)
+        if plan and not ((fleet.replicas or 0) > 1 or (args.target and fleet.scale)):
+            raise ValueError("--scale-at changes a fleet's replicas: give --replicas N (2 or more) for the embedded "
+                             "fleet, or --target ROUTER with --scale 'COMMAND {replicas}' for your own")
+        if fleet.replicas and any(count > fleet.replicas for _, count in plan):
+            raise ValueError(f"--scale-at asks for more replicas than --replicas {fleet.replicas} starts")
     except ValueError as exc:
         say(f"error: {exc}")
         return 2
@@ -152,7 +160,7 @@ def run_command(args: argparse.Namespace) -> int:
         spawn_rate=args.spawn_rate, run_time=args.run_time, slo=args.slo, metrics_port=args.metrics_port,
         out=Path(args.out), vllm_args=engine_args(args.vllm_args, {endpoint_of(args.passthrough)}),
         grafana_url=args.grafana_url, locust_args=args.passthrough, fleet=fleet, history=args.history,
-        label=args.label,
+        label=args.label, scale_at=plan,
     ), say)
 
 
@@ -163,12 +171,16 @@ def capacity_command(args: argparse.Namespace) -> int:
     try:
         options = model_from_args(CapacityOptions, args)
         fleet = fleet_options(args)
+        if args.scaling and not ((fleet.replicas or 0) > 1 or (args.target and fleet.scale)):
+            raise ValueError("--scaling compares one replica with the fleet: give --replicas N (2 or more) for the "
+                             "embedded fleet, or --target ROUTER with --scale 'COMMAND {replicas}' for your own")
     except ValueError as exc:
         say(f"error: {exc}")
         return 2
     assert isinstance(options, CapacityOptions)
     return capacity(options, LocustRun(args.locustfile, slo=args.slo, options=args.passthrough), args.target,
-                    engine_args(args.vllm_args, {endpoint_of(args.passthrough)}), Path(args.out), say, fleet)
+                    engine_args(args.vllm_args, {endpoint_of(args.passthrough)}), Path(args.out), say, fleet,
+                    scaling=args.scaling)
 
 
 def tune_command(args: argparse.Namespace) -> int:
@@ -305,6 +317,9 @@ def parser(light: bool = False) -> argparse.ArgumentParser:
     run.add_argument("--history", type=Path, help="add the run to this history (SQLite, created on first use): "
                                                    "`loadwatch history PATH` draws it, --gate judges the newest")
     run.add_argument("--label", help="the run's name in the history, e.g. a commit or a release")
+    run.add_argument("--scale-at", action="append", default=[], metavar="TIME=N",
+                     help="a fleet: serve from N replicas from TIME into the load on (0s=1 --scale-at 60s=2), "
+                          "repeatable; the report says how long the SLOs took to hold again")
     add_model_options(run, FleetOptions)
     run.set_defaults(handler=run_command)
     search = commands.add_parser("capacity", help="the most load a server sustains within --slo, and the limit "
@@ -313,6 +328,9 @@ def parser(light: bool = False) -> argparse.ArgumentParser:
     search.add_argument("--slo", action="append", required=True, help="as locust's --slo, repeatable; at least one")
     add_model_options(search, CapacityOptions)
     add_model_options(search, FleetOptions)
+    search.add_argument("--scaling", action="store_true",
+                        help="a fleet: the capacity of one replica first, then of all of them: capacity against "
+                             "replicas and the scaling efficiency")
     search.add_argument("--locustfile", type=Path, default=assets.locustfile())
     search.add_argument("--out", default="runs", help="folder for the run directories")
     search.add_argument("--vllm-arg", dest="vllm_args", action="append", default=[],

@@ -8,6 +8,8 @@ from pathlib import Path
 
 from loadwatch.durations import parse_duration
 from loadwatch.fleet.options import FleetOptions
+from loadwatch.fleet.scale import Scaler
+from loadwatch.fleet.schedule import Schedule
 from loadwatch.loadrun.locust import INTERRUPTED, Load, LocustRun
 from loadwatch.loadrun.stack import new_run_dir, running
 from loadwatch.prometheus import PrometheusAPI
@@ -35,6 +37,7 @@ class RunOptions:
     fleet: FleetOptions | None = None
     history: Path | None = None  # the history the run is added to once written
     label: str | None = None  # its name there (a commit, a release)
+    scale_at: list[tuple[float, int]] = field(default_factory=list)  # (seconds into the load, replicas)
 
 
 def headless_run(options: RunOptions, say) -> int:
@@ -48,9 +51,20 @@ def headless_run(options: RunOptions, say) -> int:
             Load(users=options.users, spawn_rate=options.spawn_rate, duration=parse_duration(options.run_time)),
             slo=options.slo, engine_metrics=stack.engine_metrics, csv_prefix=run_dir / "locust",
             stop_timeout=STOP_TIMEOUT, options=[*options.locust_args, *stack.locust_options()])
+        schedule = None
+        if options.scale_at and stack.fleet is not None:
+            fleet = options.fleet or FleetOptions()
+            schedule = Schedule(Scaler(stack.fleet, fleet.scale, fleet.scale_timeout, run_dir / "scale.log"),
+                                options.scale_at, say)
         try:
             say(f"load test: {options.users} users for {options.run_time} against {stack.target}")
-            code = locust.run(options.target or stack.target, say=say).code
+            if schedule:
+                schedule.begin()
+            try:
+                code = locust.run(options.target or stack.target, say=say).code
+            finally:
+                if schedule:
+                    schedule.end(run_dir)
             if code != INTERRUPTED:
                 time.sleep(parse_duration(settings.scrape_interval))  # Prometheus' last look at the run
             _after_run(run_dir, stack.url("prometheus"), options.grafana_url, say)

@@ -8,7 +8,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from loadwatch.capacity import output
+from loadwatch.capacity import autoscale, output
 from loadwatch.capacity.diagnose import ReplicaState, diagnose
 from loadwatch.capacity.levels import Level, run_level
 from loadwatch.capacity.options import CapacityOptions
@@ -16,6 +16,7 @@ from loadwatch.capacity.room import Batch
 from loadwatch.capacity.search import Search
 from loadwatch.engine.flags import given_max_num_seqs, max_num_seqs
 from loadwatch.fleet.options import FleetOptions
+from loadwatch.fleet.scale import ScaleError, Scaler
 from loadwatch.loadrun.locust import INTERRUPTED, MAX_STRETCH, Load, LocustRun
 from loadwatch.loadrun.stack import new_run_dir, on_stack, running
 from loadwatch.metrics.records import read_records
@@ -29,6 +30,7 @@ from loadwatch.workloads.errors import DatasetError
 
 MIN_REQUESTS = 20
 NO_KNEE = 1  # nothing held, or the search could not locate the knee
+ONE_REPLICA = "replicas-1"  # --scaling: the folder of the search on one replica
 START_MARGIN = 1.25  # a first rate this much above the one that just completes the requests needed in time
 
 
@@ -63,17 +65,36 @@ def rule(options: CapacityOptions, needed: int) -> str:
 
 
 def capacity(options: CapacityOptions, template: LocustRun, target: str | None, vllm_args: list[str], out: Path,
-             say, fleet: FleetOptions | None = None) -> int:
+             say, fleet: FleetOptions | None = None, scaling: bool = False) -> int:
     """`template`: the Locust run every level makes, but for its load and files. `fleet`: replicas
-    behind a router (started here, or the user's own behind `target`)."""
+    behind a router (started here, or the user's own behind `target`); `scaling`: a search on one of
+    them first, then on all."""
     run_dir = new_run_dir(out)
     with running(run_dir, target, vllm_args, say, fleet=fleet) as stack:
         try:
             template = on_stack(template, stack)
             known = batch_of(options, target, vllm_args)
-            result = search(options, template, PrometheusAPI(stack.url("prometheus")), target or stack.target,
-                            run_dir, say, known)
+            api = PrometheusAPI(stack.url("prometheus"))
+            one = None
+            if scaling and stack.fleet is not None:
+                scaler = Scaler(stack.fleet, fleet.scale if fleet else None, fleet.scale_timeout if fleet else 900.0,
+                                run_dir / "scale.log")
+                count = scaler.most or len(scaler.serving())
+                scaler.scale_to(1, say)
+                say(f"capacity: one replica first, in {run_dir / ONE_REPLICA}")
+                one = search(options, template, api, target or stack.target, run_dir / ONE_REPLICA, say, known,
+                             serving=scaler.names(1) if scaler.embedded else None)
+                scaler.scale_to(count, say)
+                say(f"capacity: then the fleet's {count} replicas")
+                if options.start is None and one["max_sustainable"]:  # the fleet holds what one replica held
+                    options = options.model_copy(update={"start": one["max_sustainable"]})
+                one = {"replicas": 1, "max_sustainable": one["max_sustainable"], "limit": one["limit"],
+                       "folder": ONE_REPLICA, "fleet_replicas": count}
+            result = search(options, template, api, target or stack.target, run_dir, say, known, one_replica=one)
             return 0 if result["max_sustainable"] is not None and not result["undecided"] else NO_KNEE
+        except ScaleError as exc:
+            say(f"error: the fleet could not be scaled: {exc}")
+            return NO_KNEE
         except KeyboardInterrupt:
             say("interrupted: no conclusion; the levels run so far are in " + str(run_dir / "levels"))
             return INTERRUPTED
@@ -126,9 +147,11 @@ def shared_prefix(results: dict) -> SharedPrefix | None:
 
 
 def search(options: CapacityOptions, template: LocustRun, api: PrometheusAPI, target: str, run_dir: Path,
-           say, batch: Batch | None = None) -> dict:
+           say, batch: Batch | None = None, serving: list[str] | None = None, one_replica: dict | None = None) -> dict:
     """Levels of load against a stack that is up, until the knee is found; the conclusion, also
-    written to run_dir. Ctrl-C stops the level running and is raised again."""
+    written to run_dir. Ctrl-C stops the level running and is raised again. `serving`: the embedded
+    fleet's replicas its router sends to, where it does not send to all; `one_replica`: the search on
+    one replica that came before this one, for the scaling."""
     needed = needed_requests(template.slo)
     search = Search(first_level(options, needed), integer=options.mode == "users", precision=options.precision)
     levels: list[Level] = []
@@ -149,7 +172,8 @@ def search(options: CapacityOptions, template: LocustRun, api: PrometheusAPI, ta
         time.sleep(options.cool_down)
         try:
             level.engine = engine_figures(api, level.start, level.end, settle=options.cool_down)
-            level.replicas = replica_peaks(api, level.start, level.end)
+            level.replicas = {name: peaks for name, peaks in replica_peaks(api, level.start, level.end).items()
+                              if serving is None or name in serving}
         except PrometheusError as exc:
             say(f"warning: no engine figures for {level.name}: {exc}")
         level.attribute(records_beside(results), api)
@@ -176,12 +200,21 @@ def search(options: CapacityOptions, template: LocustRun, api: PrometheusAPI, ta
     diagnosis = diagnose(figures, decisive.engine if decisive else {}, figures.get("saturated", {}),
                          batch or inferred_batch(levels), shared_prefix(figures), _below(levels, decisive),
                          replica_states(levels, decisive, batch), affinity_at(decisive, run_dir))
+    count = len(decisive.replicas) if decisive and decisive.replicas else 1
+    scaling = scaling_of(one_replica, best, count)
     if diagnosis.limit == "replicas" and best and decisive:
-        # Each replica serves best / N of the load at most: the load that broke needs this many, if
-        # capacity grows in proportion to the replicas (a capacity of one replica measures how far).
-        diagnosis.evidence["replicas_needed"] = math.ceil(len(decisive.replicas) * decisive.value / best)
+        diagnosis.evidence["replicas_needed"] = replicas_for(decisive.value, best, count, scaling)
     result = output.conclusion(options.mode, options.unit, levels, best, diagnosis, options.headroom,
                                rule(options, needed), undecided, decisive)
+    result["scaling"] = scaling
+    held = next((lv for lv in levels if lv.passed and lv.value == best), None)
+    found = autoscale.rule(api, diagnosis.limit, diagnosis.evidence, held, decisive if decisive is not held else None,
+                           sorted(decisive.replicas) if decisive and len(decisive.replicas) > 1 else (serving or []),
+                           count) if undecided is None else None
+    result["autoscaling"] = found
+    if found:
+        most = max(2 * count, diagnosis.evidence.get("replicas_needed") or 0)
+        autoscale.write(run_dir, found, most)
     output.write(run_dir, result, api)
     if undecided:
         say(f"capacity: the knee was not located: {undecided}"
@@ -193,6 +226,28 @@ def search(options: CapacityOptions, template: LocustRun, api: PrometheusAPI, ta
         say(f"capacity: missed: {item['explanation']}")
     say(f"written: {run_dir}/report.html (and capacity.json, report.md, {output.PLOT})")
     return result
+
+
+def scaling_of(one: dict | None, best: float | None, count: int) -> dict | None:
+    """Capacity against replicas, from the search on one replica and this one on `count`: the
+    scaling efficiency is the fleet's capacity over `count` times one replica's."""
+    if one is None:
+        return None
+    alone = one["max_sustainable"]
+    efficiency = best / (count * alone) if best and alone else None
+    return {"capacity": {"1": alone, str(count): best}, "replicas": count, "efficiency": efficiency,
+            "one_replica_limit": one["limit"], "one_replica_folder": one["folder"]}
+
+
+def replicas_for(load: float, best: float, count: int, scaling: dict | None) -> int:
+    """Replicas for `load` (the level that broke): in proportion to `count` replicas' capacity
+    `best`; with a measured scaling, along the line from one replica's capacity to the fleet's
+    (each replica past the first adds what each one added here)."""
+    alone = (scaling or {}).get("capacity", {}).get("1")
+    if not alone or count < 2 or best <= alone:
+        return math.ceil(count * load / best)
+    added = (best - alone) / (count - 1)
+    return max(count, 1 + math.ceil((load - alone) / added))
 
 
 def affinity_at(level: Level | None, run_dir: Path) -> dict | None:

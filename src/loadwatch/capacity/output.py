@@ -96,6 +96,7 @@ def markdown(result: dict, run_dir: Path | None = None) -> str:
     for item in result.get("missed") or []:
         lines += ["", f"Missed: **{item['item'].replace('_', ' ')}**: {item['explanation']} "
                       f"({_words(item['evidence'])})."]
+    lines += _scaling(result.get("scaling"), unit) + _autoscaling(result.get("autoscaling"), unit)
     lines += ["", f"Each level: {result['level_rule']}", ""]
     rows = []
     for lv in result["levels"]:
@@ -118,6 +119,33 @@ def markdown(result: dict, run_dir: Path | None = None) -> str:
             level = Path("levels") / f"{held[0]['name']}.json"
             lines += ["", *bands(held[0]["ttft_split"]["bands"], str(run_dir / level if run_dir else level))]
     return "\n".join(lines) + "\n"
+
+
+def _scaling(scaling: dict | None, unit: str) -> list[str]:
+    if not scaling:
+        return []
+    rows = [[replicas, "none held" if value is None else f"{value:g}"]
+            for replicas, value in scaling["capacity"].items()]
+    count, alone, best = scaling["replicas"], scaling["capacity"]["1"], scaling["capacity"][str(scaling["replicas"])]
+    said = ("no scaling efficiency: one of the two searches held no level" if scaling["efficiency"] is None else
+            f"scaling efficiency **{scaling['efficiency']:.0%}**: {count} replicas sustained {best:g} {unit}, "
+            f"{count} times one replica's {alone:g} would be {count * alone:g}")
+    return ["", "### Capacity against replicas", "", *table(["replicas", f"capacity ({unit})"], rows), "",
+            f"{said[0].upper()}{said[1:]}. One replica's search is in {scaling['one_replica_folder']}/ (its limit: "
+            f"{scaling['one_replica_limit']})."]
+
+
+def _autoscaling(found: dict | None, unit: str) -> list[str]:
+    if not found:
+        return []
+    broke = ("" if found["at_broken_level"] is None else
+             f" At the level that broke ({found['broken_level']:g} {unit}) it was {found['at_broken_level']:g}"
+             + ("." if found["separates"] else ": hardly above, so a weak signal for this workload."))
+    return ["", "### Autoscaling", "",
+            f"Scale on **{found['signal']}** with a threshold of **{found['threshold']:g}**: its mean over "
+            f"{found['held_level']:g} {unit}, the highest level that held its SLOs.{broke} The rule is written for "
+            "the shipped Kubernetes manifests in autoscaling/: a KEDA ScaledObject (keda-scaledobject.yaml) and an "
+            "HPA (hpa.yaml, with prometheus-adapter-rules.yaml). Its query:", "", f"    {found['query']}"]
 
 
 def plot(result: dict, path: Path) -> Path:

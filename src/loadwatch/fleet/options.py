@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
+from loadwatch.durations import Seconds
 from loadwatch.fleet.routers import ROUTERS
 
 
@@ -27,6 +28,11 @@ class FleetOptions(BaseModel):
                                                "repeatable (default: the replicas the router lists)")
     router_metrics: str | None = Field(None, description="your router's metrics base URL, read by the sidecar "
                                                          "(vllm-router: its --prometheus-port)")
+    scale: str | None = Field(None, description="the command that sets your fleet's replica count, with {replicas} "
+                                                "in it (kubectl scale deployment/vllm --replicas={replicas}); "
+                                                "loadwatch then waits for the router to list that many")
+    scale_timeout: Seconds = Field(900.0, gt=0, description="how long --scale's command and the new replicas may "
+                                                            "take, e.g. 15m")
 
     @field_validator("router")
     @classmethod
@@ -44,6 +50,13 @@ class FleetOptions(BaseModel):
             if not sep or not name or not value:
                 raise ValueError(f"{item!r} is not NAME=VALUE")
         return items
+
+    @field_validator("scale")
+    @classmethod
+    def _template(cls, command: str | None) -> str | None:
+        if command is not None and "{replicas}" not in command:
+            raise ValueError(f"--scale {command!r} has no {{replicas}} for the count loadwatch asks for")
+        return command
 
     @model_validator(mode="after")
     def _one_fleet(self) -> FleetOptions:

@@ -13,6 +13,9 @@ import subprocess
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import ClassVar
+from urllib.error import HTTPError
+from urllib.parse import urlencode
+from urllib.request import Request
 
 from loadwatch import loopback
 
@@ -38,6 +41,14 @@ class Router(ABC):
     @abstractmethod
     def workers(self, url: str, timeout: float = 5.0) -> list[str]:
         """The replicas' URLs as the router at `url` lists them; RouterError when it does not answer so."""
+
+    @abstractmethod
+    def add_worker(self, url: str, worker: str, timeout: float = 30.0) -> None:
+        """The router at `url` sends to `worker` too; RouterError where it refuses."""
+
+    @abstractmethod
+    def remove_worker(self, url: str, worker: str, timeout: float = 30.0) -> None:
+        """The router at `url` sends no new request to `worker`; RouterError where it refuses."""
 
 
 class VllmRouter(Router):
@@ -75,6 +86,28 @@ class VllmRouter(Router):
         if not isinstance(urls, list) or not all(isinstance(u, str) for u in urls):
             raise RouterError(f"{where} answered {str(listed)[:200]!r}, not vllm-router's list of workers")
         return sorted(urls)
+
+    def add_worker(self, url: str, worker: str, timeout: float = 30.0) -> None:
+        if worker not in self.workers(url):  # a second add is refused with a 4xx
+            self._manage(url, "add_worker", worker, timeout)
+
+    def remove_worker(self, url: str, worker: str, timeout: float = 30.0) -> None:
+        if worker in self.workers(url):
+            self._manage(url, "remove_worker", worker, timeout)
+
+    @staticmethod
+    def _manage(url: str, action: str, worker: str, timeout: float) -> None:
+        # vllm-router's worker management: POST /add_worker?url=W, /remove_worker?url=W (it health-checks
+        # a worker it adds before it answers).
+        where = f"{url.rstrip('/')}/{action}?{urlencode({'url': worker})}"
+        try:
+            with loopback.urlopen(Request(where, method="POST"), timeout=timeout) as response:
+                response.read()
+        except HTTPError as exc:
+            said = exc.read().decode(errors="replace").strip()[:200]
+            raise RouterError(f"vllm-router refused {action} {worker}: HTTP {exc.code} {said}") from None
+        except OSError as exc:
+            raise RouterError(f"{where} did not answer ({exc})") from None
 
 
 ROUTERS: dict[str, type[Router]] = {cls.name: cls for cls in (VllmRouter,)}

@@ -22,6 +22,7 @@ from loadwatch.report.fleet import fleet_figures
 from loadwatch.report.html import write_run_page
 from loadwatch.report.markdown import render
 from loadwatch.report.plots import plot_latency_against_engine, plotted_latency, series
+from loadwatch.report.scaling import scaling_figures
 
 log = logging.getLogger(__name__)
 PLOT = "ttft-kv-waiting.png"
@@ -131,6 +132,9 @@ def build_report(results_path: Path, api: PrometheusAPI | None, out_dir: Path, r
         "engine_missing": missing,
         "stages": [{k: s.field(k) for k in STAGE_KEYS} for s in results.stages],
         "fleet": fleet_figures(results, None if missing else api, start, end),
+        # A fleet whose replica count changed during the run (--scale-at): each change and its recovery.
+        "scaling": scaling_figures(results_path.parent, rows, [f"{s['name']}={s['limit']}" for s in results.slo],
+                                   end),
         "turns": turns,
         "ttft_split": split,
         "slo": results.slo,

@@ -153,6 +153,21 @@ def replica_rows(fleet: dict) -> list[str]:
     return lines
 
 
+def scaling_rows(scaling: dict) -> list[str]:
+    """The fleet's changes (--scale-at) and how long after each the SLOs held again."""
+    def again(event: dict) -> str:
+        if event["error"]:
+            return "not scaled: " + event["error"]
+        if not scaling["judged"]:
+            return "n/a (no --slo, or no records)"
+        return "not before the next change" if event["slo_held_again_s"] is None else f"{event['slo_held_again_s']:g}"
+    rows = [[f"{e['at_s']:g}", str(e["replicas"]), "n/a" if e["ready_s"] is None else f"{e['ready_s']:.1f}",
+             again(e)] for e in scaling["events"]]
+    return [*table(["at (s into the load)", "replicas", "listed by the router after (s)", "SLOs held again after (s)"],
+                   rows), "", f"The SLOs are judged over windows of {scaling['window_s']:g} s of finished requests; "
+            "they hold again at the first window from which every later one holds, until the next change."]
+
+
 def render(report: dict) -> str:
     c, e, w = report["client"], report["engine"], report["window"]
     lines = [
@@ -206,6 +221,8 @@ def render(report: dict) -> str:
         lines += ["", *request_by_request(report["ttft_split"], report.get("results_file") or "RUN")]
     if report.get("fleet"):
         lines += ["", "## Replicas", "", *replica_rows(report["fleet"])]
+    if report.get("scaling"):
+        lines += ["", "## Replicas over time", "", *scaling_rows(report["scaling"])]
     if report["stages"]:
         lines += ["", "## Stages", "", *table(
             ["stage", "level", "requests", "failed", "req/s", "output tok/s", "TTFT median", "TTFT p99", "TPOT median"],

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from loadwatch.catalogue import Client, Engine, total
+from loadwatch.catalogue import Client, Engine, Router, total
 from loadwatch.metrics.ttft_split import NAMES, cause, measured, medians
 from loadwatch.prometheus import PrometheusAPI
 
@@ -27,7 +27,9 @@ ENGINE_SERIES = {  # name -> (PromQL, scale, chart)
         f"sum(rate({total(Engine.PROMPT_TOKENS_BY_SOURCE)}[30s]))", 100, "ratios"),
     "spec-decode acceptance (%)": (f"max({Engine.SPEC_ACCEPTANCE_RATIO})", 100, "ratios"),
 }
-CLIENT_SERIES = {"users": f"sum({Client.USERS})", "in flight": f"sum({Client.IN_FLIGHT})"}
+CLIENT_SERIES = {"users": f"sum({Client.USERS})", "in flight": f"sum({Client.IN_FLIGHT})",
+                 # A fleet's: as its router counts them (--scale-at changes it during the run).
+                 "replicas serving": f"max({Router.REPLICAS_ACTIVE})"}
 
 
 def _groups(times: np.ndarray, edges: np.ndarray) -> list[np.ndarray]:

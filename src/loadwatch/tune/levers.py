@@ -123,10 +123,12 @@ def _policy(policy: str) -> Callable[[Situation], Change | None]:
 
 
 def _one_more_replica(s: Situation) -> Change | None:
-    if s.fleet is None or s.fleet.replicas is None:
-        return None  # a fleet of your own is scaled by you
-    before = int(s.config.value("--replicas") or s.fleet.replicas)
-    return Change("--replicas", str(before), str(before + 1))
+    """The embedded fleet's replicas, or those of your own that --scale sets (as many as the level's
+    evidence names, at first)."""
+    if s.fleet is None or (s.fleet.replicas is None and not s.fleet.scale):
+        return None
+    before = int(s.config.value("--replicas") or s.fleet.replicas or len(s.evidence.get("replicas") or {}))
+    return Change("--replicas", str(before), str(before + 1)) if before else None
 
 
 LEVERS = (
@@ -155,8 +157,8 @@ LEVERS = (
     Lever("imbalance", "--router-policy", "a replica's requests wait for room while another replica has none "
           "waiting (an embedded fleet)", "power_of_two sends each request to the less loaded of two replicas, "
           "by the requests running on each", _policy("power_of_two")),
-    Lever("replicas", "--replicas", "every replica of an embedded fleet at its own limit", "one more replica "
-          "takes its share of the load", _one_more_replica),
+    Lever("replicas", "--replicas", "every replica of the fleet at its own limit (an embedded fleet, or your own "
+          "with --scale)", "one more replica takes its share of the load", _one_more_replica),
     Lever("missed:prefix_aware_routing", "--router-policy", "prompts share prefixes, prefix caching is on, and "
           "the router spread each prefix over the replicas (an embedded fleet)", "cache_aware sends a prefix's "
           "requests to the replica that holds it, so it is prefilled once, not once per replica",

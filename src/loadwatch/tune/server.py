@@ -10,8 +10,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from loadwatch.experiment.server import restart
+from loadwatch.experiment.server import ServerError, restart
 from loadwatch.fleet.options import FleetOptions
+from loadwatch.fleet.routers import RouterError
+from loadwatch.fleet.scale import ScaleError, Scaler
 from loadwatch.loadrun.stack import running
 from loadwatch.processes import log_tail
 from loadwatch.stack.stack import Stack
@@ -51,7 +53,7 @@ class Server:
     # Replicas behind a router: started here, each with the configuration's flags, or the user's own
     # behind `target` (its --restart restarts them all).
     fleet: FleetOptions | None = None
-
+    replicas_at_start: int | None = None  # a fleet of the user's own with --scale: what its router listed first
 
     @contextmanager
     def serving(self, config: Config, folder: Path, say) -> Iterator[Stack]:
@@ -65,11 +67,28 @@ class Server:
                 with open(folder / "restart.log", "a") as log:
                     restart(restart_command(self.restart, config), self.target, self.ready_timeout, log)
             fleet = self.fleet
-            if fleet is not None and config.fleet:  # a fleet lever's: its router policy, its replicas
-                fleet = FleetOptions.model_validate({**fleet.model_dump(), **config.fleet_options()})
+            settings = config.fleet_options()
+            # A fleet of your own takes its replica count from --scale's command, once the stack is up.
+            wanted = settings.pop("replicas", None) if self.target is not None else None
+            if fleet is not None and settings:  # a fleet lever's: its router policy, an embedded fleet's replicas
+                fleet = FleetOptions.model_validate({**fleet.model_dump(), **settings})
             with running(folder, self.target, [] if self.target else list(config.vllm_args), say,
                          fleet=fleet) as stack:
+                if self.target is not None and fleet is not None and fleet.scale and stack.fleet is not None:
+                    self._scale(Scaler(stack.fleet, fleet.scale, fleet.scale_timeout, folder / "scale.log"), wanted,
+                                say)
                 yield stack
+
+    def _scale(self, scaler: Scaler, wanted: str | None, say) -> None:
+        """The configuration's replica count, or the one the fleet had when tune began."""
+        try:
+            if self.replicas_at_start is None:
+                self.replicas_at_start = len(scaler.serving())
+            count = int(wanted) if wanted else self.replicas_at_start
+            if len(scaler.serving()) != count:
+                scaler.scale_to(count, say)
+        except (ScaleError, RouterError) as exc:
+            raise ServerError(f"--scale: {exc}") from None
 
 
 def why_refused(error: Exception, folder: Path) -> str:

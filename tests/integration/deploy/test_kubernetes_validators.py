@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from loadwatch import cli
+from loadwatch.capacity import autoscale
 from loadwatch.engine.settings import EngineSettings
 from loadwatch.engine.setup import ensure_router
 from loadwatch.exporter.settings import build_settings
@@ -152,3 +153,44 @@ def test_the_fleets_requests_are_named_by_the_pod_that_served_them_and_the_route
     args = cli.parser(light=True).parse_args(["exporter", *router_sidecar["args"]])
     sidecar_settings = build_settings(args.target, args.targets_file, args.router, port=args.port, host=args.host)
     assert [r.name for r in sidecar_settings.routers] == ["vllm-router"] and not sidecar_settings.targets
+
+
+FOUND = {  # capacity's autoscaling rule as a search finds it (capacity/autoscale.rule)
+    "in the engine": {"signal": "requests in the engine", "metric": autoscale.IN_ENGINE, "threshold": 6.5,
+                      "per_replica": True, "held_level": 6.0, "broken_level": 8.0, "at_broken_level": 20.0,
+                      "separates": True, "replicas_measured": 2,
+                      "query": autoscale.IN_ENGINE_SIGNAL.query('{namespace="loadwatch"}')},
+    "KV cache": {"signal": "KV cache usage", "metric": autoscale.KV_SIGNAL.metric, "threshold": 0.85,
+                 "per_replica": False, "held_level": 6.0, "broken_level": None, "at_broken_level": None,
+                 "separates": False, "replicas_measured": 2,
+                 "query": autoscale.KV_SIGNAL.query('{namespace="loadwatch"}')},
+}
+
+
+@pytest.mark.needs("kubectl")
+@pytest.mark.needs("promtool")
+@pytest.mark.parametrize("signal", FOUND, ids=list(FOUND))
+def test_the_autoscaling_rule_validates_as_keda_and_kubernetes_take_it_and_scales_the_shipped_vllm(tmp_path, signal):
+    from cloudcoil.models.keda.v1alpha1 import ScaledObject
+
+    files = {p.name: yaml.safe_load(p.read_text()) for p in autoscale.write(tmp_path, FOUND[signal], 4)}
+    hpa, keda = files["hpa.yaml"], files["keda-scaledobject.yaml"]
+    kubernetes_validate.validate(hpa, "1.30.0", strict=True)
+    # KEDA 2.16's CRD as pydantic models: a missing or mistyped field fails; a key they do not know is
+    # dropped, so the round trip would differ.
+    assert ScaledObject.model_validate(keda).model_dump(by_alias=True, exclude_unset=True, mode="json") == keda
+    deployments = {(d["metadata"]["namespace"], d["metadata"]["name"]) for d in render(KUSTOMIZE / "fleet")
+                   if d["kind"] == "Deployment"}
+    for doc, name in ((hpa, hpa["spec"]["scaleTargetRef"]["name"]), (keda, keda["spec"]["scaleTargetRef"]["name"])):
+        assert (doc["metadata"]["namespace"], name) in deployments
+    # The queries parse as Prometheus parses them: KEDA's, and the adapter's with its placeholders filled.
+    adapter = files["prometheus-adapter-rules.yaml"]["rules"][0]
+    filled = adapter["metricsQuery"].replace("<<.GroupBy>>", "namespace, pod").replace(
+        "<<.LabelMatchers>>", 'namespace="loadwatch"')
+    rules = tmp_path / "queries.yml"
+    rules.write_text(yaml.safe_dump({"groups": [{"name": "autoscaling", "rules": [
+        {"record": "keda", "expr": keda["spec"]["triggers"][0]["metadata"]["query"]},
+        {"record": "adapter", "expr": filled}]}]}))
+    check = subprocess.run(["promtool", "check", "rules", str(rules)], capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert hpa["spec"]["metrics"][0]["pods"]["metric"]["name"] == adapter["name"]["as"]

@@ -1,0 +1,108 @@
+"""A fleet's replica count changed during a command: capacity's search on one replica and then on
+all (`--scaling`), tune's "one more replica" on a fleet of the user's own, and a run whose replicas
+change while the load does (`--scale-at`).
+
+The embedded fleet keeps all its replicas running and tells its router which of them to use (a
+replica loads its model in minutes: an autoscaler's new pod does too, and the docs say the embedded
+fleet leaves that time out). A fleet of the user's own is scaled by the user's command
+(`--scale 'kubectl scale deployment/vllm --replicas={replicas}'`); loadwatch then waits until its
+router lists that many replicas.
+"""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from loadwatch.fleet.options import Fleet
+from loadwatch.fleet.routers import RouterError, router
+
+REPLICAS = "{replicas}"  # where --scale's command takes the count
+POLL_SECONDS = 2.0
+
+
+class ScaleError(Exception):
+    """The fleet did not reach the replica count asked for; the message says what it reached and why."""
+
+
+def scale_command(template: str, replicas: int) -> str:
+    return template.replace(REPLICAS, shlex.quote(str(replicas)))
+
+
+@dataclass
+class Scaler:
+    """Sets the replica count of the fleet a stack runs against."""
+
+    fleet: Fleet
+    command: str | None = None  # the user's --scale template; None for the embedded fleet
+    timeout: float = 900.0
+    log: Path | None = None  # where the command's output goes
+
+    @property
+    def embedded(self) -> bool:
+        return self.command is None
+
+    @property
+    def most(self) -> int | None:
+        """The most replicas it can serve from: the embedded fleet's started ones; None: the user's command's."""
+        return len(self.fleet.replicas) if self.embedded else None
+
+    def serving(self) -> list[str]:
+        """The replicas' URLs its router sends to now."""
+        return router(self.fleet.router).workers(self.fleet.url)
+
+    def names(self, count: int) -> list[str]:
+        """The embedded fleet's replicas that serve when `count` do: the first ones, in their order."""
+        return list(self.fleet.replicas)[:count]
+
+    def scale_to(self, count: int, say) -> None:
+        """`count` replicas serving, or ScaleError."""
+        if count < 1:
+            raise ScaleError(f"a fleet serves from one replica at least, not {count}")
+        if self.most is not None and count > self.most:
+            raise ScaleError(f"the embedded fleet has {self.most} replicas: start it with --replicas {count} "
+                             "to scale to that many")
+        say(f"fleet: scaling to {count} replica{'s' if count > 1 else ''}")
+        try:
+            if self.embedded:
+                kind = router(self.fleet.router)
+                urls = list(self.fleet.replicas.values())
+                for url in urls[:count]:
+                    kind.add_worker(self.fleet.url, url)
+                for url in urls[count:]:
+                    kind.remove_worker(self.fleet.url, url)
+            else:
+                self._run(count)
+            self._await(count)
+        except RouterError as exc:
+            raise ScaleError(str(exc)) from None
+
+    def _run(self, count: int) -> None:
+        assert self.command is not None
+        command = scale_command(self.command, count)
+        out = open(self.log, "a") if self.log else subprocess.DEVNULL  # noqa: SIM115 (closed below)
+        try:
+            done = subprocess.run(command, shell=True, stdout=out, stderr=subprocess.STDOUT, timeout=self.timeout)
+        except subprocess.TimeoutExpired:
+            raise ScaleError(f"--scale did not finish in {self.timeout:g} s: {command}") from None
+        finally:
+            if self.log:
+                out.close()  # type: ignore[union-attr]
+        if done.returncode != 0:
+            raise ScaleError(f"--scale exited with {done.returncode}: {command}"
+                             + (f" (its output: {self.log})" if self.log else ""))
+
+    def _await(self, count: int) -> None:
+        """Until the router lists `count` replicas: a new pod is listed once it is ready."""
+        deadline = time.monotonic() + self.timeout
+        listed: list[str] = []
+        while time.monotonic() < deadline:
+            listed = self.serving()
+            if len(listed) == count:
+                return
+            time.sleep(POLL_SECONDS)
+        raise ScaleError(f"the router lists {len(listed)} replicas after {self.timeout:g} s, not {count}: "
+                         + (", ".join(listed) or "none"))
