@@ -73,6 +73,7 @@ lock: setup
 benchmark: setup
 	$(VENV)/bin/loadwatch engine setup
 	$(VENV)/bin/python benchmarks/fidelity.py
+	$(VENV)/bin/python benchmarks/chunk_profile.py
 	$(VENV)/bin/python benchmarks/pooling.py
 	$(VENV)/bin/python benchmarks/long_prompts.py
 	$(VENV)/bin/python benchmarks/event_loops.py

@@ -8,8 +8,12 @@ round_robin), in the scenarios of docs/guides/fleet.md.
   round robin. Printed: the limit, the missed items (prefix_aware_routing expected, with the share of
   a prefix's requests on its most-used replica), then one step of tune: the levers it tried
   (cache_aware among them), each with its gain and interval, and what tune spent (time, server starts).
+- **scaling**: `capacity --replicas 2 --scaling`: one replica's capacity, the fleet's, the scaling
+  efficiency and the autoscaling rule (signal, threshold, the files written); then `run --scale-at`:
+  1.5 times one replica's capacity in users, on one replica for 45 s, then on two: each change and the
+  seconds until the SLO held again.
 
-    .venv/bin/python benchmarks/fleet_capacity.py [--scenario imbalance|prefix|both]
+    .venv/bin/python benchmarks/fleet_capacity.py [--scenario imbalance|prefix|scaling|all]
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ def loadwatch(folder: Path, *args: str) -> tuple[Path, float]:
     command, *rest = args  # --out before the options after `--`, which are Locust's
     done = subprocess.run([*CLI, command, "--out", str(folder / "runs"), *rest], capture_output=True, text=True,
                           env={**os.environ, "LOADWATCH_STACK_HOME": str(folder / "home")})
-    if done.returncode not in (0, 1):
+    if done.returncode not in (0, 1, 3):  # 3: an SLO broken, which a run that scales midway may well do
         sys.exit(done.stdout[-4000:] + done.stderr[-2000:])
     return next((folder / "runs").iterdir()), time.monotonic() - started
 
@@ -82,14 +86,44 @@ def prefix() -> None:
               f"stopped: {doc['stopped']}")
 
 
+def scaling() -> None:
+    slo = "ttft_p99_ms=500"
+    print(f"scaling: one replica, then two, round_robin, SLO {slo.replace('_ms=', ' ')} ms")
+    with tempfile.TemporaryDirectory() as tmp:
+        result = capacity(Path(tmp), "--scaling", "--slo", slo, *SEARCH, "--", "--max-tokens", "32")
+        measured = result["scaling"]
+        one = measured["capacity"]["1"]
+        efficiency = "n/a" if measured["efficiency"] is None else f"{measured['efficiency']:.0%}"
+        print(f"  capacity against replicas: {measured['capacity']}; scaling efficiency {efficiency}")
+        found = result["autoscaling"]
+        if found:
+            written = sorted(p.name for p in (next((Path(tmp) / "runs").iterdir()) / "autoscaling").iterdir())
+            print(f"  autoscaling: {found['signal']} at {found['threshold']} (at the level that broke: "
+                  f"{found['at_broken_level']}); written: {', '.join(written)}")
+    if not one:
+        print("  no run with --scale-at: one replica held no level")
+        return
+    users = str(max(2, round(1.5 * one)))
+    with tempfile.TemporaryDirectory() as tmp:
+        run_dir, took = loadwatch(Path(tmp), "run", "--replicas", "2", "--scale-at", "0s=1", "--scale-at", "45s=2",
+                                  "-u", users, "-r", users, "-t", "120s", "--slo", slo, "--", "--max-tokens", "32")
+        report = json.loads((run_dir / "report.json").read_text())
+        print(f"  run --scale-at 0s=1 --scale-at 45s=2 with {users} users ({took:.0f} s):")
+        for event in report["scaling"]["events"]:
+            print(f"    at {event['at_s']:g} s: {event['replicas']} replicas, listed after {event['ready_s']} s, "
+                  f"SLO held again after {event['slo_held_again_s']} s")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--scenario", choices=["imbalance", "prefix", "both"], default="both")
+    parser.add_argument("--scenario", choices=["imbalance", "prefix", "scaling", "all"], default="all")
     args = parser.parse_args()
-    if args.scenario in ("imbalance", "both"):
+    if args.scenario in ("imbalance", "all"):
         imbalance()
-    if args.scenario in ("prefix", "both"):
+    if args.scenario in ("prefix", "all"):
         prefix()
+    if args.scenario in ("scaling", "all"):
+        scaling()
 
 
 if __name__ == "__main__":

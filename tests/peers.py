@@ -20,9 +20,10 @@ VLLM_SHIM = (
 VLLM_ENV = {"VLLM_TARGET_DEVICE": "cpu", "VLLM_NO_USAGE_STATS": "1", "HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"}
 
 
-def vllm_bench_serve(url: str, out: Path, *options: str, timeout: float = 600) -> subprocess.CompletedProcess | None:
+def vllm_bench_serve(url: str, out: Path, *options: str, timeout: float = 600,
+                     preexec_fn=None) -> subprocess.CompletedProcess | None:
     """`vllm bench serve` against `url` (chat, the embedded model's tokenizer), its result in `out`;
-    None where the engine's venv is missing."""
+    None where the engine's venv is missing. `preexec_fn`: run in its process first (a CPU affinity)."""
     engine = EngineSettings()
     if not engine.python.exists():
         return None
@@ -31,4 +32,4 @@ def vllm_bench_serve(url: str, out: Path, *options: str, timeout: float = 600) -
          "--endpoint", "/v1/chat/completions", "--model", "fake-model", "--tokenizer", str(engine.model_dir),
          "--save-result", "--result-dir", str(out.parent), "--result-filename", out.name, "--disable-tqdm",
          *options],
-        capture_output=True, text=True, timeout=timeout, env=VLLM_ENV)
+        capture_output=True, text=True, timeout=timeout, env=VLLM_ENV, preexec_fn=preexec_fn)

@@ -8,7 +8,10 @@ arrival: first at +TTFT, then every ITL, so the schedule does not drift under lo
 
 Prints `listening on PORT` when ready. GET /stats returns what it did: outcomes, and the median
 TTFT (first content write minus the arrival of the request's first byte) and TPOT it really
-produced; GET /stats/arrivals the arrival times, /stats/arrived-at each X-Request-Id's wall-clock arrival,
+produced, and its own lag (how late its content chunks went out against their schedule); GET
+/stats/sent-by-tenth the content chunks it sent in each tenth of a wall-clock second (its key: the
+time x 10, truncated); /stats/arrivals the arrival times, /stats/arrived-at each X-Request-Id's
+wall-clock arrival,
 /stats/ttft-by-user the true TTFT of each
 request that named a `user`. It speaks just enough HTTP/1.1 by hand (keep-alive, Content-Length bodies, chunked
 responses) to stamp a request's first byte and write each chunk synchronously: an HTTP framework
@@ -65,6 +68,8 @@ def content_chunk(model: str, text: str, completions: bool, tool: bool = False, 
     return {"id": "x", "object": "chat.completion.chunk", "model": model, "choices": [choice]}
 
 
+LATE = 0.005  # a chunk sent this much after its schedule is late: the server fell behind
+
 TEMPLATE_TOKENS = 3  # what /tokenize's chat template adds around the messages
 
 
@@ -94,6 +99,10 @@ class Stats:
         self.pooled_tokens = 0  # the prompt tokens their usage counted
         self.images: list[bytes] = []  # every image a chat request carried, decoded
         self.prompts: list[str] = []  # the text of every completion request's last message or prompt
+        # Its own lag: how late each content chunk went out against its schedule (a server that falls
+        # behind delivers less than its timing promises, and a benchmark must not charge the client).
+        self.lag: list[float] = []
+        self.sent_by_tenth: Counter[int] = Counter()  # content chunks sent, by tenth of a wall-clock second
 
     def as_json(self) -> dict:
         def median_ms(values: list[float]) -> float | None:
@@ -109,7 +118,9 @@ class Stats:
                 "median_e2e_ms": median_ms(self.true_e2e), "p99_e2e_ms": p99_ms(self.true_e2e),
                 "pooled": len(self.true_e2e), "pooled_tokens": self.pooled_tokens,
                 "images": len(self.images), "image_bytes": sum(len(i) for i in self.images),
-                "distinct_images": len(set(self.images)), "distinct_prompts": len(set(self.prompts))}
+                "distinct_images": len(set(self.images)), "distinct_prompts": len(set(self.prompts)),
+                "chunks_sent": len(self.lag), "lag_median_ms": median_ms(self.lag), "lag_p99_ms": p99_ms(self.lag),
+                "late_share": sum(lag > LATE for lag in self.lag) / len(self.lag) if self.lag else None}
 
 
 class Config:
@@ -210,6 +221,8 @@ class Connection(asyncio.Protocol):
                 self._respond_raw(200, vllm_metrics(self.config).encode())
             elif method == "GET" and path == "/stats":
                 self._respond(200, self.stats.as_json())
+            elif method == "GET" and path == "/stats/sent-by-tenth":
+                self._respond(200, self.stats.sent_by_tenth)
             elif method == "GET" and path == "/stats/arrivals":
                 self._respond(200, self.stats.arrival_times)
             elif method == "GET" and path == "/stats/ttft-by-user":
@@ -368,6 +381,8 @@ class Connection(asyncio.Protocol):
                 chunk["choices"][0]["finish_reason"] = "length"
             self._chunk(sse(chunk))
             sent.append(self.loop.time())
+            stats.lag.append(sent[-1] - (arrival + config.ttft + i * config.itl))
+            stats.sent_by_tenth[int(time.time() * 10)] += 1
         prompt_tokens = len(json.dumps(request.get("messages") or request.get("prompt") or request.get("input"))) // 4
         usage = {"prompt_tokens": prompt_tokens, "completion_tokens": n, "total_tokens": prompt_tokens + n}
         config.generated += n

@@ -43,7 +43,7 @@ def test_the_embedded_fleet_is_scaled_through_its_router(fleet):
     scaler = Scaler(fleet)
     said: list[str] = []
     scaler.scale_to(1, said.append)
-    assert scaler.serving() == [fleet.replicas["a"]] and scaler.names(1) == ["a"]
+    assert scaler.serving() == [fleet.replicas["a"]] and scaler.serving_names() == ["a"]
     scaler.scale_to(2, said.append)
     assert scaler.serving() == sorted(fleet.replicas.values())
     assert said == ["fleet: scaling to 1 replica", "fleet: scaling to 2 replicas"]
@@ -104,3 +104,56 @@ def test_a_run_whose_fleet_grows_midway_reports_each_change_and_its_replicas_ser
     report = (run_dir / "report.md").read_text()
     assert "## Replicas over time" in report and "| 10 | 2 |" in report, report
     assert json.loads((run_dir / "report.json").read_text())["scaling"]["events"][1]["slo_held_again_s"] == 0.0
+
+
+@pytest.fixture
+def slotted_fleet(fake_server):
+    """vllm-router in front of two fake replicas of 2 slots each (requests of 0.14 s): one replica
+    sustains 14 requests/s, two twice that."""
+    settings = EngineSettings()
+    ensure_router(settings)
+    replicas = {name: fake_server("--fingerprints", name, "--vllm-metrics", "--max-concurrency", "2", "--ttft",
+                                  "0.05", "--itl", "0.01", "--tokens", "10").url for name in ("a", "b")}
+    port, metrics = free_port(), free_port()
+    command = router("vllm-router").command(settings.python, port, metrics, list(replicas.values()), "round_robin", [])
+    started = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(lambda: processes.answers(url + "/health"), 60, "vllm-router")
+        yield Fleet("vllm-router", url, replicas, f"http://127.0.0.1:{metrics}", "round_robin")
+    finally:
+        started.terminate()
+        started.wait(10)
+
+
+@pytest.mark.needs("prometheus")
+def test_capacity_with_scaling_measures_one_replica_then_the_fleet_and_writes_the_autoscaling_rule(slotted_fleet,
+                                                                                                   tmp_path):
+    fleet = slotted_fleet
+    env = {**os.environ, "LOADWATCH_STACK_HOME": str(tmp_path / "home"), "LOADWATCH_STACK_FREE_PORTS": "1"}
+    done = subprocess.run(
+        [sys.executable, "-m", "loadwatch.cli", "capacity", "--target", fleet.url, "--router", "vllm-router",
+         "--scale", scale_script(tmp_path, fleet), "--scaling", "--slo", "ttft_p90_ms=250", "--mode", "users",
+         "--level-duration", "4s", "--warmup", "1s", "--cool-down", "1s", "--max-duration", "90s",
+         "--out", str(tmp_path / "runs")],
+        capture_output=True, text=True, timeout=400, env=env)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-4000:]
+    run_dir = next((tmp_path / "runs").iterdir())
+    result = json.loads((run_dir / "capacity.json").read_text())
+    one = json.loads((run_dir / "replicas-1" / "capacity.json").read_text())
+    scaling = result["scaling"]
+    assert scaling["capacity"] == {"1": one["max_sustainable"], "2": result["max_sustainable"]}
+    assert result["max_sustainable"] > one["max_sustainable"], output
+    assert 0 < scaling["efficiency"] <= 1.25
+    # One replica's levels went to one replica alone; the fleet's to both.
+    first = [json.loads(line)["replica"] for line in
+             (run_dir / "replicas-1" / "levels" / "level-01.requests.jsonl").read_text().splitlines()]
+    assert set(first) == {"a"}
+    found = result["autoscaling"]
+    assert found["metric"] == "requests_in_engine" and found["threshold"] > 0, found
+    assert {p.name for p in (run_dir / "autoscaling").iterdir()} == {
+        "keda-scaledobject.yaml", "hpa.yaml", "prometheus-adapter-rules.yaml"}
+    report = (run_dir / "report.md").read_text()
+    assert "### Capacity against replicas" in report and "### Autoscaling" in report
+    assert "scaled to 1" in (run_dir / "scale.log").read_text() and "Traceback" not in output

@@ -83,7 +83,7 @@ def capacity(options: CapacityOptions, template: LocustRun, target: str | None, 
                 scaler.scale_to(1, say)
                 say(f"capacity: one replica first, in {run_dir / ONE_REPLICA}")
                 one = search(options, template, api, target or stack.target, run_dir / ONE_REPLICA, say, known,
-                             serving=scaler.names(1) if scaler.embedded else None)
+                             serving=scaler.serving_names())
                 scaler.scale_to(count, say)
                 say(f"capacity: then the fleet's {count} replicas")
                 if options.start is None and one["max_sustainable"]:  # the fleet holds what one replica held

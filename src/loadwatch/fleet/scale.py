@@ -54,9 +54,12 @@ class Scaler:
         """The replicas' URLs its router sends to now."""
         return router(self.fleet.router).workers(self.fleet.url)
 
-    def names(self, count: int) -> list[str]:
-        """The embedded fleet's replicas that serve when `count` do: the first ones, in their order."""
-        return list(self.fleet.replicas)[:count]
+    def serving_names(self) -> list[str] | None:
+        """The names of the replicas its router sends to now, as the stack knows them; None where it
+        knows none of them by URL (replicas named by a pattern of fingerprints)."""
+        listed = set(self.serving())
+        names = [name for name, url in self.fleet.replicas.items() if url.rstrip("/") in listed]
+        return names or None
 
     def scale_to(self, count: int, say) -> None:
         """`count` replicas serving, or ScaleError."""

@@ -160,7 +160,8 @@ def scaling_rows(scaling: dict) -> list[str]:
             return "not scaled: " + event["error"]
         if not scaling["judged"]:
             return "n/a (no --slo, or no records)"
-        return "not before the next change" if event["slo_held_again_s"] is None else f"{event['slo_held_again_s']:g}"
+        return ("not before the next change or the end" if event["slo_held_again_s"] is None
+                else f"{event['slo_held_again_s']:g}")
     rows = [[f"{e['at_s']:g}", str(e["replicas"]), "n/a" if e["ready_s"] is None else f"{e['ready_s']:.1f}",
              again(e)] for e in scaling["events"]]
     return [*table(["at (s into the load)", "replicas", "listed by the router after (s)", "SLOs held again after (s)"],
