@@ -200,6 +200,13 @@ def tune_command(args: argparse.Namespace) -> int:
                 engine_args(args.vllm_args, {endpoint_of(args.passthrough)}), Path(args.out), say, fleet)
 
 
+def options_command(args: argparse.Namespace) -> int:
+    from loadwatch.locust_options import options_help
+
+    print(options_help(), end="")
+    return 0
+
+
 def experiment_command(args: argparse.Namespace) -> int:
     from loadwatch.experiment.command import ExperimentOptions, experiment_command
 
@@ -368,6 +375,10 @@ def parser(light: bool = False) -> argparse.ArgumentParser:
     trial.add_argument("--grafana-url", help="post each cell as a region annotation (token from $GRAFANA_TOKEN)")
     trial.set_defaults(handler=experiment_command)
     add_parsers(commands, say)
+
+    options = commands.add_parser("options", help="loadwatch's options for Locust (after `locust -f LOCUSTFILE`), "
+                                                  "grouped, with their defaults and environment variables")
+    options.set_defaults(handler=options_command)
 
     locustfile = commands.add_parser("locustfile", help="print the path of a shipped locustfile: "
                                                         "locust -f \"$(loadwatch locustfile)\"")

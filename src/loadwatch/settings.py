@@ -96,6 +96,11 @@ def partial_beside(results: Path) -> Path:
     return results.with_name(results.stem + ".partial.json")
 
 
+# LoadSettings' fields in groups, each from the field that opens it on: how `loadwatch options` and
+# the options reference list them.
+OPTION_GROUPS = {"model": "The request", "run_name": "The run", "dataset": "The workload"}
+
+
 class LoadSettings(BaseSettings):
     model_config = SettingsConfigDict(extra="ignore", protected_namespaces=())
 
@@ -106,7 +111,6 @@ class LoadSettings(BaseSettings):
         LOADWATCH_* variable may set an option behind the user's back."""
         return (init_settings,)
 
-    # The request
     model: str = Field("", description="Model to request; default: the first one the server lists at /v1/models. "
                                        "NAME=SHARE,NAME=SHARE splits the traffic across models or LoRA adapters "
                                        "(shares are weights), the model label following each request")
@@ -171,7 +175,6 @@ class LoadSettings(BaseSettings):
                                            "tpot_median_ms=50, e2el_p90_ms=20000, failure_ratio=0.01 "
                                            "(comma-separated in the web UI). A broken one makes a headless "
                                            "run exit 3")
-    # The run
     run_name: str = Field("", pattern=r"^[A-Za-z0-9._/-]*$", json_schema_extra=cli(web_ui=False),
                           description="Start of the run's id (run_info's run_id label, the results): "
                                       "loadwatch experiment names each cell so")
@@ -211,7 +214,6 @@ class LoadSettings(BaseSettings):
                                                              "spike; default a quarter of the peak")
     sweep: list[float] = Field([], description="sweep: comma-separated levels, one stage each: user counts, or "
                                                "request rates with --request-rate")
-    # The workload
     # The choices are workloads/datasets.py's classes, a layer above: loadgen/options.py lists them.
     dataset: str = Field("builtin", description="Workload")
     dataset_path: Path | None = Field(None, json_schema_extra=cli(web_ui=False),

@@ -16,6 +16,7 @@ LAYERS = [
     {"client"},  # the streaming HTTP client
     {"settings"},  # the load generator's options
     {"workloads", "exporter", "engine", "grafana", "rules", "deploy"},
+    {"locust_options"},  # the load generator's options in their command-line form, without Locust
     {"fleet"},  # replicas behind a router: the embedded engines and the routers loadwatch knows
     {"loadgen", "stack"},  # Locust integration; the native stack
     {"report"},

@@ -19,7 +19,7 @@ def test_no_option_holds_a_secret_and_the_public_options_are_all_of_them():
 
 
 def test_paths_are_not_web_ui_options():
-    from loadwatch.loadgen.options import argument
+    from loadwatch.locust_options import argument
 
     for name, field in LoadSettings.model_fields.items():
         flag, kwargs = argument(name, field)

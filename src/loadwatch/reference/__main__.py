@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import loadwatch.loadgen  # noqa: F401  Locust first: its gevent patches ssl before the pages' imports load it
 from loadwatch.reference.pages import PAGES
 
 OUT = Path("docs", "reference")

@@ -136,7 +136,7 @@ def test_tools_from_a_file_go_with_every_prompt_and_a_line_keeps_its_own(tmp_pat
 
 
 def test_a_dataset_is_one_class_and_every_dataset_is_an_option_with_its_help():
-    from loadwatch.loadgen.options import argument
+    from loadwatch.locust_options import argument
     from loadwatch.workloads.datasets import DATASETS, Dataset
     from loadwatch.workloads.prompt import Cycle, Prompt
 
