@@ -1,0 +1,149 @@
+"""Every `loadwatch`, `locust` and `make` command in the docs' shell blocks parses with the real parser:
+loadwatch's own (and the models its commands validate their options with), Locust's with loadwatch's
+options on it, and the Makefile's targets and variables. A renamed option fails here, naming the page.
+
+A shell block is a fenced block marked sh, bash, shell or console, or one with no language. What a
+page shows as a pattern rather than a command sits in a `text` block.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+from locust.argument_parser import get_parser
+
+import loadwatch.loadgen  # noqa: F401  registers the plugin that adds loadwatch's options to Locust's parser
+from loadwatch.capacity.options import CapacityOptions
+from loadwatch.cli import parser
+from loadwatch.fleet.options import FleetOptions
+from loadwatch.model_options import model_from_args
+from loadwatch.settings import LoadSettings
+from loadwatch.tune.options import TuneOptions
+from tests.conftest import REPO
+
+SHELL = {"", "sh", "bash", "shell", "console"}
+FENCE = re.compile(r"^\s*```(\w*)")
+PAGES = [p for p in sorted((REPO / "docs").rglob("*.md")) if "reference" not in p.parts] + [REPO / "README.md"]
+ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+PLACEHOLDER = re.compile(r"<[^<>\s][^<>]*>")
+
+
+def shell_lines(path: Path) -> list[tuple[int, str]]:
+    """(line number, command) of every shell block's commands, continuations joined."""
+    out: list[tuple[int, str]] = []
+    lang: str | None = None
+    pending, start = "", 0
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        fence = FENCE.match(line)
+        if fence:
+            lang = None if lang is not None else fence.group(1)
+            continue
+        if lang is None or lang not in SHELL:
+            continue
+        text = line.strip()
+        if not pending:
+            start = number
+        if text.endswith("\\"):
+            pending += text[:-1] + " "
+            continue
+        command, pending = pending + text, ""
+        if command and not command.startswith("#"):
+            out.append((start, command))
+    return out
+
+
+def commands() -> list[tuple[str, str, list[str]]]:
+    """(where, program, its arguments) of each loadwatch, locust and make command."""
+    found = []
+    for path in PAGES:
+        for number, line in shell_lines(path):
+            line = PLACEHOLDER.sub("PLACEHOLDER", line)  # runs/<time>: a value to fill in, not a redirection
+            lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
+            lexer.whitespace_split, lexer.commenters = True, "#"
+            tokens, parts = list(lexer), [[]]
+            for token in tokens:  # a pipeline's or a list's commands, each apart
+                if token in ("&&", "||", ";", "|", "&", ">", ">>", "<", "(", ")"):
+                    parts.append([])
+                else:
+                    parts[-1].append(token)
+            for words in parts:
+                make_vars = []
+                while words and ASSIGNMENT.match(words[0]):
+                    make_vars.append(words.pop(0).split("=")[0])
+                if not words:
+                    continue
+                program = words[0].rsplit("/", 1)[-1]
+                if program in ("loadwatch", "locust", "make"):
+                    where = f"{path.relative_to(REPO)}:{number}"
+                    found.append((where, program, words[1:] + [f"VAR:{v}" for v in make_vars]))
+    return found
+
+
+COMMANDS = commands()
+
+
+def parsed(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    said = io.StringIO()
+    with contextlib.redirect_stderr(said), contextlib.redirect_stdout(io.StringIO()):
+        try:
+            return parser.parse_args(argv)
+        except SystemExit:
+            pass
+    raise AssertionError(said.getvalue().strip().splitlines()[-1])
+
+
+# Built once, at collection: Locust's own parser with loadwatch's options as its plugin adds them (no
+# locust.conf read), and loadwatch's.
+LOCUST = get_parser(default_config_files=[])
+LOADWATCH = parser()
+
+
+def check_locust(argv: list[str]) -> None:
+    args = parsed(LOCUST, argv)
+    LoadSettings.model_validate({k: v for k, v in vars(args).items() if k in LoadSettings.model_fields
+                                 and v is not None})
+
+
+def check_loadwatch(argv: list[str]) -> None:
+    cut = argv.index("--") if "--" in argv else len(argv)
+    args = parsed(LOADWATCH, argv[:cut])
+    for model in (CapacityOptions, FleetOptions, TuneOptions):
+        if all(hasattr(args, name) for name in model.model_fields):
+            model_from_args(model, args)  # as the command validates them: ValueError names the option
+    if argv[cut + 1:] and args.command in ("run", "capacity", "tune", "experiment"):
+        check_locust(["-f", "locustfiles/chat.py", *argv[cut + 1:]])
+
+
+def check_make(argv: list[str]) -> None:
+    makefile = (REPO / "Makefile").read_text()
+    targets = set(re.findall(r"^([a-z][a-z-]*):", makefile, re.M))
+    variables = set(re.findall(r"^([A-Z_]+)\s*\??=", makefile, re.M))
+    for word in argv:
+        if word.startswith("VAR:"):  # a Makefile variable, or the environment of what make runs (loadwatch's)
+            name = word[4:]
+            assert name in variables or (name.startswith("LOADWATCH_") and any(
+                name in path.read_text() for path in (REPO / "src").rglob("*.py"))), \
+                f"neither make nor loadwatch reads {name} (make has {', '.join(sorted(variables))})"
+        else:
+            assert word in targets, f"make has no target {word}"
+
+
+CHECKS = {"locust": check_locust, "loadwatch": check_loadwatch, "make": check_make}
+
+
+@pytest.mark.parametrize(("where", "program", "argv"), COMMANDS, ids=[f"{w} {p}" for w, p, _ in COMMANDS])
+def test_the_docs_command_parses(where, program, argv):
+    try:
+        CHECKS[program](argv)
+    except (AssertionError, ValueError) as exc:
+        pytest.fail(f"{where}: `{program} {shlex.join(a for a in argv if not a.startswith('VAR:'))}`: {exc}")
+
+
+def test_the_docs_show_commands_of_every_kind():
+    assert {p for _, p, _ in COMMANDS} == {"loadwatch", "locust", "make"} and len(COMMANDS) > 40
