@@ -241,7 +241,7 @@ class Agent(Dataset):
     date-time at the very start of the first turn; the same one every time (`static`, all of it is
     a cacheable prefix) or a new one per request (`dynamic`, nothing after it can be cached)."""
 
-    name, summary = "agent", "the seeds' long conversation with a date-time prefix"
+    name, summary = "agent", "a long sample conversation with a date-time prefix"
     sample = SAMPLES / "agent-conversation.json"
 
     def check(self, settings: LoadSettings) -> LoadSettings:
