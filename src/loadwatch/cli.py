@@ -270,7 +270,7 @@ def add_light_commands(commands) -> None:
 
     waiting = commands.add_parser("wait", help="wait until a URL answers 200 (a Kubernetes initContainer "
                                                "waiting for vLLM's /health)")
-    waiting.add_argument("url")
+    waiting.add_argument("url", help="what to wait for: a URL that must answer 200 (vLLM's /health)")
     waiting.add_argument("--timeout", default="30m", help="give up after this long (exit 1); default 30m")
     waiting.set_defaults(handler=wait_command)
 
@@ -382,7 +382,8 @@ def parser(light: bool = False) -> argparse.ArgumentParser:
 
     locustfile = commands.add_parser("locustfile", help="print the path of a shipped locustfile: "
                                                         "locust -f \"$(loadwatch locustfile)\"")
-    locustfile.add_argument("name", nargs="?", default="chat")
+    locustfile.add_argument("name", nargs="?", default="chat", help="the shipped locustfile: chat (the default) or "
+                            "agent")
     locustfile.set_defaults(handler=locustfile_command)
     return top
 

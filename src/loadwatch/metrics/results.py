@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 LATENCY_METRICS = ("ttft", "tpot", "itl", "e2el")
 PERCENTILES = (50, 90, 95, 99)
@@ -48,28 +48,34 @@ class Figures(BaseModel):
     # Latency statistics are keys of their own (vllm's layout), kept as extra fields.
     model_config = ConfigDict(extra="allow")
 
-    completed: int
-    failed: int = 0
-    cancelled: int = 0  # hung up on by the client (--cancel-ratio): neither completed nor failed
-    duration: float = 0.0
-    total_input_tokens: int = 0
-    total_output_tokens: int = 0
-    request_throughput: float = 0.0
-    request_goodput: float = 0.0
-    output_throughput: float = 0.0
-    input_throughput: float = 0.0  # prompt tokens a second: what embeddings and rerank are measured by
-    total_token_throughput: float = 0.0
-    failure_ratio: float = 0.0
-    failures: dict[str, int] = {}
-    # What agents and reasoning models add: tool calls, thoughts, and the prompt the server had cached
-    # (its share only over requests whose server said; None where none did).
-    total_tool_calls: int = 0
-    total_reasoning_tokens: int = 0
-    total_cached_tokens: int = 0
-    total_images: int = 0  # sent with the completed requests (random-mm), and their encoded bytes
-    total_image_bytes: int = 0
-    cached_prompt_tokens_ratio: float | None = None
-    arrivals: Arrivals | None = None  # an open loop's or a trace's; None in a closed loop
+    completed: int = Field(description="requests that completed (streamed to their end, or answered)")
+    failed: int = Field(0, description="requests that failed, by any reason in `failures`")
+    cancelled: int = Field(0, description="requests the client hung up on (--cancel-ratio): neither completed nor "
+                                          "failed")
+    duration: float = Field(0.0, description="seconds of the window the figures cover (the run's, without its warm-up)")
+    total_input_tokens: int = Field(0, description="prompt tokens of the completed requests")
+    total_output_tokens: int = Field(0, description="output tokens of the completed requests (the server's usage "
+                                                    "where it sent one)")
+    request_throughput: float = Field(0.0, description="completed requests a second")
+    request_goodput: float = Field(0.0, description="completed requests a second that met every per-request SLO "
+                                                    "(TTFT, TPOT, E2E)")
+    output_throughput: float = Field(0.0, description="output tokens a second")
+    input_throughput: float = Field(0.0, description="prompt tokens a second: what embeddings and rerank are measured"
+                                                     " by")
+    total_token_throughput: float = Field(0.0, description="prompt and output tokens a second")
+    failure_ratio: float = Field(0.0, description="failed requests over all that ended (0 to 1)")
+    failures: dict[str, int] = Field({}, description="failed requests by reason (http_500, timeout, stream_cut, ...)")
+    total_tool_calls: int = Field(0, description="tool calls the completed requests' answers made")
+    total_reasoning_tokens: int = Field(0, description="output tokens the server counted as reasoning")
+    total_cached_tokens: int = Field(0, description="prompt tokens the server found in its prefix cache")
+    total_images: int = Field(0, description="images sent with the completed requests (random-mm)")
+    total_image_bytes: int = Field(0, description="their encoded bytes")
+    cached_prompt_tokens_ratio: float | None = Field(None, description="cached prompt tokens over prompt tokens, over"
+                                                                       " the requests whose server said (null where "
+                                                                       "none did)")
+    arrivals: Arrivals | None = Field(None, description="an open loop's or a trace's schedule and what was kept of it"
+                                                        " (sent, dropped, requested, scheduled and achieved rate, "
+                                                        "kept, lag_ms, fell_short); null in a closed loop")
 
     @model_validator(mode="after")
     def _latencies_are_numbers(self) -> Figures:
@@ -99,51 +105,58 @@ class Stage(Figures):
 class Replica(Figures):
     """A fleet's replica: the figures of the requests it served (its answers named it)."""
 
-    share: float = 0.0  # of the run's successful requests that named their replica
+    share: float = Field(0.0, description="of the run's successful requests that named their replica")
 
 
 class Results(Figures):
-    run_id: str
-    target: str | None = None
-    users: int | None = None  # Locust's user count as the run started: part of what makes runs comparable
-    loadwatch_version: str | None = None  # of the load generator that measured it
-    partial: bool = False  # a checkpoint written during the run, not its end
-    # Workers whose last report never came (loadgen/workers.py): each with its host, when it was last
-    # heard and how many of its requests' outcomes are unknown; never counted as successes.
-    lost_workers: list[dict[str, Any]] = []
-    unknown_outcomes: int = 0
-    # Each worker's clock against the master's (loadgen/clocks.py); its records' times are corrected by it.
-    clock_offsets: dict[str, dict[str, float]] = {}
-    saturated: dict[str, str] = {}  # Locust process -> why it was a bottleneck (none: it kept up)
-    busy: dict[str, float] = {}  # Locust process -> the share of a core it used over the run
-    started_at: float
-    ended_at: float
-    warmup_requests: int = 0
-    # Successful requests by how their output tokens were counted: the server's usage, its /tokenize
-    # of the generated text, or an approximation (4 characters a token) when it sent no usage.
-    output_tokens_counted_by: dict[str, int] = {}
-    # Successful streams whose body ended without `data: [DONE]`, complete after their finish_reason
-    # (and usage): a server or proxy that leaves the marker out, counted so that it shows.
-    streams_without_done: int = 0
-    # The server's cost, $ an hour (--price-per-hour times --gpus), and what a million tokens cost at
-    # the throughput measured (metrics/cost.py); None without a price.
-    price_per_hour: float | None = None
-    cost_per_million_output_tokens: float | None = None
-    cost_per_million_total_tokens: float | None = None
-    # Trace entries not sent because they cannot fit the server's context (--trace-too-long skip).
-    trace_entries_skipped: int = 0
-    options: dict[str, Any] = {}
-    records: str | None = None  # the per-request records file, relative to this file's folder if under it
-    scenarios: dict[str, Figures] = {}
-    # A fleet's (--replica): each replica's figures, over the run's window so that throughputs add up;
-    # successful requests whose answer named none of them; the busiest replica's share over an even
-    # share (1: even, 2: it took twice its share), the spread a user reads at a glance.
-    replicas: dict[str, Replica] = {}
-    unattributed: int = 0
-    busiest_share_ratio: float | None = None
-    # Replicas lost during the run (loadgen/replica_watch.py): each with when it was lost (and came back),
-    # the requests that failed in its outage, how long the router kept sending to it and how long until
-    # the client's success rate recovered.
-    replicas_lost: list[dict[str, Any]] = []
-    stages: list[Stage] = []
-    slo: list[dict[str, Any]] = []
+    run_id: str = Field(description="the run's id, as the run_info series and Grafana's annotations name it")
+    target: str | None = Field(None, description="the server's base URL")
+    users: int | None = Field(None, description="Locust's user count as the run started: part of what makes runs "
+                                                "comparable")
+    loadwatch_version: str | None = Field(None, description="the version of loadwatch that measured it")
+    partial: bool = Field(False, description="true in a checkpoint written during the run (NAME.partial.json), false "
+                                             "at its end")
+    lost_workers: list[dict[str, Any]] = Field([], description="workers whose last report never came: each with its "
+                                                               "host, when it was last heard and how many of its "
+                                                               "requests' outcomes are unknown (never counted as "
+                                                               "successes)")
+    unknown_outcomes: int = Field(0, description="requests whose outcome a lost worker took with it")
+    clock_offsets: dict[str, dict[str, float]] = Field({}, description="each worker's clock against the master's; its"
+                                                                       " records' times are corrected by it")
+    saturated: dict[str, str] = Field({}, description="Locust process -> why it was a bottleneck (empty: every "
+                                                      "process kept up)")
+    busy: dict[str, float] = Field({}, description="Locust process -> the share of a core it used over the run")
+    started_at: float = Field(description="when the measured window began (Unix time, seconds)")
+    ended_at: float = Field(description="when it ended (Unix time, seconds)")
+    warmup_requests: int = Field(0, description="requests of the warm-up, left out of every figure")
+    output_tokens_counted_by: dict[str, int] = Field({}, description="completed requests by how their output tokens "
+                                                                     "were counted: the server's usage, its /tokenize"
+                                                                     " of the text, or 4 characters a token when it "
+                                                                     "sent no usage")
+    streams_without_done: int = Field(0, description="completed streams whose body ended without `data: [DONE]` "
+                                                     "(after their finish_reason and usage)")
+    price_per_hour: float | None = Field(None, description="the server's cost, $ an hour (--price-per-hour times "
+                                                           "--gpus); null without a price")
+    cost_per_million_output_tokens: float | None = Field(None, description="$ per million output tokens at the "
+                                                                           "throughput measured")
+    cost_per_million_total_tokens: float | None = Field(None, description="$ per million prompt and output tokens at "
+                                                                          "the throughput measured")
+    trace_entries_skipped: int = Field(0, description="trace entries not sent because they cannot fit the server's "
+                                                      "context (--trace-too-long skip)")
+    options: dict[str, Any] = Field({}, description="the workload options the run was given (dataset, lengths, rate, "
+                                                    "shape, ...)")
+    records: str | None = Field(None, description="the per-request records file, relative to this file's folder where"
+                                                  " it is under it")
+    scenarios: dict[str, Figures] = Field({}, description="the same figures for each scenario (a locustfile's task)")
+    replicas: dict[str, Replica] = Field({}, description="a fleet's (--replica): each replica's figures over the "
+                                                         "run's window, with its `share` of the successful requests")
+    unattributed: int = Field(0, description="successful requests whose answer named none of the replicas")
+    busiest_share_ratio: float | None = Field(None, description="the busiest replica's share over an even share (1: "
+                                                                "even, 2: twice its share)")
+    replicas_lost: list[dict[str, Any]] = Field([], description="replicas lost during the run: when each was lost "
+                                                                "(and came back), the requests that failed in its "
+                                                                "outage, how long the router kept sending to it and "
+                                                                "until the client's success rate recovered")
+    stages: list[Stage] = Field([], description="the same figures for each stage of a load shape, with its name, "
+                                                "level, unit, start and end")
+    slo: list[dict[str, Any]] = Field([], description="each SLO's verdict: name, limit, measured, passed")

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import types
 import typing
 from collections.abc import Iterator
 from pathlib import Path
 
 from prometheus_client.core import Metric
+from pydantic import BaseModel
 
 from loadwatch import catalogue
 from loadwatch.defaults import PORTS
@@ -88,8 +90,9 @@ def _option_rows(parser: argparse.ArgumentParser) -> list[list[str]]:
             continue
         name = ", ".join(f"`{s}`" for s in action.option_strings) or f"`{action.dest.upper()}`"
         choices = f" (one of {', '.join(map(str, action.choices))})" if action.choices else ""
-        default = "" if action.default in (None, False, argparse.SUPPRESS) or not action.option_strings \
-            else f" Default: `{_shown(action.default)}`."
+        # The default once: where the help says it already, not again.
+        default = "" if action.default in (None, False, [], argparse.SUPPRESS) or not action.option_strings \
+            or "default" in (action.help or "").lower() else f" Default: `{_shown(action.default)}`."
         rows.append([name, (action.help or "").replace("%%", "%") + choices + default])
     return rows
 
@@ -112,7 +115,7 @@ def commands_page() -> str:
              "engine start` to `vllm serve`.", ""]
     for name, sub in _subparsers(top).items():
         usage = _usage(sub)
-        lines += [f"## {name}", "", helps.get(name, ""), "", "```text", usage, "```", ""]
+        lines += [f"## {name}", "", helps.get(name, "").replace("%%", "%"), "", "```text", usage, "```", ""]
         rows = _option_rows(sub)
         if rows:
             lines += [*_table(["argument", "what it does"], rows), ""]
@@ -194,30 +197,43 @@ def metrics_page() -> str:
 
 
 def rules_page() -> str:
+    """Each alert and recording rule as a section, its expression in a block of its own (some run to
+    1,800 characters: a table cell would hold them on one line)."""
     base = alerts.DEFAULT_RUNBOOK_BASE
-    alert_rows = [[f"`{a.name}`", a.severity, a.for_ if a.for_ != "0s" else "at once", a.summary,
-                   f"`{a.expr}`", f"[runbook](../runbooks.md#{a.anchor})"] for a in alerts.ALERTS]
-    recordings = [rule for group in (recording.client_rules(), recording.engine_rules()) for rule in group]
-    record_rows = [[f"`{r['record']}`", f"`{r['expr']}`"] for r in recordings]
-    return GENERATED + "\n".join([
-        "# Alerts and recording rules", "",
-        "From src/loadwatch/rules (`python -m loadwatch.rules` writes prometheus/rules/*.yml). Each alert's "
-        f"`runbook_url` is `{base}#<alert>` unless `--runbook-url-base` or "
-        f"`${alerts.RUNBOOK_BASE_ENV}` names where the runbooks are published.", "",
-        "## Alerts", "", *_table(["alert", "severity", "for", "summary", "expression", ""], alert_rows), "",
-        "## Recording rules", "", *_table(["record", "expression"], record_rows), ""])
+    lines = [GENERATED + "# Alerts and recording rules", "",
+             "From src/loadwatch/rules (`python -m loadwatch.rules` writes prometheus/rules/*.yml). Each alert's "
+             f"`runbook_url` is `{base}#<alert>` unless `--runbook-url-base` or "
+             f"`${alerts.RUNBOOK_BASE_ENV}` names where the runbooks are published.", "", "## Alerts", ""]
+    for a in alerts.ALERTS:
+        wait = f"after {a.for_}" if a.for_ != "0s" else "at once"
+        lines += [f"### {a.name}", "", f"{a.summary} Severity {a.severity}, fires {wait}; "
+                  f"[runbook](../runbooks.md#{a.anchor}).", "", "```promql", a.expr.strip(), "```", ""]
+    lines += ["## Recording rules", ""]
+    for rule in (r for group in (recording.client_rules(), recording.engine_rules()) for r in group):
+        lines += [f"### `{rule['record']}`", "", "```promql", rule["expr"].strip(), "```", ""]
+    return "\n".join(lines)
+
+
+JSON_TYPES = {int: "integer", float: "number", str: "text", bool: "true or false", dict: "object", list: "list"}
 
 
 def _type_name(annotation: object) -> str:
-    text = getattr(annotation, "__name__", None) or str(annotation)
-    return text.replace("typing.", "")
+    """A field's type as JSON has it: integer, number, text, object, list, `... or null`."""
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        named = " or ".join(_type_name(a) for a in args)
+        return named + " or null" if type(None) in typing.get_args(annotation) else named
+    origin = typing.get_origin(annotation) or annotation
+    if isinstance(origin, type) and issubclass(origin, BaseModel):
+        return "object"
+    return JSON_TYPES.get(origin, "any") if isinstance(origin, type) else "any"
 
 
 def results_page() -> str:
     from loadwatch.tune.output import capacity_of
 
     rows = [[f"`{name}`", _type_name(field.annotation), _default(field.default) if not field.is_required()
-             else "always"] for name, field in Results.model_fields.items()]
+             else "always", field.description or ""] for name, field in Results.model_fields.items()]
     stats = ", ".join(STATS)
     latency = [f"`<stat>_{metric}_ms`" for metric in LATENCY_METRICS]
     stage_keys = ", ".join(f"`{k}`" for k in Stage.model_fields if k not in Results.model_fields)
@@ -227,16 +243,26 @@ def results_page() -> str:
         "A run's results (`--results-json`, a run folder's `results.json`), from the `Results` model "
         "(src/loadwatch/metrics/results.py). vllm bench serve's keys keep their names; loadwatch's own "
         "are beside them.", "",
-        *_table(["key", "type", "default"], rows), "",
+        *_table(["key", "type", "default", "what it holds"], rows), "",
         f"Latency statistics are keys of their own, as vllm bench serve writes them: {', '.join(latency)} "
         f"and the same for `headers`, `ttft_after_headers` and `ttfa`, where `<stat>` is one of {stats}; "
         "null where the run had no such value. Each of `scenarios` holds the same figures for one "
         f"scenario; each of `stages` adds {stage_keys}.", "",
         "## tune.json", "",
-        "`loadwatch tune` writes `budget_s`, `baseline` (the vLLM arguments, `capacity`, `limit`), `steps` "
-        "(each: `step`, `limit`, `change` with `flag`, `from`, `to`, `reason`, `verdict`, `gain`, "
-        "`capacity_after`, `limit_after`), `final` (as `baseline`, with `command_line`) and `stopped`. Each "
-        f"capacity holds {capacity_keys}.", ""])
+        "`loadwatch tune` writes (src/loadwatch/tune/command.py):", "",
+        *_table(["key", "what it holds"], [
+            ["`budget_s`", "the --budget, in seconds"],
+            ["`baseline`", "the configuration tune started from: `vllm_args`, `env` (environment levers), `fleet` (a "
+                           "fleet's router policy and replicas, where set), its `capacity` and `limit`"],
+            ["`steps`", "one entry per lever tried: `step`, the `limit` and `evidence` it was tried for, `change` "
+                        "(`flag`, `from`: null where vLLM's default applied, `to`), `reason`, `verdict` (adopted, "
+                        "rejected or refused), `refused` (vLLM's words), `gain` (`metric`, `change_pct`, `ci_low`, "
+                        "`ci_high`), `capacity_after` and `limit_after` (adopted only), `runs` (each round's values)"],
+            ["`final`", "as `baseline`, with `command_line` (the `vllm serve` line)"],
+            ["`stopped`", "why the loop ended"],
+            ["`cost`", "`server_starts`, `seconds`, `capacity_searches`"]]), "",
+        f"A capacity holds {capacity_keys}; `flag` names a vLLM flag, an environment variable or a fleet's "
+        "setting (`--router-policy`, `--replicas`).", ""])
 
 
 EXIT_CODES = ((0, "ok: every SLO held (a headless run without --slo: no request failed)"),
