@@ -55,7 +55,8 @@ def test_the_manifests_vllm_takes_a_key_file_that_ends_in_a_newline(tmp_path):
     flags = process.command(settings, ensure_model(settings), port, [])[3:]
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    (bin_dir / "vllm").write_text(f'#!/bin/sh\nshift\nexec {settings.python} -m vllm.entrypoints.openai.api_server "$@"\n')
+    (bin_dir / "vllm").write_text(  # `vllm serve ARGS` -> the API server's module with ARGS
+        f'#!/bin/sh\nshift\nexec {settings.python} -m vllm.entrypoints.openai.api_server "$@"\n')
     (bin_dir / "vllm").chmod(0o755)
     env = {**{k: v for k, v in os.environ.items() if k not in ("VLLM_API_KEY", "OPENAI_API_KEY")},
            **process.environment(settings), "PATH": f"{bin_dir}:{os.environ['PATH']}"}
