@@ -4,6 +4,7 @@ the knee is found, the verdict and its evidence in the run folder, the stack dow
 from __future__ import annotations
 
 import math
+import shlex
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -90,7 +91,9 @@ def capacity(options: CapacityOptions, template: LocustRun, target: str | None, 
                     options = options.model_copy(update={"start": one["max_sustainable"]})
                 one = {"replicas": 1, "max_sustainable": one["max_sustainable"], "limit": one["limit"],
                        "folder": ONE_REPLICA, "fleet_replicas": count}
-            result = search(options, template, api, target or stack.target, run_dir, say, known, one_replica=one)
+            result = search(options, template, api, target or stack.target, run_dir, say, known, one_replica=one,
+                            then=lambda found: next_steps(options, template, target, vllm_args, fleet, run_dir,
+                                                          found))
             return 0 if result["max_sustainable"] is not None and not result["undecided"] else NO_KNEE
         except ScaleError as exc:
             say(f"error: the fleet could not be scaled: {exc}")
@@ -147,11 +150,13 @@ def shared_prefix(results: dict) -> SharedPrefix | None:
 
 
 def search(options: CapacityOptions, template: LocustRun, api: PrometheusAPI, target: str, run_dir: Path,
-           say, batch: Batch | None = None, serving: list[str] | None = None, one_replica: dict | None = None) -> dict:
+           say, batch: Batch | None = None, serving: list[str] | None = None, one_replica: dict | None = None,
+           then=None) -> dict:
     """Levels of load against a stack that is up, until the knee is found; the conclusion, also
     written to run_dir. Ctrl-C stops the level running and is raised again. `serving`: the embedded
     fleet's replicas its router sends to, where it does not send to all; `one_replica`: the search on
-    one replica that came before this one, for the scaling."""
+    one replica that came before this one, for the scaling; `then`: the commands that go on from the
+    result, for its report."""
     needed = needed_requests(template.slo)
     search = Search(first_level(options, needed), integer=options.mode == "users", precision=options.precision)
     levels: list[Level] = []
@@ -212,6 +217,7 @@ def search(options: CapacityOptions, template: LocustRun, api: PrometheusAPI, ta
                            sorted(decisive.replicas) if decisive and len(decisive.replicas) > 1 else (serving or []),
                            count) if undecided is None else None
     result["autoscaling"] = found
+    result["next"] = then(result) if then else []
     if found:
         most = max(2 * count, diagnosis.evidence.get("replicas_needed") or 0)
         autoscale.write(run_dir, found, most)
@@ -226,6 +232,36 @@ def search(options: CapacityOptions, template: LocustRun, api: PrometheusAPI, ta
         say(f"capacity: missed: {item['explanation']}")
     say(f"written: {run_dir}/report.html (and capacity.json, report.md, {output.PLOT})")
     return result
+
+
+def next_steps(options: CapacityOptions, template: LocustRun, target: str | None, vllm_args: list[str],
+               fleet: FleetOptions | None, run_dir: Path, result: dict) -> list[dict]:
+    """The commands that go on from a search: tune, with this search's options, to relieve the limit
+    it named; explain, on the requests of the level that broke."""
+    steps = []
+    if result.get("limit") and result["max_sustainable"] is not None:
+        words = ["loadwatch", "tune", *(f"--slo={slo}" for slo in template.slo)]
+        for name, value in options.model_dump(exclude_defaults=True).items():
+            words += [f"--{name.replace('_', '-')}", f"{value:g}" if isinstance(value, float) else str(value)]
+        if target:
+            words += ["--target", target, "--restart", "YOUR-RESTART-COMMAND {vllm_args}"]
+        words += [f"--vllm-arg={arg}" for arg in vllm_args]
+        for name, value in (fleet.model_dump(exclude_defaults=True) if fleet else {}).items():
+            for item in value if isinstance(value, list) else [value]:
+                words += [f"--{name.replace('_', '-')}", f"{item:g}" if isinstance(item, float) else str(item)]
+        if template.options:
+            words += ["--", *template.options]
+        steps.append({"why": f"relieve the limit ({result['limit']}): tune tries the flags that do, in rounds, "
+                             "and keeps what beats the current configuration beyond doubt"
+                             + (" (--restart: your command that restarts the server with the flags in place of "
+                                "{vllm_args})" if target else ""),
+                      "command": shlex.join(words)})
+    if result.get("decisive_level"):
+        level = run_dir / "levels" / f"{result['decisive_level']}.json"
+        steps.append({"why": f"see why the slowest requests of {result['decisive_level']} (the level the limit was "
+                             "read at) were slow, each in the engine's own account",
+                      "command": shlex.join(["loadwatch", "explain", str(level), "--slowest", "5"])})
+    return steps
 
 
 def scaling_of(one: dict | None, best: float | None, count: int) -> dict | None:

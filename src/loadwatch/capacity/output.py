@@ -97,6 +97,8 @@ def markdown(result: dict, run_dir: Path | None = None) -> str:
         lines += ["", f"Missed: **{item['item'].replace('_', ' ')}**: {item['explanation']} "
                       f"({_words(item['evidence'])})."]
     lines += _scaling(result.get("scaling"), unit) + _autoscaling(result.get("autoscaling"), unit)
+    for step in result.get("next") or []:
+        lines += ["", f"Next, {step['why']}:", "", f"    {step['command']}"]
     lines += ["", f"Each level: {result['level_rule']}", ""]
     rows = []
     for lv in result["levels"]:

@@ -112,10 +112,15 @@ def markdown(doc: dict) -> str:
                   *([f"The fleet: {' '.join(f'{flag} {value}' for flag, value in final['fleet'].items())} "
                      "(loadwatch's fleet options; the router's --policy), each replica with the flags above.", ""]
                     if final.get("fleet") else []),
-                  f"The same as a compose override ({COMPOSE}, with {ENV} in .env) and a Kubernetes patch of the "
-                  f"vLLM Deployment ({PATCH}) in this folder"
-                  + (f"; the router's policy as a patch of the fleet's vllm-router Deployment ({ROUTER_PATCH})."
-                     if final.get("fleet", {}).get("--router-policy") else ".")]
+                  "### Apply it", "",
+                  "- Your own server: start `vllm serve` with the flags above (and the variables before them).",
+                  f"- docker compose: add {ENV}'s lines to `.env`, then "
+                  f"`docker compose -f docker-compose.yml -f {COMPOSE} up -d vllm` ({COMPOSE} is in this folder).",
+                  f"- Kubernetes: `kubectl -n loadwatch patch deployment vllm --type json --patch-file {PATCH}`, or "
+                  f"list {PATCH} under `patches:` of your kustomization (target: the Deployment `vllm`)"
+                  + (f"; the router's policy: `kubectl -n loadwatch patch deployment vllm-router --type json "
+                     f"--patch-file {ROUTER_PATCH}`." if final.get("fleet", {}).get("--router-policy") else "."),
+                  "- Then measure it where it serves: `loadwatch capacity --target URL` with the same --slo."]
     if doc.get("stopped"):
         lines += ["", f"Tune stopped: {doc['stopped']}."]
     return "\n".join(lines) + "\n"

@@ -1,0 +1,41 @@
+"""A capacity report ends with the commands that go on from it, and they parse as loadwatch's own (issue 52)."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+from loadwatch.capacity.command import next_steps
+from loadwatch.capacity.options import CapacityOptions
+from loadwatch.cli import parser
+from loadwatch.fleet.options import FleetOptions
+from loadwatch.loadrun.locust import LocustRun
+from loadwatch.model_options import model_from_args
+from loadwatch.tune.options import TuneOptions
+
+RESULT = {"limit": "batch_slots", "max_sustainable": 8.0, "decisive_level": "level-05"}
+
+
+def test_tune_goes_on_with_the_searchs_own_options_and_explain_on_the_level_that_broke():
+    options = CapacityOptions(mode="users", level_duration=20.0, start=2)
+    template = LocustRun(Path("chat.py"), slo=["ttft_p99_ms=500"], options=["--max-tokens", "64"])
+    fleet = FleetOptions(replicas=2, replica_arg=["b=--max-num-seqs=1"])
+    tune, explain = next_steps(options, template, None, ["--max-num-seqs=4"], fleet, Path("runs/X"), RESULT)
+    words = shlex.split(tune["command"])
+    cut = words.index("--")
+    args = parser().parse_args(words[1:cut])
+    assert args.command == "tune" and args.slo == ["ttft_p99_ms=500"] and words[cut + 1:] == ["--max-tokens", "64"]
+    assert model_from_args(CapacityOptions, args) == options
+    assert model_from_args(FleetOptions, args) == fleet and args.vllm_args == ["--max-num-seqs=4"]
+    model_from_args(TuneOptions, args)
+    assert "batch_slots" in tune["why"]
+    assert shlex.split(explain["command"]) == ["loadwatch", "explain", "runs/X/levels/level-05.json", "--slowest", "5"]
+    assert parser().parse_args(shlex.split(explain["command"])[1:]).command == "explain"
+
+
+def test_against_a_target_tune_asks_for_the_restart_command_and_no_knee_means_no_tune():
+    template = LocustRun(Path("chat.py"), slo=["ttft_p99_ms=500"])
+    (tune, _) = next_steps(CapacityOptions(), template, "http://gpu1:8000", [], None, Path("r"), RESULT)
+    assert "--target http://gpu1:8000 --restart 'YOUR-RESTART-COMMAND {vllm_args}'" in tune["command"]
+    steps = next_steps(CapacityOptions(), template, None, [], None, Path("r"), {**RESULT, "max_sustainable": None})
+    assert [s["command"].split()[1] for s in steps] == ["explain"]
