@@ -63,8 +63,8 @@ class Load(Strict):
     users: list[int] = Field([4], description="closed loop: users, one level each")
     request_rate: list[float] = Field([], description="open loop instead: requests/s, one level each")
     duration: Seconds = Field(40.0, gt=0, description="seconds of each cell, warm-up included")
-    warmup_requests: int = Field(0, ge=0)
-    warmup_seconds: float = Field(0.0, ge=0)
+    warmup_requests: int = Field(0, ge=0, description="requests at the start of each cell left out of its figures")
+    warmup_seconds: float = Field(0.0, ge=0, description="seconds at the start of each cell left out of its figures")
     warmup_run: Seconds = Field(10.0, ge=0, description="seconds of a run of each workload, thrown away, before "
                                                       "its first cell on each arm: the engine's first requests of "
                                                       "a new shape compile kernels, which would slow its r1")
@@ -99,14 +99,17 @@ class Load(Strict):
 
 
 class Experiment(Strict):
-    name: str = Field(pattern=NAME)
-    description: str = ""
-    repeats: int = Field(3, ge=1, description="runs of each cell; the verdicts need 2 or more")
-    arms: dict[str, Arm] = Field(min_length=1)
-    workloads: dict[str, dict[str, Any]] = Field(min_length=1)
+    name: str = Field(pattern=NAME, description="the experiment's name: letters, digits, . _ -; its folder's")
+    description: str = Field("", description="what it tests, in a line: the summary's first line")
+    repeats: int = Field(3, ge=1, description="runs of each cell; the verdicts need 2 or more, 3 advised")
+    arms: dict[str, Arm] = Field(min_length=1, description="name -> the server configuration it runs (below)")
+    workloads: dict[str, dict[str, Any]] = Field(min_length=1, description="name -> Locust options of loadwatch's "
+                                                                           "(`loadwatch options`), with _ for -: "
+                                                                           "{dataset: random, input_len: 512}")
     baseline: str | None = Field(None, description="the arm the others are compared with; default the first")
-    load: Load = Load()
-    slo: list[str] = []
+    load: Load = Field(Load(), description="the levels each arm and workload run at (below)")
+    slo: list[str] = Field([], description="as --slo: ttft_p99_ms=500, ...; each cell's verdicts, and a capacity "
+                                           "search's limits")
     cool_down: Seconds = Field(6.0, ge=0, description="seconds after each cell: the engine's counters settle "
                                                     "before its figures are read")
     reset_prefix_cache: bool = Field(True, description="empty the prefix cache before each run")

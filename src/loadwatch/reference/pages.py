@@ -286,5 +286,35 @@ def codes_and_ports_page() -> str:
         *_table(["service", "port"], [[name.replace("_", " "), f"`{port}`"] for name, port in PORTS.items()]), ""])
 
 
+def _model_rows(model: type[BaseModel]) -> list[list[str]]:
+    return [[f"`{name}`", _type_name(field.annotation), "required" if field.is_required() else "its own, below"
+             if isinstance(field.default, BaseModel) else _default(field.default), field.description or ""]
+            for name, field in model.model_fields.items()]
+
+
+def experiment_page() -> str:
+    from loadwatch.capacity.options import CapacityOptions
+    from loadwatch.experiment.spec import Arm, Experiment, Load
+
+    header = ["key", "type", "default", "what it is"]
+    return GENERATED + "\n".join([
+        "# The experiment file", "",
+        "What `loadwatch experiment FILE` reads, from its models (src/loadwatch/experiment/spec.py): a YAML "
+        "file of arms, workloads and load levels. A key it does not know is refused, with the file's line. "
+        "`loadwatch experiment FILE --check` validates it and prints the plan without running anything. "
+        "The shipped ones are in experiments/.", "",
+        "## The file", "", *_table(header, _model_rows(Experiment)), "",
+        "## An arm", "",
+        "The embedded engine with `vllm_args` (one replica, or `replicas` behind vllm-router), or a server of "
+        "yours with `target`: loadwatch cannot restart your server with other flags, so `vllm_args` is "
+        "refused beside `target`, and `restart` is the shell command that brings it up with this arm's "
+        "configuration before its cells (loadwatch then waits for it to answer).", "",
+        *_table(header, _model_rows(Arm)), "",
+        "## load", "", *_table(header, _model_rows(Load)), "",
+        "## load.capacity", "", "A capacity search per arm and workload instead of fixed levels, as "
+        "`loadwatch capacity` takes its options:", "", *_table(header, _model_rows(CapacityOptions)), ""])
+
+
 PAGES = {"options.md": options_page, "commands.md": commands_page, "metrics.md": metrics_page,
-         "rules.md": rules_page, "results.md": results_page, "exit-codes-and-ports.md": codes_and_ports_page}
+         "rules.md": rules_page, "results.md": results_page, "exit-codes-and-ports.md": codes_and_ports_page,
+         "experiment-file.md": experiment_page}
