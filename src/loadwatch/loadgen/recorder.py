@@ -143,8 +143,7 @@ class Recorder:
         if m.ttft is not None:
             self.counts.observe(d.TTFT.name, by_turn, m.ttft, rid, req.started_at + m.ttft)
         self.counts.observe(d.E2E.name, by_turn, m.e2e, rid, last_at)
-        for gap in m.itl:
-            self.counts.observe(d.ITL.name, by_turn, gap)
+        self.counts.observe_many(d.ITL.name, by_turn, m.itl)
         if m.tpot is not None:
             self.counts.observe(d.TPOT.name, by_turn, m.tpot, rid, last_at)
         if m.ttfa is not None:

@@ -44,6 +44,15 @@ class HistogramCounts:
         if request_id:
             self.offer(i, Exemplar(request_id, value, at))
 
+    def observe_many(self, values: tuple[float, ...] | list[float]) -> None:
+        """`observe` for each value, in order, without exemplars: a request's inter-token gaps, one
+        per streamed chunk, counted with the state in locals."""
+        buckets, counts, total = self.buckets, self.counts, self.total
+        for value in values:
+            counts[bisect_left(buckets, value)] += 1
+            total += value
+        self.total = total
+
     def offer(self, i: int, exemplar: Exemplar) -> None:
         if self.exemplars is None:
             self.exemplars = [None] * len(self.counts)
@@ -82,6 +91,13 @@ class MetricCounts:
         if hist is None:
             hist = self.histograms[key] = HistogramCounts(HISTOGRAMS[name].buckets)
         hist.observe(value, request_id if HISTOGRAMS[name].exemplars else "", at)
+
+    def observe_many(self, name: str, labels: LabelValues, values: tuple[float, ...] | list[float]) -> None:
+        key = (name, labels)
+        hist = self.histograms.get(key)
+        if hist is None:
+            hist = self.histograms[key] = HistogramCounts(HISTOGRAMS[name].buckets)
+        hist.observe_many(values)
 
     def inc(self, name: str, labels: LabelValues, amount: float = 1.0) -> None:
         key = (name, labels)

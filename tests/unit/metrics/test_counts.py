@@ -106,3 +106,12 @@ def test_observations_without_a_request_id_carry_no_exemplar():
     counts.observe(d.ITL.name, LABELS, 0.02)
     assert _exemplars(counts, d.ITL.name) == {}
     assert counts.drain()["h"][0][4] == []
+
+
+def test_many_observations_at_once_count_as_one_by_one():
+    gaps = [0.0, 0.0005, 0.02, 0.02, 0.1, 3.0, 1e9]
+    one, many = MetricCounts(), MetricCounts()
+    for gap in gaps:
+        one.observe(d.ITL.name, LABELS, gap)
+    many.observe_many(d.ITL.name, LABELS, gaps)
+    assert one.drain() == many.drain()

@@ -66,3 +66,17 @@ def test_a_window_is_what_was_added_since_a_copy():
     assert window.quantile(0.5) == pytest.approx(float(np.percentile(recent, 50)), rel=0.01)
     assert window.average() == pytest.approx(float(np.mean(recent)), rel=1e-6)
     assert Sketch().since(before).count == 0  # emptied in between (a new run): nothing negative
+
+
+def test_extend_is_add_one_by_one_to_the_last_bit():
+    import random
+
+    from loadwatch.metrics.sketch import Sketch
+
+    values = [random.Random(7).lognormvariate(-4, 1) for _ in range(2000)] + [0.0, 1e-12]
+    one, many = Sketch(), Sketch()
+    for value in values:
+        one.add(value)
+    many.extend(values)
+    assert (one.bins, one.zeros, one.count, one.mean, one.m2, one.low, one.high) == \
+        (many.bins, many.zeros, many.count, many.mean, many.m2, many.low, many.high)
