@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from loadwatch.capacity import autoscale, output
-from loadwatch.capacity.diagnose import ReplicaState, diagnose
+from loadwatch.capacity.diagnose import GREW, ReplicaState, diagnose
 from loadwatch.capacity.levels import Level, run_level
 from loadwatch.capacity.options import CapacityOptions
 from loadwatch.capacity.room import Batch
@@ -319,9 +319,14 @@ def _more_than_before(level: Level, before: list[Level]) -> bool:
 
 
 def _below(levels: list[Level], decisive: Level | None) -> tuple[dict, dict] | None:
-    """The results and engine figures of the highest level run below the decisive one, if any."""
+    """The results and engine figures of a level run below the decisive one, if any: the highest whose
+    running batch was clearly smaller (by GREW), so that a batch that grew without serving more shows;
+    else the highest. A search narrows the knee down to levels whose batches are all full: the level
+    just below then tells nothing of what a bigger batch served."""
     lower = [lv for lv in levels if decisive and lv.value < decisive.value and lv.results and lv.engine]
-    top = max(lower, key=lambda lv: lv.value, default=None)
+    running = decisive.engine.get("requests_running_peak") if decisive else None
+    smaller = [lv for lv in lower if running and (lv.engine.get("requests_running_peak") or 0) * GREW <= running]
+    top = max(smaller or lower, key=lambda lv: lv.value, default=None)
     return (top.results, top.engine) if top else None
 
 

@@ -39,3 +39,22 @@ def test_against_a_target_tune_asks_for_the_restart_command_and_no_knee_means_no
     assert "--target http://gpu1:8000 --restart 'YOUR-RESTART-COMMAND {vllm_args}'" in tune["command"]
     steps = next_steps(CapacityOptions(), template, None, [], None, Path("r"), {**RESULT, "max_sustainable": None})
     assert [s["command"].split()[1] for s in steps] == ["explain"]
+
+
+def test_a_full_batch_is_compared_with_the_highest_level_whose_batch_was_clearly_smaller():
+    """A search narrows the knee to levels whose batches are all full (139 held, 140 broke, both 128
+    running): compute binds when from a smaller batch (64 at 64 users) to the full one the output did
+    not grow, which the level just below cannot show (the prefix scenario of docs/guides/tune.md)."""
+    from loadwatch.capacity.command import _below
+    from loadwatch.capacity.levels import Level
+
+    def level(users: int, running: float, throughput: float) -> Level:
+        return Level(users, users, "users", f"level-{users}", results={"output_throughput": throughput},
+                     engine={"requests_running_peak": running})
+
+    levels = [level(32, 32, 1900), level(64, 64, 2030), level(128, 112, 2080), level(139, 128, 1640),
+              level(140, 128, 1570)]
+    results, engine = _below(levels, levels[-1])
+    assert engine["requests_running_peak"] == 64 and results["output_throughput"] == 2030
+    flat = [level(8, 8, 500), level(9, 9, 560)]  # no level clearly smaller: the highest below
+    assert _below(flat, flat[-1])[1]["requests_running_peak"] == 8
