@@ -3,15 +3,16 @@ its own, against the fake server of tests/ (whose timing is known) on the other 
 
 The server streams a first token TTFT after each request arrives, then one every ITL, TOKENS in all,
 on an absolute schedule, and records when it really sent each chunk: its own lag behind that
-schedule, and how many chunks it sent in each tenth of a second. The deliverable is what the server
-really sent over the client's measured window, not what its timing promises: a row where the
-server fell behind its schedule says so (its lag) instead of charging the client.
+schedule. The deliverable is what the server could send at the timing it really kept: the streams
+times the tokens of a request over its mean stream as it sent it (from a request's arrival to its
+last chunk), not what its nominal timing promises; a row where the server fell behind its schedule
+says so (its lag) instead of charging the client.
 
 For each stream count both tools run a closed loop of that many streams, each stream
 --requests-per-stream requests long, on a fresh server: the server pinned to core 0, the client
 (loadwatch with --processes 1, or vllm bench serve) to core 1. Printed per row: the median and p99
 of measured TTFT minus the server's true TTFT, the median TPOT minus the server's gap, the output
-tokens/s measured and their share of what the server sent, the client's CPU per streamed chunk
+tokens/s measured and their share of the deliverable, the client's CPU per streamed chunk
 (loadwatch's processes' own count over the run, their start left out) and the server's lag (median,
 p99, and the share of chunks sent over 5 ms late).
 
@@ -52,7 +53,7 @@ def pinned(core: int) -> Callable[[], None]:
 
 def start_server() -> tuple[subprocess.Popen, str]:
     server = subprocess.Popen([sys.executable, str(SERVER), "--port", "0", "--ttft", str(TTFT), "--itl", str(ITL),
-                               "--tokens", str(TOKENS)], stdout=subprocess.PIPE, text=True,
+                               "--tokens", str(TOKENS), "--uvloop"], stdout=subprocess.PIPE, text=True,
                               preexec_fn=pinned(SERVER_CORE))
     port = int(server.stdout.readline().split()[-1])  # type: ignore[union-attr]
     return server, f"http://127.0.0.1:{port}"
@@ -63,23 +64,15 @@ def get(url: str) -> dict:
         return json.loads(response.read())
 
 
-def on_fresh_server(run: Callable[[str], dict | None]) -> tuple[dict | None, dict, dict]:
-    """What `run` measured against a server started for it alone, what that server did, and the
-    chunks it sent by tenth of a second."""
+def on_fresh_server(run: Callable[[str], dict | None]) -> tuple[dict | None, dict]:
+    """What `run` measured against a server started for it alone, and what that server did."""
     server, url = start_server()
     try:
         time.sleep(0.5)
-        return run(url), get(url + "/stats"), get(url + "/stats/sent-by-tenth")
+        return run(url), get(url + "/stats")
     finally:
         server.terminate()
         server.wait(10)
-
-
-def sent_between(by_tenth: dict, window: tuple[float, float] | None) -> float:
-    """Chunks the server sent per second over the window [start, end), or over all it sent."""
-    tenths = [int(t) for t in by_tenth]
-    first, last = (math.ceil(window[0] * 10), math.floor(window[1] * 10)) if window else (min(tenths), max(tenths) + 1)
-    return sum(n for tenth, n in by_tenth.items() if first <= int(tenth) < last) / ((last - first) / 10)
 
 
 def run_loadwatch(url: str, streams: int, requests: int, warmup: int, out: Path) -> dict:
@@ -98,7 +91,7 @@ def run_loadwatch(url: str, streams: int, requests: int, warmup: int, out: Path)
     cpu = sum(data["busy"].values()) * (data["ended_at"] - data["started_at"])
     return {"median": data["median_ttft_ms"], "p99": data["p99_ttft_ms"], "tpot": data["median_tpot_ms"],
             "tok/s": data["output_throughput"], "chunks": data["total_output_tokens"], "cpu": cpu,
-            "window": (data["started_at"] + warmup, data["ended_at"]), "saturated": data.get("saturated") or {}}
+            "saturated": data.get("saturated") or {}}
 
 
 def run_vllm(url: str, streams: int, requests: int, out: Path) -> dict | None:
@@ -110,10 +103,9 @@ def run_vllm(url: str, streams: int, requests: int, out: Path) -> dict | None:
     if ran is None or not path.exists():
         return None
     data = json.loads(path.read_text())
-    # Its throughput counts its whole run (it has no warm-up to leave out): the server's whole span is its window.
     return {"median": data["median_ttft_ms"], "p99": data["p99_ttft_ms"], "tpot": data["median_tpot_ms"],
             "tok/s": data["output_throughput"], "chunks": data["total_output_tokens"], "cpu": None,
-            "window": None, "saturated": {}}
+            "saturated": {}}
 
 
 def main() -> None:
@@ -130,7 +122,7 @@ def main() -> None:
     print(f"fake server on core {SERVER_CORE}: TTFT {TTFT * 1000:.0f} ms, a token every {ITL * 1000:.0f} ms, "
           f"{TOKENS} tokens; the client on core {CLIENT_CORE}; {args.requests_per_stream} requests a stream")
     print(f"{'streams':>7} {'tool':<16} {'TTFT p50 err':>12} {'p99 err':>9} {'TPOT err':>8} {'tok/s':>7} "
-          f"{'of sent':>7} {'CPU/chunk':>9}  server lag p50 / p99 / late")
+          f"{'of dlv':>7} {'dlv':>7} {'CPU/chunk':>9}  server lag p50 / p99 / late")
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp)
         for streams in (int(x) for x in args.streams.split(",")):
@@ -139,18 +131,19 @@ def main() -> None:
             if streams in peers:
                 tools.append(("vllm bench serve", lambda u, s=streams: run_vllm(u, s, args.requests_per_stream, out)))
             for name, run in tools:
-                measured, true, by_tenth = on_fresh_server(run)
+                measured, true = on_fresh_server(run)
                 if measured is None:
                     print(f"{streams:>7} {name:<16} (not run: no embedded engine venv)")
                     continue
-                sent = sent_between(by_tenth, measured["window"])
+                deliverable = streams * TOKENS / (true["mean_stream_ms"] / 1000)
                 note = "  load generator saturated: " + "; ".join(measured["saturated"].values()) \
                     if measured["saturated"] else ""
                 behind = "  THE SERVER FELL BEHIND ITS SCHEDULE" if true["lag_p99_ms"] > 10 else ""
                 cpu = "n/a" if measured["cpu"] is None else f"{measured['cpu'] / measured['chunks'] * 1e6:.1f} us"
                 print(f"{streams:>7} {name:<16} {measured['median'] - true['median_ttft_ms']:>+9.1f} ms "
                       f"{measured['p99'] - true['p99_ttft_ms']:>+6.1f} ms {measured['tpot'] - ITL * 1000:>+5.2f} ms "
-                      f"{measured['tok/s']:>7.0f} {measured['tok/s'] / sent:>7.1%} {cpu:>9}  "
+                      f"{measured['tok/s']:>7.0f} {measured['tok/s'] / deliverable:>7.1%} {deliverable:>7.0f} "
+                      f"{cpu:>9}  "
                       f"{true['lag_median_ms']:.1f} / {true['lag_p99_ms']:.1f} ms / {true['late_share']:.1%}"
                       f"{behind}{note}", flush=True)
 

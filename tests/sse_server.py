@@ -8,10 +8,9 @@ arrival: first at +TTFT, then every ITL, so the schedule does not drift under lo
 
 Prints `listening on PORT` when ready. GET /stats returns what it did: outcomes, and the median
 TTFT (first content write minus the arrival of the request's first byte) and TPOT it really
-produced, and its own lag (how late its content chunks went out against their schedule); GET
-/stats/sent-by-tenth the content chunks it sent in each tenth of a wall-clock second (its key: the
-time x 10, truncated); /stats/arrivals the arrival times, /stats/arrived-at each X-Request-Id's
-wall-clock arrival,
+produced, its own lag (how late its content chunks went out against their schedule) and its mean
+stream (arrival to last chunk); GET /stats/arrivals the arrival times, /stats/arrived-at each
+X-Request-Id's wall-clock arrival,
 /stats/ttft-by-user the true TTFT of each
 request that named a `user`. It speaks just enough HTTP/1.1 by hand (keep-alive, Content-Length bodies, chunked
 responses) to stamp a request's first byte and write each chunk synchronously: an HTTP framework
@@ -102,7 +101,7 @@ class Stats:
         # Its own lag: how late each content chunk went out against its schedule (a server that falls
         # behind delivers less than its timing promises, and a benchmark must not charge the client).
         self.lag: list[float] = []
-        self.sent_by_tenth: Counter[int] = Counter()  # content chunks sent, by tenth of a wall-clock second
+        self.streamed: list[float] = []  # each completed stream's arrival to its last content chunk, as sent
 
     def as_json(self) -> dict:
         def median_ms(values: list[float]) -> float | None:
@@ -119,7 +118,9 @@ class Stats:
                 "pooled": len(self.true_e2e), "pooled_tokens": self.pooled_tokens,
                 "images": len(self.images), "image_bytes": sum(len(i) for i in self.images),
                 "distinct_images": len(set(self.images)), "distinct_prompts": len(set(self.prompts)),
-                "chunks_sent": len(self.lag), "lag_median_ms": median_ms(self.lag), "lag_p99_ms": p99_ms(self.lag),
+                "chunks_sent": len(self.lag),
+                "mean_stream_ms": 1000 * statistics.fmean(self.streamed) if self.streamed else None,
+                "lag_median_ms": median_ms(self.lag), "lag_p99_ms": p99_ms(self.lag),
                 "late_share": sum(lag > LATE for lag in self.lag) / len(self.lag) if self.lag else None}
 
 
@@ -140,12 +141,24 @@ class Config:
         # names the next replica in turn.
         self.fingerprints = itertools.cycle(args.fingerprints.split(",")) if args.fingerprints else None
         self.running = self.waiting = self.finished = self.generated = 0
+        self.chunks: dict[tuple, bytes] = {}  # encoded(): each token's chunk, built once
         self.faults: dict[str, int] = {}
         for item in args.fault:
             name, _, every = item.partition("=")
             if name not in FAULTS:
                 raise SystemExit(f"unknown fault {name!r}; known: {', '.join(FAULTS)}")
             self.faults[name] = int(every)
+
+    def encoded(self, model: str, api: str, i: int, n: int) -> bytes:
+        """Token i's chunk of n, as sse() frames it, built once per model, API and place."""
+        key = (model, api, i, i == n - 1)
+        data = self.chunks.get(key)
+        if data is None:
+            chunk = content_chunk(model, f"tok{i} ", api == "completions", self.tool_calls, i < self.reasoning)
+            if i == n - 1:  # as vLLM says it, on the last token's chunk
+                chunk["choices"][0]["finish_reason"] = "length"
+            data = self.chunks[key] = sse(chunk)
+        return data
 
     def fault_for(self, n: int) -> str | None:
         return next((name for name, every in self.faults.items() if every and n % every == 0), None)
@@ -221,8 +234,6 @@ class Connection(asyncio.Protocol):
                 self._respond_raw(200, vllm_metrics(self.config).encode())
             elif method == "GET" and path == "/stats":
                 self._respond(200, self.stats.as_json())
-            elif method == "GET" and path == "/stats/sent-by-tenth":
-                self._respond(200, self.stats.sent_by_tenth)
             elif method == "GET" and path == "/stats/arrivals":
                 self._respond(200, self.stats.arrival_times)
             elif method == "GET" and path == "/stats/ttft-by-user":
@@ -374,15 +385,17 @@ class Connection(asyncio.Protocol):
                                            content_index=0, delta=f"tok{i} ", logprobs=[]))
                 sent.append(self.loop.time())
                 continue
-            chunk = content_chunk(model, f"tok{i} ", api == "completions", config.tool_calls, i < config.reasoning)
-            if fault == "error_null":
-                chunk["error"] = None
-            if i == n - 1:  # as vLLM says it, on the last token's chunk
-                chunk["choices"][0]["finish_reason"] = "length"
-            self._chunk(sse(chunk))
+            if fault:
+                chunk = content_chunk(model, f"tok{i} ", api == "completions", config.tool_calls, i < config.reasoning)
+                if fault == "error_null":
+                    chunk["error"] = None
+                if i == n - 1:  # as vLLM says it, on the last token's chunk
+                    chunk["choices"][0]["finish_reason"] = "length"
+                self._chunk(sse(chunk))
+            else:  # the same bytes every time: encoded once (at a thousand streams the server's CPU is the limit)
+                self._chunk(config.encoded(model, api, i, n))
             sent.append(self.loop.time())
             stats.lag.append(sent[-1] - (arrival + config.ttft + i * config.itl))
-            stats.sent_by_tenth[int(time.time() * 10)] += 1
         prompt_tokens = len(json.dumps(request.get("messages") or request.get("prompt") or request.get("input"))) // 4
         usage = {"prompt_tokens": prompt_tokens, "completion_tokens": n, "total_tokens": prompt_tokens + n}
         config.generated += n
@@ -415,6 +428,8 @@ class Connection(asyncio.Protocol):
                 stats.true_ttfa.append(sent[config.reasoning] - came)
             if n > 1:
                 stats.true_tpot.append((sent[-1] - sent[0]) / (n - 1))
+            if sent:
+                stats.streamed.append(sent[-1] - came)
         return True
 
 
@@ -459,6 +474,7 @@ def main() -> None:
                         help="GET /metrics as vLLM 0.32's (its slots as its batch)")
     parser.add_argument("--fingerprints", help="NAME,NAME,...: each answer names the next, as replicas behind a "
                                                "round-robin router do (--fingerprint-value)")
+    parser.add_argument("--uvloop", action="store_true", help="serve on uvloop's event loop (benchmarks/fidelity.py)")
     args = parser.parse_args()
     config, stats = Config(args), Stats()
 
@@ -468,7 +484,12 @@ def main() -> None:
         print(f"listening on {server.sockets[0].getsockname()[1]}", flush=True)
         await server.serve_forever()
 
-    asyncio.run(serve())
+    if args.uvloop:
+        import uvloop  # the benchmark's server at a thousand streams and more: asyncio's own loop falls behind
+
+        uvloop.run(serve())
+    else:
+        asyncio.run(serve())
 
 
 if __name__ == "__main__":

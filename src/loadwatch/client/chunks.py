@@ -28,7 +28,9 @@ class Usage:
     reasoning_tokens: int | None = None  # usage.completion_tokens_details, where the server reports it
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen: a frozen dataclass sets each field through object.__setattr__, and a chunk is made per
+# streamed chunk (about 2 us of the load generator's 38 a chunk at a thousand streams, py-spy says).
+@dataclass(slots=True)
 class Chunk:
     content: str | None = None  # answer text (the completions API's text)
     reasoning: str | None = None  # a reasoning model's thoughts before its answer
