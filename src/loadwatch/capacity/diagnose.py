@@ -26,6 +26,9 @@ AFFINE = 0.8
 # the running batch grew by GREW times or more, and the output throughput by under FLAT of that growth,
 # so the engine's steps only lengthened with more requests in them: its compute binds, not its slots.
 GREW = 1.2
+# A batch this close to --max-num-seqs is full: the sidecar samples the running count once a second, and
+# a full batch of 128 between one request's end and the next one's admission reads 125 (seen at a knee).
+FULL_BATCH = 0.95
 FLAT = 0.25
 
 LIMITS = {
@@ -129,7 +132,7 @@ def _limit(results: dict, engine: dict, saturated: dict[str, str], batch: Batch 
     if kv is not None and kv >= KV_FULL and (for_room or (preempted or 0) > 0):
         return "kv_cache", {"kv_cache_usage_peak": kv, **queue, "preemptions": preempted}
     if for_room:
-        full = batch is not None and running is not None and running >= batch.max_num_seqs
+        full = batch is not None and running is not None and running >= FULL_BATCH * batch.max_num_seqs
         flat = _throughput_flat(below, results, engine) if full else None
         if flat is not None:
             return _compute(results, engine, {"batch_full": True, **flat, **queue})

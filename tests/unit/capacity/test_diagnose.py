@@ -199,3 +199,19 @@ def test_a_fleet_that_spread_each_prefix_over_its_replicas_missed_prefix_aware_r
     assert diagnose(results, engine, {}, SIX, four, affinity=prefix_affinity(pinned)).missed == []
     # One prefix for two replicas: nothing to route by.
     assert diagnose(results, engine, {}, SIX, SharedPrefix(256, 1), affinity=prefix_affinity(spread)).missed == []
+
+
+def test_a_batch_sampled_a_few_short_of_its_limit_is_full():
+    """The tune guide's prefix scenario rerun (2026-11-27): the level that broke read 125 running of
+    128 (the sidecar samples once a second, between a request's end and the next one's admission),
+    with requests waiting for room; from 64 running at 64 users the output fell from 2,153 to 1,676
+    tok/s: a full batch, compute-bound, not a token budget."""
+    engine = {"kv_cache_usage_peak": 0.04, "requests_waiting_peak": 82.0, "requests_running_peak": 125.0,
+              "requests_waiting_capacity_peak": 13.0, "requests_waiting_deferred_peak": 0.0, "preemptions": 0.0,
+              "prefill_time_share": 0.6, "decode_time_share": 0.3}
+    below = ({"output_throughput": 2153.0}, {**engine, "requests_running_peak": 64.0})
+    at_knee = {**broke("ttft_p90_ms"), "output_throughput": 1676.0}
+    assert diagnose(at_knee, engine, {}, Batch(128, "vLLM's default"), below=below).limit == "prefill"
+    # Well short of it (57 of 128, as the token-budget case above): not full.
+    short = {**engine, "requests_running_peak": 57.0}
+    assert diagnose(at_knee, short, {}, Batch(128, "vLLM's default"), below=below).limit == "token_budget"

@@ -14,6 +14,7 @@ from loadwatch.model_options import model_from_args
 from loadwatch.tune.options import TuneOptions
 
 RESULT = {"limit": "batch_slots", "max_sustainable": 8.0, "decisive_level": "level-05"}
+LOADWATCH = parser()  # built once, at collection
 
 
 def test_tune_goes_on_with_the_searchs_own_options_and_explain_on_the_level_that_broke():
@@ -23,14 +24,14 @@ def test_tune_goes_on_with_the_searchs_own_options_and_explain_on_the_level_that
     tune, explain = next_steps(options, template, None, ["--max-num-seqs=4"], fleet, Path("runs/X"), RESULT)
     words = shlex.split(tune["command"])
     cut = words.index("--")
-    args = parser().parse_args(words[1:cut])
+    args = LOADWATCH.parse_args(words[1:cut])
     assert args.command == "tune" and args.slo == ["ttft_p99_ms=500"] and words[cut + 1:] == ["--max-tokens", "64"]
     assert model_from_args(CapacityOptions, args) == options
     assert model_from_args(FleetOptions, args) == fleet and args.vllm_args == ["--max-num-seqs=4"]
     model_from_args(TuneOptions, args)
     assert "batch_slots" in tune["why"]
     assert shlex.split(explain["command"]) == ["loadwatch", "explain", "runs/X/levels/level-05.json", "--slowest", "5"]
-    assert parser().parse_args(shlex.split(explain["command"])[1:]).command == "explain"
+    assert LOADWATCH.parse_args(shlex.split(explain["command"])[1:]).command == "explain"
 
 
 def test_against_a_target_tune_asks_for_the_restart_command_and_no_knee_means_no_tune():
