@@ -4,6 +4,7 @@ user's command, then the router's own list (issue 49). Fake replicas: the router
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -21,12 +22,12 @@ from loadwatch.fleet.schedule import SCALING
 from tests.conftest import free_port, wait_for
 
 
-@pytest.fixture
-def fleet(fake_server):
-    """vllm-router (round_robin) in front of two fake replicas, a and b."""
+@contextlib.contextmanager
+def behind_router(fake_server, *flags: str):
+    """vllm-router (round_robin) in front of two fake replicas, a and b, each started with `flags`."""
     settings = EngineSettings()
     ensure_router(settings)
-    replicas = {name: fake_server("--fingerprints", name, "--vllm-metrics").url for name in ("a", "b")}
+    replicas = {name: fake_server("--fingerprints", name, "--vllm-metrics", *flags).url for name in ("a", "b")}
     port, metrics = free_port(), free_port()
     command = router("vllm-router").command(settings.python, port, metrics, list(replicas.values()), "round_robin", [])
     started = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -37,6 +38,12 @@ def fleet(fake_server):
     finally:
         started.terminate()
         started.wait(10)
+
+
+@pytest.fixture
+def fleet(fake_server):
+    with behind_router(fake_server) as started:
+        yield started
 
 
 def test_the_embedded_fleet_is_scaled_through_its_router(fleet):
@@ -108,22 +115,10 @@ def test_a_run_whose_fleet_grows_midway_reports_each_change_and_its_replicas_ser
 
 @pytest.fixture
 def slotted_fleet(fake_server):
-    """vllm-router in front of two fake replicas of 2 slots each (requests of 0.14 s): one replica
-    sustains 14 requests/s, two twice that."""
-    settings = EngineSettings()
-    ensure_router(settings)
-    replicas = {name: fake_server("--fingerprints", name, "--vllm-metrics", "--max-concurrency", "2", "--ttft",
-                                  "0.05", "--itl", "0.01", "--tokens", "10").url for name in ("a", "b")}
-    port, metrics = free_port(), free_port()
-    command = router("vllm-router").command(settings.python, port, metrics, list(replicas.values()), "round_robin", [])
-    started = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_for(lambda: processes.answers(url + "/health"), 60, "vllm-router")
-        yield Fleet("vllm-router", url, replicas, f"http://127.0.0.1:{metrics}", "round_robin")
-    finally:
-        started.terminate()
-        started.wait(10)
+    """Two fake replicas of 2 slots each (requests of 0.14 s): one sustains 14 requests/s, two twice that."""
+    with behind_router(fake_server, "--max-concurrency", "2", "--ttft", "0.05", "--itl", "0.01", "--tokens",
+                       "10") as started:
+        yield started
 
 
 @pytest.mark.needs("prometheus")
