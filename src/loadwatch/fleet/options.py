@@ -71,7 +71,7 @@ class FleetOptions(BaseModel):
     @property
     def wanted(self) -> bool:
         return self.replicas is not None or bool(self.replica) or self.router is not None \
-            or self.router_metrics is not None
+            or self.router_metrics is not None or self.scale is not None  # --scale: a router's fleet
 
     @property
     def kind(self) -> str:
