@@ -95,7 +95,8 @@ def scale_script(tmp_path, fleet) -> str:
 def test_a_run_whose_fleet_grows_midway_reports_each_change_and_its_replicas_serve_from_then_on(fleet, tmp_path):
     env = {**os.environ, "LOADWATCH_STACK_HOME": str(tmp_path / "home"), "LOADWATCH_STACK_FREE_PORTS": "1"}
     done = subprocess.run(
-        [sys.executable, "-m", "loadwatch.cli", "run", "--target", fleet.url, "--router", "vllm-router",
+        # --scale alone: the target is a router, its replicas the ones it lists
+        [sys.executable, "-m", "loadwatch.cli", "run", "--target", fleet.url,
          "--scale", scale_script(tmp_path, fleet), "--scale-at", "0s=1", "--scale-at", "10s=2", "-u", "4",
          "-t", "25s", "--slo", "ttft_p99_ms=5000", "--out", str(tmp_path / "runs")],
         capture_output=True, text=True, timeout=300, env=env)
