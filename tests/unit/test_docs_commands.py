@@ -3,7 +3,10 @@ loadwatch's own (and the models its commands validate their options with), Locus
 options on it, and the Makefile's targets and variables. A renamed option fails here, naming the page.
 
 A shell block is a fenced block marked sh, bash, shell or console, or one with no language. What a
-page shows as a pattern rather than a command sits in a `text` block.
+page shows as a pattern rather than a command sits in a `text` block. A block whose commands need what
+this machine does not have (your own server, a cluster, several hosts) is marked in the page's source,
+on the line before it: `<!-- elsewhere: your own server -->`. Its commands are parsed all the same, and
+listed (`pytest -s`); every other command runs here, on the embedded engine or the test server.
 """
 
 from __future__ import annotations
@@ -32,18 +35,27 @@ FENCE = re.compile(r"^\s*```(\w*)")
 PAGES = [p for p in sorted((REPO / "docs").rglob("*.md")) if "reference" not in p.parts] + [REPO / "README.md"]
 ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 PLACEHOLDER = re.compile(r"<[^<>\s][^<>]*>")
+ASSIGNMENTS = re.compile(r"^(\s*[A-Za-z_][A-Za-z0-9_]*=\S*\s+)+")
+ELSEWHERE = re.compile(r"<!--\s*elsewhere:\s*(.+?)\s*-->")
+REMOTE = re.compile(r"https?://(?!127\.0\.0\.1|localhost)[A-Za-z0-9.-]+")  # a host that is not this machine
+NOT_HERE = ("kubectl", "docker", "ssh")  # programs whose commands reach a cluster, a container engine, a host
 
 
-def shell_lines(path: Path) -> list[tuple[int, str]]:
-    """(line number, command) of every shell block's commands, continuations joined."""
-    out: list[tuple[int, str]] = []
+def shell_lines(path: Path) -> list[tuple[int, str, str | None]]:
+    """(line number, command, where else it runs) of every shell block's commands, continuations
+    joined; the last is the block's `elsewhere` mark, or None."""
+    out: list[tuple[int, str, str | None]] = []
     lang: str | None = None
-    pending, start = "", 0
+    pending, start, previous, elsewhere = "", 0, "", None
     for number, line in enumerate(path.read_text().splitlines(), 1):
         fence = FENCE.match(line)
         if fence:
+            if lang is None:
+                mark = ELSEWHERE.search(previous)
+                elsewhere = mark.group(1) if mark else None
             lang = None if lang is not None else fence.group(1)
             continue
+        previous = line if line.strip() else previous
         if lang is None or lang not in SHELL:
             continue
         text = line.strip()
@@ -54,7 +66,7 @@ def shell_lines(path: Path) -> list[tuple[int, str]]:
             continue
         command, pending = pending + text, ""
         if command and not command.startswith("#"):
-            out.append((start, command))
+            out.append((start, command, elsewhere))
     return out
 
 
@@ -62,7 +74,7 @@ def commands() -> list[tuple[str, str, list[str]]]:
     """(where, program, its arguments) of each loadwatch, locust and make command."""
     found = []
     for path in PAGES:
-        for number, line in shell_lines(path):
+        for number, line, _elsewhere in shell_lines(path):
             line = PLACEHOLDER.sub("PLACEHOLDER", line)  # runs/<time>: a value to fill in, not a redirection
             lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
             lexer.whitespace_split, lexer.commenters = True, "#"
@@ -132,6 +144,24 @@ def check_make(argv: list[str]) -> None:
                 f"neither make nor loadwatch reads {name} (make has {', '.join(sorted(variables))})"
         else:
             assert word in targets, f"make has no target {word}"
+
+
+def test_a_command_that_needs_another_machine_is_marked_and_listed():
+    """Each command that names a host other than this machine, or runs kubectl, docker or ssh, sits in a
+    block marked `elsewhere`; the list is printed (`pytest -s`): what a new user cannot try here."""
+    unmarked, listed = [], []
+    for path in PAGES:
+        for number, line, elsewhere in shell_lines(path):
+            where = f"{path.relative_to(REPO)}:{number}"
+            said = ASSIGNMENTS.sub("", line.split(" #")[0])  # not its comment, nor a variable's value
+            needs = REMOTE.search(said) or any(re.search(rf"(^|[;&|(]\s*){p}\s", said) for p in NOT_HERE)
+            if elsewhere:
+                listed.append(f"{where} ({elsewhere}): {line[:100]}")
+            elif needs:
+                unmarked.append(f"{where}: {line[:100]}")
+    assert not unmarked, "mark these blocks <!-- elsewhere: WHAT IT NEEDS -->:\n" + "\n".join(unmarked)
+    print("\nCommands that need another machine:\n" + "\n".join(listed))
+    assert len(listed) > 10
 
 
 CHECKS = {"locust": check_locust, "loadwatch": check_loadwatch, "make": check_make}
