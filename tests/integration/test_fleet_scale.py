@@ -97,20 +97,20 @@ def test_a_run_whose_fleet_grows_midway_reports_each_change_and_its_replicas_ser
     done = subprocess.run(
         # --scale alone: the target is a router, its replicas the ones it lists
         [sys.executable, "-m", "loadwatch.cli", "run", "--target", fleet.url,
-         "--scale", scale_script(tmp_path, fleet), "--scale-at", "0s=1", "--scale-at", "10s=2", "-u", "4",
-         "-t", "25s", "--slo", "ttft_p99_ms=5000", "--out", str(tmp_path / "runs")],
+         "--scale", scale_script(tmp_path, fleet), "--scale-at", "0s=1", "--scale-at", "8s=2", "-u", "4",
+         "-t", "18s", "--slo", "ttft_p99_ms=5000", "--out", str(tmp_path / "runs")],
         capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     run_dir = next((tmp_path / "runs").iterdir())
     events = json.loads((run_dir / SCALING).read_text())["events"]
-    assert [(e["at_s"], e["replicas"], e["error"]) for e in events] == [(0, 1, None), (10, 2, None)]
+    assert [(e["at_s"], e["replicas"], e["error"]) for e in events] == [(0, 1, None), (8, 2, None)]
     changed = events[1]["asked"] + events[1]["ready_s"]
     records = [json.loads(line) for line in (run_dir / "results.requests.jsonl").read_text().splitlines()]
     before = {r["replica"] for r in records if r["start"] < events[1]["asked"]}
     after = {r["replica"] for r in records if r["start"] > changed + 1}
     assert before == {"a"} and after == {"a", "b"}, (before, after)
     report = (run_dir / "report.md").read_text()
-    assert "## Replicas over time" in report and "| 10 | 2 |" in report, report
+    assert "## Replicas over time" in report and "| 8 | 2 |" in report, report
     assert json.loads((run_dir / "report.json").read_text())["scaling"]["events"][1]["slo_held_again_s"] == 0.0
 
 
