@@ -53,9 +53,7 @@ def headless_run(options: RunOptions, say) -> int:
             stop_timeout=STOP_TIMEOUT, options=[*options.locust_args, *stack.locust_options()])
         schedule = None
         if options.scale_at and stack.fleet is not None:
-            fleet = options.fleet or FleetOptions()
-            schedule = Schedule(Scaler(stack.fleet, fleet.scale, fleet.scale_timeout, run_dir / "scale.log"),
-                                options.scale_at, say)
+            schedule = Schedule(Scaler.of(stack.fleet, options.fleet, run_dir), options.scale_at, say)
         try:
             say(f"load test: {options.users} users for {options.run_time} against {stack.target}")
             if schedule:

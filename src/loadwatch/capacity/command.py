@@ -78,8 +78,7 @@ def capacity(options: CapacityOptions, template: LocustRun, target: str | None, 
             api = PrometheusAPI(stack.url("prometheus"))
             one = None
             if scaling and stack.fleet is not None:
-                scaler = Scaler(stack.fleet, fleet.scale if fleet else None, fleet.scale_timeout if fleet else 900.0,
-                                run_dir / "scale.log")
+                scaler = Scaler.of(stack.fleet, fleet, run_dir)
                 count = scaler.most or len(scaler.serving())
                 scaler.scale_to(1, say)
                 say(f"capacity: one replica first, in {run_dir / ONE_REPLICA}")

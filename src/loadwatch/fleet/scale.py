@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from loadwatch.fleet.options import Fleet
+from loadwatch.fleet.options import Fleet, FleetOptions
 from loadwatch.fleet.routers import RouterError, router
 
 REPLICAS = "{replicas}"  # where --scale's command takes the count
@@ -38,8 +38,15 @@ class Scaler:
 
     fleet: Fleet
     command: str | None = None  # the user's --scale template; None for the embedded fleet
-    timeout: float = 900.0
+    timeout: float = FleetOptions.model_fields["scale_timeout"].default
     log: Path | None = None  # where the command's output goes
+
+    @classmethod
+    def of(cls, fleet: Fleet, options: FleetOptions | None, run_dir: Path) -> Scaler:
+        """The scaler of the fleet a stack runs, as the command's fleet options ask (--scale and its
+        timeout), its command's output in the run folder's scale.log."""
+        options = options or FleetOptions()
+        return cls(fleet, options.scale, options.scale_timeout, run_dir / "scale.log")
 
     @property
     def embedded(self) -> bool:

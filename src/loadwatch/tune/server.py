@@ -75,8 +75,7 @@ class Server:
             with running(folder, self.target, [] if self.target else list(config.vllm_args), say,
                          fleet=fleet) as stack:
                 if self.target is not None and fleet is not None and fleet.scale and stack.fleet is not None:
-                    self._scale(Scaler(stack.fleet, fleet.scale, fleet.scale_timeout, folder / "scale.log"), wanted,
-                                say)
+                    self._scale(Scaler.of(stack.fleet, fleet, folder), wanted, say)
                 yield stack
 
     def _scale(self, scaler: Scaler, wanted: str | None, say) -> None:
