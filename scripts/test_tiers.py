@@ -2,8 +2,10 @@
 timing to the millisecond (marked `timing`), alone on the machine; then the rest of the integration
 tier and the e2e tier side by side, in two pytest processes. Most of their time is spent waiting on
 servers (Locust's runs, the engine's answers), so side by side they take about as long as the longer
-of the two rather than their sum. Each keeps its own stack state and takes free ports, so their
-stacks never race for the default ones. Every test's duration is kept in test-durations/."""
+of the two rather than their sum. The few integration tests marked `e2e_process` run in the e2e
+tier's process instead, so that the two end near the same time. Each keeps its own stack state and
+takes free ports, so their stacks never race for the default ones. Every test's duration is kept in
+test-durations/."""
 
 from __future__ import annotations
 
@@ -18,8 +20,15 @@ PYTEST = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
 DURATIONS = Path("test-durations")
 
 
-def pytest(tier: str, marks: str, durations: int, name: str) -> list[str]:
-    return [*PYTEST, f"tests/{tier}", "-m", marks, f"--durations={durations}", f"--junitxml={DURATIONS / name}.xml"]
+# Each process: the test folders it collects and the tests it runs of them.
+PROCESSES = {
+    "e2e": (["tests/e2e", "tests/integration"], "(e2e or e2e_process) and not timing"),
+    "integration": (["tests/integration"], "not e2e_process and not timing"),
+}
+
+
+def pytest(paths: list[str], marks: str, durations: int, name: str) -> list[str]:
+    return [*PYTEST, *paths, "-m", marks, f"--durations={durations}", f"--junitxml={DURATIONS / name}.xml"]
 
 
 def side_by_side(tiers: list[str]) -> int:
@@ -29,7 +38,7 @@ def side_by_side(tiers: list[str]) -> int:
     for tier in tiers:
         env = {**os.environ, "LOADWATCH_STACK_FREE_PORTS": "true",
                "LOADWATCH_STACK_HOME": tempfile.mkdtemp(prefix=f"loadwatch-{tier}-")}
-        process = subprocess.Popen(pytest(tier, "not timing", 15, tier), env=env, text=True,
+        process = subprocess.Popen(pytest(*PROCESSES[tier], 15, tier), env=env, text=True,
                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, bufsize=1)
         thread = threading.Thread(target=_echo, args=(process, tier.ljust(width)), daemon=True)
         thread.start()
@@ -52,7 +61,7 @@ def _echo(process: subprocess.Popen, prefix: str) -> None:
 
 def main() -> int:
     DURATIONS.mkdir(exist_ok=True)
-    timing = subprocess.call(pytest("integration", "timing", 5, "timing"))
+    timing = subprocess.call(pytest(["tests/integration"], "timing", 5, "timing"))
     if timing:
         return timing
     return side_by_side(["e2e", "integration"])
