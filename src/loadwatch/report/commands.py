@@ -20,7 +20,7 @@ from loadwatch.report.comparable import differences
 from loadwatch.report.compare import compare, load_side
 from loadwatch.report.engine import SETTLE_SECONDS
 from loadwatch.report.exact import records_of
-from loadwatch.report.history import History, HistoryError, shift
+from loadwatch.report.history import MIN_BEFORE, History, HistoryError, shift
 from loadwatch.stack.readback import DATA, data_of, prometheus_on
 
 
@@ -83,9 +83,10 @@ def compare_command(args: argparse.Namespace, say) -> int:
     if unlike:
         say("note: the runs differ in what they sent: " + "; ".join(unlike))
     print(text, flush=True)
+    judgements = gate.judge(rules, rows) if rules else []
     try:
         if args.markdown:
-            write_atomically(args.markdown, text)
+            write_atomically(args.markdown, text + (gate.markdown(judgements) if judgements else ""))
             say(f"written to {args.markdown}")
         if args.json:
             write_atomically(args.json, json.dumps({"rows": rows}, indent=2) + "\n")
@@ -95,7 +96,7 @@ def compare_command(args: argparse.Namespace, say) -> int:
         return 1
     if not rules:
         return 0
-    return gate.verdict(gate.judge(rules, rows), say)
+    return gate.verdict(judgements, say)
 
 
 def annotate(run: Path, grafana_url: str, token_file: Path | None, say) -> int:
@@ -182,6 +183,11 @@ def history_command(args: argparse.Namespace, say) -> int:
         others = len(entries) - len(group)
         if others:
             say(f"{others} runs of other workloads, loads, models or versions are not compared with {newest.label}")
+        if len(before) < MIN_BEFORE:  # each metric's "no interval" would point at repeats, which is not the fix
+            say(f"cannot judge {newest.label}: the gate needs {MIN_BEFORE} comparable runs before it to know "
+                f"their run-to-run noise, and the history has {len(before)}")
+            say(gate.OUTCOMES[1])
+            return 1
         rows = [{"run": newest.label, "base": f"{len(before)} comparable runs before it", "metric": rule.key,
                  **asdict(shift(before, newest, rule.key) or Change(None))} for rule in rules]
         return gate.verdict(gate.judge(rules, rows), say)

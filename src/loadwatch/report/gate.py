@@ -109,10 +109,20 @@ def exit_code(judgements: list[Judgement]) -> int:
     return 0
 
 
+OUTCOMES = {0: "gate: passed", 1: "gate: cannot judge (exit 1)", 3: "gate: a regression beyond its margin (exit 3)"}
+
+
 def verdict(judgements: list[Judgement], say) -> int:
     """Each judgement's line, then the gate's: its exit code."""
     for judgement in judgements:
         say(judgement.line())
     code = exit_code(judgements)
-    say({0: "gate: passed", 1: "gate: cannot judge (exit 1)", 3: "gate: a regression beyond its margin (exit 3)"}[code])
+    say(OUTCOMES[code])
     return code
+
+
+def markdown(judgements: list[Judgement]) -> str:
+    """The gate's lines as a section of compare's markdown: a CI job's artifact or job summary then says
+    why the job failed, not only the tables."""
+    lines = [f"- {judgement.line()}" for judgement in judgements]
+    return "\n## Gate\n\n" + "\n".join(lines) + f"\n\n**{OUTCOMES[exit_code(judgements)]}**\n"

@@ -57,6 +57,18 @@ def test_the_command_exits_3_on_a_regression_beyond_its_margin_and_0_within_it(t
     assert compare(str(base), str(slower), "--fail-on", "ttft_p99_ms=+50%") == 0
 
 
+def test_the_markdown_says_the_gate_a_ci_job_failed_on(tmp_path):
+    rng = np.random.default_rng(4)
+    base = write_run(tmp_path / "base", rng.normal(100, 5, 80))
+    slower = write_run(tmp_path / "slower", rng.normal(130, 5, 80))
+    assert compare(str(base), str(slower), "--markdown", str(tmp_path / "gated.md")) == 3
+    gated = (tmp_path / "gated.md").read_text()
+    assert "## Gate" in gated and "- FAIL: ttft_p99_ms of slower +" in gated
+    assert gated.rstrip().endswith("**gate: a regression beyond its margin (exit 3)**")
+    assert compare(str(base), str(slower), "--no-gate", "--markdown", str(tmp_path / "tables.md")) == 0
+    assert "## Gate" not in (tmp_path / "tables.md").read_text()
+
+
 def test_the_command_exits_1_when_it_cannot_judge_and_2_on_bad_input(tmp_path, capsys):
     rng = np.random.default_rng(4)
     base = write_run(tmp_path / "base", rng.normal(100, 5, 80))
