@@ -16,7 +16,6 @@ import contextlib
 import io
 import re
 import shlex
-from pathlib import Path
 
 import pytest
 from locust.argument_parser import get_parser
@@ -29,45 +28,14 @@ from loadwatch.model_options import model_from_args
 from loadwatch.settings import LoadSettings
 from loadwatch.tune.options import TuneOptions
 from tests.conftest import REPO
+from tests.docs_blocks import shell_lines
 
-SHELL = {"", "sh", "bash", "shell", "console"}
-FENCE = re.compile(r"^\s*```(\w*)")
 PAGES = [p for p in sorted((REPO / "docs").rglob("*.md")) if "reference" not in p.parts] + [REPO / "README.md"]
 ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 PLACEHOLDER = re.compile(r"<[^<>\s][^<>]*>")
 ASSIGNMENTS = re.compile(r"^(\s*[A-Za-z_][A-Za-z0-9_]*=\S*\s+)+")
-ELSEWHERE = re.compile(r"<!--\s*elsewhere:\s*(.+?)\s*-->")
 REMOTE = re.compile(r"https?://(?!127\.0\.0\.1|localhost)[A-Za-z0-9.-]+")  # a host that is not this machine
 NOT_HERE = ("kubectl", "docker", "ssh")  # programs whose commands reach a cluster, a container engine, a host
-
-
-def shell_lines(path: Path) -> list[tuple[int, str, str | None]]:
-    """(line number, command, where else it runs) of every shell block's commands, continuations
-    joined; the last is the block's `elsewhere` mark, or None."""
-    out: list[tuple[int, str, str | None]] = []
-    lang: str | None = None
-    pending, start, previous, elsewhere = "", 0, "", None
-    for number, line in enumerate(path.read_text().splitlines(), 1):
-        fence = FENCE.match(line)
-        if fence:
-            if lang is None:
-                mark = ELSEWHERE.search(previous)
-                elsewhere = mark.group(1) if mark else None
-            lang = None if lang is not None else fence.group(1)
-            continue
-        previous = line if line.strip() else previous
-        if lang is None or lang not in SHELL:
-            continue
-        text = line.strip()
-        if not pending:
-            start = number
-        if text.endswith("\\"):
-            pending += text[:-1] + " "
-            continue
-        command, pending = pending + text, ""
-        if command and not command.startswith("#"):
-            out.append((start, command, elsewhere))
-    return out
 
 
 def commands() -> list[tuple[str, str, list[str]]]:
