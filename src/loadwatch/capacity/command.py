@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from loadwatch.capacity import autoscale, output
-from loadwatch.capacity.diagnose import GREW, ReplicaState, diagnose
+from loadwatch.capacity.diagnose import FULL_BATCH, GREW, ReplicaState, diagnose
 from loadwatch.capacity.levels import Level, run_level
 from loadwatch.capacity.options import CapacityOptions
 from loadwatch.capacity.room import Batch
@@ -203,7 +203,8 @@ def search(options: CapacityOptions, template: LocustRun, api: PrometheusAPI, ta
     figures = decisive.results if decisive else {}
     diagnosis = diagnose(figures, decisive.engine if decisive else {}, figures.get("saturated", {}),
                          batch or inferred_batch(levels), shared_prefix(figures), _below(levels, decisive),
-                         replica_states(levels, decisive, batch), affinity_at(decisive, run_dir))
+                         replica_states(levels, decisive, batch), affinity_at(decisive, run_dir),
+                         _full_served(levels, decisive))
     count = len(decisive.replicas) if decisive and decisive.replicas else 1
     scaling = scaling_of(one_replica, best, count)
     if diagnosis.limit == "replicas" and best and decisive:
@@ -327,6 +328,17 @@ def _below(levels: list[Level], decisive: Level | None) -> tuple[dict, dict] | N
     smaller = [lv for lv in lower if running and (lv.engine.get("requests_running_peak") or 0) * GREW <= running]
     top = max(smaller or lower, key=lambda lv: lv.value, default=None)
     return (top.results, top.engine) if top else None
+
+
+def _full_served(levels: list[Level], decisive: Level | None) -> float | None:
+    """The most output throughput served by a level at or below the decisive one whose running batch
+    was as big as the decisive one's (within FULL_BATCH): what the full batch serves."""
+    running = decisive.engine.get("requests_running_peak") if decisive and decisive.engine else None
+    if not running or decisive is None:
+        return None
+    served = [lv.results.get("output_throughput") for lv in levels if lv.value <= decisive.value and lv.results
+              and lv.engine and (lv.engine.get("requests_running_peak") or 0) >= FULL_BATCH * running]
+    return max((v for v in served if v), default=None)
 
 
 def _decisive(levels: list[Level], best: float | None) -> Level | None:

@@ -73,15 +73,17 @@ def waiting_for_capacity(engine: dict) -> bool:
 
 def diagnose(results: dict, engine: dict, saturated: dict[str, str], batch: Batch | None = None,
              prefix: SharedPrefix | None = None, below: tuple[dict, dict] | None = None,
-             replicas: dict[str, ReplicaState] | None = None, affinity: dict | None = None) -> Diagnosis:
+             replicas: dict[str, ReplicaState] | None = None, affinity: dict | None = None,
+             full_served: float | None = None) -> Diagnosis:
     """`results`: the results of the level that broke (or the last one run); `engine`: its engine
     figures (values None without engine data); `saturated`: its load generator verdicts; `batch`:
     --max-num-seqs where known; `prefix`: what its prompts share; `below`: the results and engine
     figures of the level run just below it, if any; `replicas`: a fleet's replicas' own state, by
-    name; `affinity`: where it sent each shared prefix's requests. The engine's own evidence of a full cache, batch
+    name; `affinity`: where it sent each shared prefix's requests; `full_served`: the most output
+    throughput a level at or below it served with as big a batch. The engine's own evidence of a full cache, batch
     or budget comes first: it holds whatever the client measured; a late load generator comes next,
     before what rests on the client's figures."""
-    limit, evidence = _limit(results, engine, saturated, batch, below)
+    limit, evidence = _limit(results, engine, saturated, batch, below, full_served)
     if limit not in ("slo_only", "load_generator"):
         evidence.update(room(results, engine, batch, prefix))
     if replicas and len(replicas) > 1 and limit not in ("slo_only", "load_generator"):
@@ -112,7 +114,8 @@ def _fleet(results: dict, engine: dict, limit: str, evidence: dict,
     if not queueing:
         return limit, {**evidence, "replicas": each}  # compute, each replica's: nothing waits for room
     busiest = max(queueing, key=lambda name: replicas[name].peaks.get("requests_waiting_peak") or 0)
-    own, own_evidence = _limit(results, {**engine, **replicas[busiest].peaks}, {}, replicas[busiest].batch, None)
+    own, own_evidence = _limit(results, {**engine, **replicas[busiest].peaks}, {}, replicas[busiest].batch, None,
+                               None)
     with_room = sorted(name for name, state in replicas.items() if not (state.peaks.get("requests_waiting_peak") or 0))
     fleet = {"busiest_replica": busiest, "replica_limit": own, "replicas_queueing": queueing, "replicas": each,
              **{f"busiest_{key}": value for key, value in own_evidence.items()}}
@@ -122,7 +125,7 @@ def _fleet(results: dict, engine: dict, limit: str, evidence: dict,
 
 
 def _limit(results: dict, engine: dict, saturated: dict[str, str], batch: Batch | None,
-           below: tuple[dict, dict] | None) -> tuple[str, dict]:
+           below: tuple[dict, dict] | None, full_served: float | None) -> tuple[str, dict]:
     kv, waiting = engine.get("kv_cache_usage_peak"), engine.get("requests_waiting_peak")
     running, preempted = engine.get("requests_running_peak"), engine.get("preemptions")
     queue = {"requests_waiting_peak": waiting, "requests_waiting_capacity_peak":
@@ -133,7 +136,7 @@ def _limit(results: dict, engine: dict, saturated: dict[str, str], batch: Batch 
         return "kv_cache", {"kv_cache_usage_peak": kv, **queue, "preemptions": preempted}
     if for_room:
         full = batch is not None and running is not None and running >= FULL_BATCH * batch.max_num_seqs
-        flat = _throughput_flat(below, results, engine) if full else None
+        flat = _throughput_flat(below, results, engine, full_served) if full else None
         if flat is not None:
             return _compute(results, engine, {"batch_full": True, **flat, **queue})
         return ("batch_slots" if full else "token_budget"), {"requests_running_peak": running, **queue,
@@ -148,13 +151,17 @@ def _limit(results: dict, engine: dict, saturated: dict[str, str], batch: Batch 
     return _compute(results, engine, {})
 
 
-def _throughput_flat(below: tuple[dict, dict] | None, results: dict, engine: dict) -> dict | None:
+def _throughput_flat(below: tuple[dict, dict] | None, results: dict, engine: dict,
+                     full_served: float | None) -> dict | None:
     """The evidence that the output throughput stopped growing with the running batch from the level
-    below to this one, or None (it grew with it, or a figure is missing)."""
+    below to this one, or None (it grew with it, or a figure is missing). The full batch is credited
+    with the most any level served with it: a level cut short once clearly lost measured its
+    throughput while its queue filled, below what the same batch served at a level that held."""
     if below is None:
         return None
     before, after = below[1].get("requests_running_peak"), engine.get("requests_running_peak")
-    served_before, served = below[0].get("output_throughput"), results.get("output_throughput")
+    served_before = below[0].get("output_throughput")
+    served = max((v for v in (results.get("output_throughput"), full_served) if v), default=None)
     if not (before and after and served_before and served) or after < GREW * before:
         return None
     if served / served_before - 1 >= FLAT * (after / before - 1):

@@ -148,6 +148,21 @@ def test_a_full_batch_whose_throughput_stopped_growing_with_it_is_compute_not_ba
     assert diagnose(at_knee, full, {}, Batch(128, "flags")).limit == "batch_slots"
 
 
+def test_a_full_batch_is_credited_with_what_it_served_at_a_level_that_held():
+    """tune on the embedded engine, 2026-11-27, after --max-num-seqs 8: 4 users ran 4 (5.2 req/s),
+    16 users held with 8 running (9.5 req/s), and the decisive 17 users, cut short once clearly lost,
+    measured 5.9 req/s while its queue filled. Against that figure the batch of 8 seemed to serve no
+    more than the batch of 4, and the search named compute; 16 users' figure shows the slots bind."""
+    full = {"kv_cache_usage_peak": 0.01, "requests_waiting_peak": 11.0, "requests_running_peak": 8.0,
+            "requests_waiting_capacity_peak": 11.0, "requests_waiting_deferred_peak": 0.0, "preemptions": 0.0,
+            "prefill_time_share": 0.3, "decode_time_share": 0.7}
+    at_knee = {**broke("ttft_p90_ms"), "output_throughput": 5.9 * 200}
+    below = ({"output_throughput": 5.2 * 200}, {**full, "requests_running_peak": 4.0, "requests_waiting_peak": 0.0})
+    assert diagnose(at_knee, full, {}, Batch(8, "flags"), below=below).limit == "prefill"
+    credited = diagnose(at_knee, full, {}, Batch(8, "flags"), below=below, full_served=9.5 * 200)
+    assert credited.limit == "batch_slots"
+
+
 def peaks(waiting: float, running: float, kv: float = 0.2) -> dict:
     return {"requests_waiting_peak": waiting, "requests_waiting_capacity_peak": waiting,
             "requests_waiting_deferred_peak": 0.0, "requests_running_peak": running, "kv_cache_usage_peak": kv}

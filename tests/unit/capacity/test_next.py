@@ -59,3 +59,19 @@ def test_a_full_batch_is_compared_with_the_highest_level_whose_batch_was_clearly
     assert engine["requests_running_peak"] == 64 and results["output_throughput"] == 2030
     flat = [level(8, 8, 500), level(9, 9, 560)]  # no level clearly smaller: the highest below
     assert _below(flat, flat[-1])[1]["requests_running_peak"] == 8
+
+
+def test_the_full_batch_is_credited_with_the_most_a_level_served_with_it():
+    """tune's step 1 on 2026-11-27: 8 and 16 users ran the full batch of 8 (1,683 and 1,902 tok/s), the
+    decisive 17 users, cut short, measured 1,176 while its queue filled; 4 users (4 running) and 32
+    users (above the decisive one) do not count."""
+    from loadwatch.capacity.command import _full_served
+    from loadwatch.capacity.levels import Level
+
+    def level(users: int, running: float, throughput: float) -> Level:
+        return Level(users, users, "users", f"level-{users}", results={"output_throughput": throughput},
+                     engine={"requests_running_peak": running})
+
+    levels = [level(4, 4, 1036), level(8, 8, 1683), level(16, 8, 1902), level(32, 8, 2500), level(17, 8, 1176)]
+    assert _full_served(levels, levels[-1]) == 1902
+    assert _full_served(levels, None) is None
