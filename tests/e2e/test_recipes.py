@@ -31,7 +31,7 @@ def run_recipe(commands: list[str], folder, timeout: float = 600) -> list[tuple[
     return done
 
 
-def test_the_ci_page_gate_passes_a_release_and_fails_one_with_fewer_batch_slots(tmp_path):
+def test_the_ci_page_gate_passes_a_release_and_fails_one_with_a_single_batch_slot(tmp_path):
     commands = recipe(DOCS / "guides" / "ci.md", ".venv/bin/loadwatch engine start")
     try:
         done = run_recipe(commands, tmp_path)
