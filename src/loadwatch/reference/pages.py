@@ -256,11 +256,13 @@ def results_page() -> str:
         *_table(["key", "what it holds"], [
             ["`budget_s`", "the --budget, in seconds"],
             ["`baseline`", "the configuration tune started from: `vllm_args`, `env` (environment levers), `fleet` (a "
-                           "fleet's router policy and replicas, where set), its `capacity` and `limit`"],
+                           "fleet's router policy and replicas, where set), its `capacity` and `limit` (null where "
+                           "its search located no knee)"],
             ["`steps`", "one entry per lever tried: `step`, the `limit` and `evidence` it was tried for, `change` "
                         "(`flag`, `from`: null where vLLM's default applied, `to`), `reason`, `verdict` (adopted, "
                         "rejected or refused), `refused` (vLLM's words), `gain` (`metric`, `change_pct`, `ci_low`, "
-                        "`ci_high`), `capacity_after` and `limit_after` (adopted only), `runs` (each round's values)"],
+                        "`ci_high`), `capacity_after` and `limit_after` (adopted only; the limit null where the "
+                        "search after it located no knee), `runs` (each round's values)"],
             ["`final`", "as `baseline`, with `command_line` (the `vllm serve` line)"],
             ["`stopped`", "why the loop ended"],
             ["`cost`", "`server_starts`, `seconds`, `capacity_searches`"]]), "",

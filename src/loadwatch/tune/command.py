@@ -66,6 +66,13 @@ class Tuner:
                 "capacity_searches": self.searches}
 
 
+def limit_of(result: dict) -> str | None:
+    """The limit a capacity search names, or None where it located no knee: its diagnosis then reads a
+    level that held, where nothing binds yet (a search cut short by the budget named `outside_engine`
+    at 2 users that way)."""
+    return None if result.get("undecided") else result["limit"]
+
+
 def duration_words(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
 
@@ -127,10 +134,14 @@ def tune(capacity: CapacityOptions, options: TuneOptions, template: LocustRun, t
     code = 0
     try:
         result = tuner.measure_capacity(current, "baseline")
-        doc["baseline"] = {**current.as_dict(), "capacity": output.capacity_of(result), "limit": result["limit"]}
+        doc["baseline"] = {**current.as_dict(), "capacity": output.capacity_of(result), "limit": limit_of(result)}
         output.write(run_dir, doc, current)
         step = 0
         while True:
+            if limit_of(result) is None:
+                doc["stopped"] = (f"the knee of {config_words(current)} was not located ({result['undecided']}), "
+                                  "so its limit is unknown and no lever can be chosen")
+                break
             if options.max_steps is not None and step >= options.max_steps:
                 doc["stopped"] = f"--max-steps ({options.max_steps}) reached"
                 break
@@ -176,7 +187,7 @@ def tune(capacity: CapacityOptions, options: TuneOptions, template: LocustRun, t
             say(f"step {step}: adopted {levers[arms.index(arm) - 1][1].words()}")
             output.write(run_dir, doc, current)
             result = tuner.measure_capacity(current, f"step-{step}")
-            row["capacity_after"], row["limit_after"] = output.capacity_of(result), result["limit"]
+            row["capacity_after"], row["limit_after"] = output.capacity_of(result), limit_of(result)
             output.write(run_dir, doc, current)
     except BudgetSpent:
         # Incomplete where not one step finished: a budget too short for what tune is for.

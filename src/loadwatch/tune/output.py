@@ -88,7 +88,7 @@ def markdown(doc: dict) -> str:
     if base is None:
         return "\n".join([*lines, f"No baseline: {doc['stopped']}", ""])
     lines += [f"Baseline `{shlex.join(base['vllm_args']) or '(vLLM defaults)'}`: "
-              f"**{_capacity_words(base['capacity'])}**, limit {base['limit']}.", ""]
+              f"**{_capacity_words(base['capacity'])}**, limit {base['limit'] or 'unknown'}.", ""]
     if doc["steps"]:
         lines += table(["step", "limit", "change", "why", "verdict", "gain (95 % interval)", "capacity after",
                         "limit after"],
@@ -100,14 +100,14 @@ def markdown(doc: dict) -> str:
                          + ("" if s["gain"]["ci_low"] is None else
                             f"[{s['gain']['ci_low']:+.1f}%, {s['gain']['ci_high']:+.1f}%]"),
                          _capacity_words(s["capacity_after"]) if s["verdict"] == "adopted" else "",
-                         s["limit_after"] or ""] for s in doc["steps"]])
+                         s["limit_after"] or ("unknown" if s["verdict"] == "adopted" else "")] for s in doc["steps"]])
         lines += [""]
     ranked = by_cost(doc)
     if ranked:
         lines += ["By cost per 1M output tokens at the operating point, cheapest first: "
                   + ", ".join(f"{name} ${cost:.4g}" for name, cost in ranked) + ".", ""]
     if final is not None:
-        lines += [f"Final: **{_capacity_words(final['capacity'])}**, limit {final['limit']}.", "",
+        lines += [f"Final: **{_capacity_words(final['capacity'])}**, limit {final['limit'] or 'unknown'}.", "",
                   "```", final["command_line"], "```", "",
                   *([f"The fleet: {' '.join(f'{flag} {value}' for flag, value in final['fleet'].items())} "
                      "(loadwatch's fleet options; the router's --policy), each replica with the flags above.", ""]
