@@ -83,7 +83,7 @@ def compare_command(args: argparse.Namespace, say) -> int:
     if unlike:
         say("note: the runs differ in what they sent: " + "; ".join(unlike))
     print(text, flush=True)
-    judgements = gate.judge(rules, rows) if rules else []
+    judgements = gate.judge(rules, rows)  # none without rules (--no-gate)
     try:
         if args.markdown:
             write_atomically(args.markdown, text + (gate.markdown(judgements) if judgements else ""))
