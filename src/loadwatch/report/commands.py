@@ -220,7 +220,7 @@ def add_parsers(commands, say) -> None:
     comp.add_argument("--fail-on", action="append", metavar="METRIC[=MARGIN%]",
                       help="gate on this metric, repeatable: exit 3 when it got worse beyond doubt (its interval "
                            "wholly on the worse side) and by more than the margin (none: any such change); default "
-                           + " ".join(f"--fail-on {rule}" for rule in gate.DEFAULT_FAIL_ON))
+                           + " ".join(f"--fail-on {rule}" for rule in gate.DEFAULT_FAIL_ON).replace("%", "%%"))
     comp.add_argument("--no-gate", action="store_true", help="print the tables only, judging nothing (exit 0)")
     comp.set_defaults(handler=lambda args: compare_command(args, say))
 
