@@ -97,10 +97,7 @@ def fleet_options(args: argparse.Namespace) -> FleetOptions:
     """ValueError naming the bad option."""
     fleet = model_from_args(FleetOptions, args)
     assert isinstance(fleet, FleetOptions)
-    if not hasattr(args, "target"):  # an experiment: its arms name their servers
-        if fleet.replica or fleet.router_metrics or fleet.scale:
-            raise ValueError("an experiment starts its fleet with --replicas N; a fleet of your own is an arm "
-                             "whose target is its router")
+    if not hasattr(args, "target"):  # an experiment: its arms name their servers, its options only EMBEDDED's
         return fleet
     if fleet.replicas is not None and args.target:
         raise ValueError("--replicas starts a fleet on this machine; against your own, give --target ROUTER with "
@@ -374,7 +371,8 @@ def parser(light: bool = False) -> argparse.ArgumentParser:
     trial.add_argument("--cool-down", help="pause after each cell instead of the file's (its engine counters need "
                                            "a scrape: 6s by default)")
     trial.add_argument("--check", action="store_true", help="validate the file and print the plan; run nothing")
-    add_model_options(trial, FleetOptions)
+    # An experiment's fleet is embedded: a fleet of your own is an arm whose target is its router.
+    add_model_options(trial, FleetOptions, only=FleetOptions.EMBEDDED)
     trial.add_argument("--locustfile", type=Path, default=assets.locustfile(), help=LOCUSTFILE_HELP)
     trial.add_argument("--out", default="runs", help="folder for the experiment's folder")
     trial.add_argument("--grafana-url", help="post each cell as a region annotation (token from $GRAFANA_TOKEN)")

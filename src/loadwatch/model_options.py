@@ -20,10 +20,13 @@ def without_none(annotation: Any) -> Any:
     return annotation
 
 
-def add_model_options(parser: argparse.ArgumentParser, model: type[BaseModel]) -> None:
-    """Every field as `--name-with-dashes`, its value left as text for the model to check (a
-    duration is `30s`); unset options stay None and the model's default applies."""
+def add_model_options(parser: argparse.ArgumentParser, model: type[BaseModel],
+                      only: tuple[str, ...] | None = None) -> None:
+    """Every field (or those named in `only`) as `--name-with-dashes`, its value left as text for the
+    model to check (a duration is `30s`); unset options stay None and the model's default applies."""
     for name, info in model.model_fields.items():
+        if only is not None and name not in only:
+            continue
         kind = without_none(info.annotation)
         kwargs: dict[str, Any] = {"default": None, "dest": name}
         if typing.get_origin(kind) is Literal:

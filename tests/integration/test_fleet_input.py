@@ -64,8 +64,9 @@ def test_tune_and_experiment_take_a_fleet_and_refuse_one_asked_for_wrongly(tmp_p
     refused = cli("experiment", str(experiment), "--replicas", "2", "--out", str(tmp_path / "runs"))
     assert refused.returncode == 2 and "the arms with a target are servers of your own" in refused.stdout, \
         refused.stdout + refused.stderr
-    named = cli("experiment", str(experiment), "--replica", "a=http://127.0.0.1:1", "--check")
-    assert named.returncode == 2 and "an experiment starts its fleet with --replicas N" in named.stdout
+    # An experiment's fleet is embedded: it has no option for one of yours (an arm with a target is that).
+    named = cli("experiment", str(experiment), "--scale", "kubectl scale --replicas={replicas}", "--check")
+    assert named.returncode == 2 and "unrecognized arguments: --scale" in named.stderr, named.stderr
     planned = cli("experiment", "prefix-caching", "--replicas", "2", "--check")
     assert planned.returncode == 0, planned.stdout + planned.stderr
     for done in (tuned, refused, named, planned):

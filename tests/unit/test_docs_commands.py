@@ -94,7 +94,8 @@ def check_loadwatch(argv: list[str]) -> None:
     cut = argv.index("--") if "--" in argv else len(argv)
     args = parsed(LOADWATCH, argv[:cut])
     for model in (CapacityOptions, FleetOptions, TuneOptions):
-        if all(hasattr(args, name) for name in model.model_fields):
+        # A command takes the model where it has its options (a fleet's: an embedded one's at least).
+        if all(hasattr(args, name) for name in getattr(model, "EMBEDDED", model.model_fields)):
             model_from_args(model, args)  # as the command validates them: ValueError names the option
     if argv[cut + 1:] and args.command in ("run", "capacity", "tune", "experiment"):
         check_locust(["-f", "locustfiles/chat.py", *argv[cut + 1:]])

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import string
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
@@ -14,6 +15,9 @@ from loadwatch.fleet.routers import ROUTERS
 
 class FleetOptions(BaseModel):
     """`replicas` embedded engines behind `router`, or (with a target) the user's own fleet's replicas."""
+
+    # The options of an embedded fleet alone: an experiment's (its arms name servers of your own).
+    EMBEDDED: ClassVar[tuple[str, ...]] = ("replicas", "router", "router_policy", "replica_arg", "router_arg")
 
     replicas: int | None = Field(None, ge=1, description="start this many embedded vLLM replicas behind the router")
     router: str | None = Field(None, description="the router in front of the replicas (vllm-router); given "
