@@ -16,7 +16,9 @@ class CapacityOptions(BaseModel):
 
     mode: Literal["rate", "users"] = Field("rate", description="open-loop request rate (arrivals at random, as "
                                                                "vllm bench serve sends them) or closed-loop users")
-    start: float | None = Field(None, gt=0, description="first level; default 1 req/s or 2 users")
+    start: float | None = Field(None, gt=0, description="first level; default 2 users, or the rate that completes the "
+                                                      "requests its tightest percentile SLO needs within a level "
+                                                      "(1 req/s at least)")
     level_duration: Seconds = Field(30.0, gt=0, description="load per level, e.g. 30s, 2m")
     warmup: Seconds = Field(5.0, ge=0, description="start of each level left out of its figures")
     max_duration: Seconds = Field(1200.0, gt=0, description="the search stops after this")
