@@ -118,7 +118,11 @@ def _batch_and_admission() -> list[Panel]:
         Panel("Batch size: tokens per engine step", [
             (f"sum by (le) (rate({Engine.ITERATION_TOKENS}_bucket{{{E}}}[$__rate_interval]))", "{{le}}"),
         ], "short", "Distribution over time of the tokens each engine iteration processed.", kind="heatmap",
-            options={"calculate": False, "yAxis": {"unit": "short"}, "cellGap": 1, "color": {"scheme": "Oranges"}}),
+            options={"calculate": False, "yAxis": {"unit": "short"}, "cellGap": 1, "showValue": "auto",
+                     "color": {"mode": "scheme", "scheme": "Oranges", "fill": "dark-orange", "exponent": 0.5,
+                               "steps": 64, "reverse": False},
+                     "legend": {"show": True}, "tooltip": {"mode": "single", "yHistogram": False},
+                     "exemplars": {"color": "rgba(255,0,255,0.7)"}}),
         Panel("Admission rejections", [
             (rate(total(Engine.ADMISSION_REJECTIONS), E, "reason"), "{{reason}}"),
         ], "reqps", "Requests the engine refused at a queue limit (vLLM versions that count them)."),
@@ -142,7 +146,8 @@ def overview() -> dict:
                   thresholds=[(None, "green"), (0.8, "orange"), (1.0, "red")],
                   options={"reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
                            "colorMode": "background", "graphMode": "area", "textMode": "value_and_name",
-                           "orientation": "auto", "justifyMode": "auto"}),
+                           "orientation": "auto", "justifyMode": "auto", "wideLayout": True,
+                           "showPercentChange": False, "percentChangeColorMode": "standard"}),
             Panel("Per model", [
                 (rate(total(Client.REQUESTS), C, "model"), "requests/s"),
                 (quantile(0.99, Client.TTFT, C, "model"), "TTFT p99"),

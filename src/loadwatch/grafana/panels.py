@@ -6,6 +6,7 @@ test fails when the files drift from this code.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 
 from loadwatch.metrics.definitions import HISTOGRAMS
@@ -33,6 +34,15 @@ def mean(metric: str, selector: str, by: str = "") -> str:
 def rate(metric: str, selector: str, by: str = "") -> str:
     group = f" by ({by})" if by else ""
     return f"sum{group} (rate({metric}{{{selector}}}[{RATE}]))"
+
+
+# A panel's options where it gives none, as its plugin's Options model has them (timeseries.Options,
+# table.Options): another plugin's options would be ignored.
+OPTIONS: dict[str, dict] = {
+    "timeseries": {"legend": {"displayMode": "list", "placement": "bottom", "showLegend": True, "calcs": []},
+                   "tooltip": {"mode": "multi", "sort": "none"}},
+    "table": {"showHeader": True, "frameIndex": 0, "cellHeight": "sm"},
+}
 
 
 @dataclass
@@ -69,9 +79,8 @@ class Panel:
             "datasource": DS,
             "gridPos": {"h": self.height, "w": self.width, "x": x, "y": y},
             "fieldConfig": {"defaults": defaults, "overrides": []},
-            "options": self.options or {"legend": {"displayMode": "list", "placement": "bottom", "showLegend": True},
-                                        "tooltip": {"mode": "multi", "sort": "none"}},
-            **({"transformations": [{"id": "merge"}]} if table else {}),
+            "options": self.options or copy.deepcopy(OPTIONS[self.kind]),
+            **({"transformations": [{"id": "merge", "options": {}}]} if table else {}),
             "targets": [
                 {"refId": chr(ord("A") + i), "datasource": DS, "expr": expr, "legendFormat": legend,
                  **({"format": "table", "instant": True, "range": False} if table else {"range": True}),
@@ -141,7 +150,9 @@ def dashboard(uid: str, title: str, description: str, rows: list[Row], variables
         "templating": {"list": [DATASOURCE_VARIABLE, *variables]},
         "annotations": {"list": [BUILTIN_ANNOTATION, RUN_ANNOTATIONS, *annotations]},
         "panels": panels,
-        "links": [{"title": "loadwatch dashboards", "type": "dashboards", "tags": ["loadwatch"], "asDropdown": True}],
+        "links": [{"title": "loadwatch dashboards", "type": "dashboards", "tags": ["loadwatch"], "asDropdown": True,
+                   "icon": "external link", "tooltip": "", "targetBlank": False, "includeVars": False,
+                   "keepTime": False}],
     }
 
 
