@@ -31,7 +31,7 @@ OWN_BODY_FIELDS = frozenset({"model", "messages", "prompt", "max_tokens", "strea
                              "ignore_eos"})
 CREDENTIAL_HEADERS = frozenset({"authorization", "proxy-authorization"})
 Shape = Literal["step", "ramp", "spike", "sweep"]
-_PATTERN = re.compile(r"[*?[]")  # a --replica name with these is a pattern of names
+PATTERN = re.compile(r"[*?[]")  # a --replica name with these is a pattern of names
 # vLLM's own fingerprints (modes full and hash: vllm-<version>-...): the same on every replica of one
 # configuration, so never a replica's name, even where a pattern would match it.
 VLLM_FINGERPRINT = re.compile(r"vllm-\d+\.\d+")
@@ -317,15 +317,15 @@ class LoadSettings(BaseSettings):
             names = [str(item).partition("=")[0].strip() for item in items]
             if not all(names) or len(set(names)) != len(names):
                 raise ValueError(f"replicas need a name each, and names once: {items}")
-            if any(_PATTERN.search(name) and "=" in str(item) for name, item in zip(names, items, strict=True)):
+            if any(PATTERN.search(name) and "=" in str(item) for name, item in zip(names, items, strict=True)):
                 raise ValueError(f"a pattern (with * ? or [) names the replicas by their fingerprints and takes no "
                                  f"URL: {items}")
         return items
 
     def replica_names(self) -> ReplicaNames:
         names = [item.partition("=")[0].strip() for item in self.replica]
-        return ReplicaNames(frozenset(n for n in names if not _PATTERN.search(n)),
-                            tuple(n for n in names if _PATTERN.search(n)))
+        return ReplicaNames(frozenset(n for n in names if not PATTERN.search(n)),
+                            tuple(n for n in names if PATTERN.search(n)))
 
     def headers(self) -> dict[str, str]:
         return {name.strip(): value.strip() for name, _, value in (h.partition(":") for h in self.header)}

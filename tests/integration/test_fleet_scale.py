@@ -23,11 +23,12 @@ from tests.conftest import free_port, wait_for
 
 
 @contextlib.contextmanager
-def behind_router(fake_server, *flags: str):
-    """vllm-router (round_robin) in front of two fake replicas, a and b, each started with `flags`."""
+def behind_router(fake_server, *flags: str, names: tuple[str, ...] = ("a", "b")):
+    """vllm-router (round_robin) in front of two fake replicas, a and b (or `names`), each started with
+    `flags` and answering with its name."""
     settings = EngineSettings()
     ensure_router(settings)
-    replicas = {name: fake_server("--fingerprints", name, "--vllm-metrics", *flags).url for name in ("a", "b")}
+    replicas = {name: fake_server("--fingerprints", name, "--vllm-metrics", *flags).url for name in names}
     port, metrics = free_port(), free_port()
     command = router("vllm-router").command(settings.python, port, metrics, list(replicas.values()), "round_robin", [])
     started = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -153,3 +154,22 @@ def test_capacity_with_scaling_measures_one_replica_then_the_fleet_and_writes_th
     report = (run_dir / "report.md").read_text()
     assert "### Capacity against replicas" in report and "### Autoscaling" in report
     assert "scaled to 1" in (run_dir / "scale.log").read_text() and "Traceback" not in output
+
+
+@pytest.mark.needs("prometheus")
+def test_a_run_takes_replicas_by_a_pattern_each_request_named_by_its_pod(fake_server, tmp_path):
+    """`--replica 'vllm-*'` on loadwatch's own commands, as on Kubernetes (docs/guides/fleet.md): the
+    replicas' metrics where the router lists them, each request named by the pod that answered it."""
+    pods = ("vllm-5d8f7-abcde", "vllm-5d8f7-fghij")
+    env = {**os.environ, "LOADWATCH_STACK_HOME": str(tmp_path / "home"), "LOADWATCH_STACK_FREE_PORTS": "1"}
+    with behind_router(fake_server, names=pods) as fleet:
+        done = subprocess.run(
+            [sys.executable, "-m", "loadwatch.cli", "run", "--target", fleet.url, "--replica", "vllm-*",
+             "-u", "2", "-t", "6s", "--out", str(tmp_path / "runs")],
+            capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    run_dir = next((tmp_path / "runs").iterdir())
+    results = json.loads((run_dir / "results.json").read_text())
+    assert set(results["replicas"]) == set(pods) and results["unattributed"] == 0, results["replicas"]
+    scraped = (run_dir / "prometheus" / "prometheus.yml").read_text()  # each listed replica's /metrics
+    assert all(url.removeprefix("http://") in scraped for url in fleet.replicas.values()), scraped

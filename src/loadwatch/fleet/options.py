@@ -7,10 +7,11 @@ import string
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import BaseModel, Field, ValidationInfo, field_validator, model_validator
 
 from loadwatch.durations import Seconds
 from loadwatch.fleet.routers import ROUTERS
+from loadwatch.settings import PATTERN
 
 
 class FleetOptions(BaseModel):
@@ -29,7 +30,9 @@ class FleetOptions(BaseModel):
                                                    "(b=--max-num-seqs=1), repeatable")
     router_arg: list[str] = Field([], description="a flag for the embedded router, repeatable")
     replica: list[str] = Field([], description="NAME=URL: a replica of your own fleet behind --target, "
-                                               "repeatable (default: the replicas the router lists)")
+                                               "repeatable (default: the replicas the router lists); or a "
+                                               "pattern of the names the replicas answer with ('vllm-*': "
+                                               "Kubernetes pods), their metrics read where the router lists them")
     router_metrics: str | None = Field(None, description="your router's metrics base URL, read by the sidecar "
                                                          "(vllm-router: its --prometheus-port)")
     scale: str | None = Field(None, description="the command that sets your fleet's replica count, with {replicas} "
@@ -48,11 +51,16 @@ class FleetOptions(BaseModel):
 
     @field_validator("replica_arg", "replica")
     @classmethod
-    def _named(cls, items: list[str]) -> list[str]:
+    def _named(cls, items: list[str], info: ValidationInfo) -> list[str]:
         for item in items:
             name, sep, value = item.partition("=")
-            if not sep or not name or not value:
-                raise ValueError(f"{item!r} is not NAME=VALUE")
+            if info.field_name == "replica" and is_pattern(name):
+                if sep:
+                    raise ValueError(f"{item!r}: a pattern (with * ? or [) names the replicas by the names they "
+                                     "answer with and takes no URL: the router lists where they are")
+            elif not sep or not name or not value:
+                raise ValueError(f"{item!r} is not NAME=VALUE" + (" or a pattern of names ('vllm-*')"
+                                                                  if info.field_name == "replica" else ""))
         return items
 
     @field_validator("scale")
@@ -66,6 +74,9 @@ class FleetOptions(BaseModel):
     def _one_fleet(self) -> FleetOptions:
         if self.replicas is not None and self.replica:
             raise ValueError("--replicas starts a fleet, --replica names one of yours: give one or the other")
+        if self.patterns and len(self.patterns) != len(self.replica):
+            raise ValueError("--replica takes names with URLs or patterns of names, not both: a pattern's replicas "
+                             "are those the router lists")
         unknown = {item.partition("=")[0] for item in self.replica_arg} - set(self.names())
         if unknown:
             raise ValueError(f"--replica-arg names {', '.join(sorted(unknown))}, not one of the replicas "
@@ -81,12 +92,21 @@ class FleetOptions(BaseModel):
     def kind(self) -> str:
         return self.router or "vllm-router"
 
+    @property
+    def patterns(self) -> tuple[str, ...]:
+        """--replica's patterns: the replicas are those the router lists, each named by its answers."""
+        return tuple(item for item in self.replica if is_pattern(item))
+
     def names(self) -> list[str]:
         """The embedded replicas' names: a, b, c, ... (r26, r27, ... past z)."""
         return [replica_name(i) for i in range(self.replicas or 0)]
 
     def flags_of(self, name: str) -> list[str]:
         return [item.partition("=")[2] for item in self.replica_arg if item.partition("=")[0] == name]
+
+
+def is_pattern(name: str) -> bool:
+    return bool(PATTERN.search(name))
 
 
 def replica_name(index: int) -> str:
@@ -102,7 +122,12 @@ class Fleet:
     replicas: dict[str, str] = field(default_factory=dict)  # name -> base URL
     metrics: str | None = None  # the router's /metrics base URL, where known
     policy: str | None = None  # an embedded router's
+    # --replica's patterns: each request's replica is the name its answer gives (a pod's), while
+    # `replicas` holds what the router lists, named a, b, ... for their metrics.
+    patterns: list[str] = field(default_factory=list)
 
     def locust_options(self) -> list[str]:
         """Locust's --replica options: each request's record names its replica."""
+        if self.patterns:
+            return [f"--replica={pattern}" for pattern in self.patterns]
         return [f"--replica={name}={url}" for name, url in self.replicas.items()]

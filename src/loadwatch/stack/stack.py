@@ -205,7 +205,7 @@ def _users_fleet(target: str, options: FleetOptions) -> Fleet:
     """The user's own fleet behind `target`: the replicas named, or those its router lists (named a, b,
     ...); each must answer, or the run would measure a fleet it cannot see."""
     kind = router(options.kind)
-    if options.replica:
+    if options.replica and not options.patterns:
         replicas = {name: url for name, _, url in (item.partition("=") for item in options.replica)}
     else:
         listed = kind.workers(target)
@@ -216,7 +216,7 @@ def _users_fleet(target: str, options: FleetOptions) -> Fleet:
         if not processes.answers(url.rstrip("/") + "/metrics"):
             raise RouterError(f"replica {name} at {url} does not answer {url.rstrip('/')}/metrics: check its URL "
                               "(as this machine reaches it, not as the router does)")
-    return Fleet(kind.name, target, replicas, options.router_metrics)
+    return Fleet(kind.name, target, replicas, options.router_metrics, patterns=list(options.patterns))
 
 
 def _wait_for_first_scrape(url: str, timeout: float) -> None:
