@@ -59,6 +59,9 @@ def commands() -> list[tuple[str, str, list[str]]]:
                 if not words:
                     continue
                 program = words[0].rsplit("/", 1)[-1]
+                if program == "kubectl" and "exec" in words and "--" in words:  # a command run in a pod
+                    words = words[words.index("--") + 1:]
+                    program = words[0].rsplit("/", 1)[-1] if words else ""
                 if program in ("loadwatch", "locust", "make"):
                     where = f"{path.relative_to(REPO)}:{number}"
                     found.append((where, program, words[1:] + [f"VAR:{v}" for v in make_vars]))

@@ -151,25 +151,6 @@ def test_secrets_come_from_the_secret_never_a_literal():
         assert key_file == f"{mount['mountPath']}/{volume['secret']['items'][0]['path']}"
 
 
-def allowed(port: int) -> list[dict]:
-    """The peers every NetworkPolicy lets reach `port`."""
-    return [peer for _, doc in documents() if doc["kind"] == "NetworkPolicy"
-            for rule in doc["spec"].get("ingress", []) if port in [p["port"] for p in rule["ports"]]
-            for peer in rule["from"]]
-
-
-def test_network_policies_deny_by_default_and_open_each_port_to_its_client_only():
-    deny = by_kind("NetworkPolicy", "default-deny-ingress")["spec"]
-    assert deny["podSelector"] == {} and deny["policyTypes"] == ["Ingress"] and "ingress" not in deny
-    worker = {"podSelector": {"matchLabels": {"app.kubernetes.io/name": "locust-worker"}}}
-    prometheus = {"namespaceSelector": {}, "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}}}
-    assert allowed(5557) == [worker]
-    master = {"podSelector": {"matchLabels": {"app.kubernetes.io/name": "locust-master"}}}
-    assert allowed(9646) == [prometheus] and allowed(9647) == [master, prometheus]  # master: the LLM tab's charts
-    assert allowed(8000) == [worker, prometheus]
-    assert allowed(8089) == []  # the web UI: kubectl port-forward only
-
-
 def test_a_worker_pod_runs_a_process_per_cpu_of_its_limit():
     """`--processes auto` reads the container's CPU quota: without a CPU limit a pod would fork one
     worker per core of its node while asking for a few."""
