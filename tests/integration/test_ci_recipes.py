@@ -4,6 +4,7 @@ they run are ones loadwatch's parser takes."""
 
 from __future__ import annotations
 
+import re
 import shlex
 import shutil
 import subprocess
@@ -18,6 +19,7 @@ from tests.conftest import REPO
 
 RECIPES = REPO / "docs" / "ci"
 BIN = Path(sys.executable).parent
+REDIRECTION = re.compile(r"^\d*(>|<|>>)")  # `> file`, `2>&1`: the shell's, not the command's
 
 
 def test_the_github_workflow_passes_actionlint():
@@ -35,7 +37,8 @@ def test_the_gitlab_job_passes_gitlabs_schema():
 
 
 def loadwatch_lines(script: str) -> list[list[str]]:
-    """Each `loadwatch ...` command of a shell script, as its words (a `$(...)` left as one word)."""
+    """Each `loadwatch ...` command of a shell script, as its words (a `$(...)` left as one word), up to
+    the end of its command: a list's or a pipeline's operator, or a redirection."""
     words = [shlex.split(line.replace('"$(loadwatch locustfile)"', "LOCUSTFILE"), posix=True)
              for line in script.replace("\\\n", " ").splitlines() if line.strip()]
     out = []
@@ -43,7 +46,7 @@ def loadwatch_lines(script: str) -> list[list[str]]:
         while "loadwatch" in line:
             line = line[line.index("loadwatch") + 1:]
             command: list[str] = []
-            while line and line[0] not in ("||", "&&", ";", "fi"):
+            while line and line[0] not in ("||", "&&", ";", "|", "fi") and not REDIRECTION.match(line[0]):
                 word, line = line[0], line[1:]
                 command.append(word.rstrip(";"))
                 if word.endswith(";"):
