@@ -39,6 +39,8 @@ class Level:
     problem: str | None = None  # the level produced no results, or too few to judge
     too_few: bool = False  # its problem: it completed fewer requests than its percentiles need
     split: dict | None = None  # its requests split by the engine's own account (report.attribution)
+    sure: str | None = None  # held, broke or in doubt, from its SLOs' intervals (capacity.interval); None: unjudged
+    slo_intervals: list[dict] = field(default_factory=list)
 
     @property
     def under_slos(self) -> bool:
@@ -56,7 +58,7 @@ class Level:
                 "stopped_early": self.stopped_early, "problem": self.problem, "start": self.start, "end": self.end,
                 "slo": self.results.get("slo", []), "saturated": self.results.get("saturated", {}),
                 "client": {k: self.results.get(k) for k in CLIENT_KEYS}, "engine": self.engine,
-                "ttft_split": self.split}
+                "ttft_split": self.split, "sure": self.sure, "slo_intervals": self.slo_intervals}
 
     def attribute(self, records: Path, api: PrometheusAPI | None) -> None:
         """The exact split of its requests, where its records carry the engine's account."""

@@ -1,0 +1,62 @@
+"""A level's verdict with its SLOs' intervals, and the knee's interval from the levels judged."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from loadwatch.capacity.interval import knee_interval, level_sureness, slo_interval
+from loadwatch.capacity.output import interval_words
+from loadwatch.metrics.slo import parse_slo
+
+
+def records(ttfts_ms, failures: int = 0) -> list[dict]:
+    rows = [{"start": i, "stage": "load", "failure": None, "ttft_s": t / 1000, "tpot_s": None, "elapsed_s": 1.0}
+            for i, t in enumerate(ttfts_ms)]
+    rows += [{"start": len(rows) + i, "stage": "load", "failure": "http_500", "ttft_s": None, "tpot_s": None,
+              "elapsed_s": 0.1} for i in range(failures)]
+    return rows + [{"start": -1, "stage": "warmup", "failure": None, "ttft_s": 99.0, "tpot_s": None, "elapsed_s": 99}]
+
+
+def test_a_percentile_far_from_its_objective_is_sure_and_one_near_it_is_in_doubt():
+    rng = np.random.default_rng(1)
+    fast = rng.gamma(4, 50, size=400)  # p90 about 320 ms
+    assert slo_interval(records(fast), parse_slo("ttft_p90_ms=1000")).verdict == "held"
+    assert slo_interval(records(fast), parse_slo("ttft_p90_ms=100")).verdict == "broke"
+    measured = float(np.percentile(fast, 90))
+    near = slo_interval(records(fast), parse_slo(f"ttft_p90_ms={measured:.0f}"))
+    assert near.verdict == "in doubt" and near.low < measured < near.high
+    assert near.high < 2 * measured  # the warm-up's 99 s request is left out
+
+
+def test_a_failure_ratio_gets_wilsons_interval():
+    interval = slo_interval(records([100] * 95, failures=5), parse_slo("failure_ratio=0.04"))
+    assert interval.verdict == "in doubt" and 0.01 < interval.low < 0.05 < interval.high < 0.12
+    assert slo_interval(records([100] * 1000), parse_slo("failure_ratio=0.01")).verdict == "held"
+
+
+def test_an_slo_without_per_request_values_counts_as_measured():
+    interval = slo_interval(records([100] * 50), parse_slo("itl_p99_ms=50"))
+    assert interval.verdict is None
+    assert level_sureness(True, None, [interval]) == "held" and level_sureness(False, None, [interval]) == "broke"
+    assert level_sureness(True, "SLO over twice its limit", [interval]) == "broke"
+
+
+def test_the_knee_interval_spans_every_level_in_doubt():
+    # 128 held, 256 broke, 181 and 152 broke beyond doubt, 139 held, 145 in doubt, 148 and 146 in doubt
+    levels = [(128, "held"), (256, "broke"), (181, "broke"), (152, "broke"), (139, "held"), (145, "in doubt"),
+              (148, "in doubt"), (146, "in doubt")]
+    assert knee_interval(levels) == (139, 148)
+    assert knee_interval([(1, "held"), (2, "held"), (4, "held"), (8, "broke"), (6, "held"), (7, "broke")]) == (6, 6)
+    assert knee_interval([(2, "in doubt"), (4, "broke")]) == (None, 2)  # nothing held beyond doubt
+    assert knee_interval([(2, None), (4, "broke")]) == (None, None)
+    # A level in doubt above one that broke beyond doubt cannot be sustained: the lower one bounds it.
+    assert knee_interval([(4, "held"), (8, "broke"), (6, "in doubt"), (10, "in doubt")]) == (4, 6)
+
+
+def test_the_interval_in_words():
+    assert interval_words({"unit": "users", "max_sustainable_interval": [139, 148]}) == \
+        " (95 % interval 139 to 148 users)"
+    assert interval_words({"unit": "users", "max_sustainable_interval": [6, 6]}) == " (beyond doubt at 6 users)"
+    assert interval_words({"unit": "req/s", "max_sustainable_interval": [None, 2.5]}) == \
+        " (95 % interval below 2.5 req/s)"
+    assert interval_words({"unit": "users"}) == ""
