@@ -11,8 +11,10 @@ from pathlib import Path
 
 from loadwatch.capacity import autoscale, output
 from loadwatch.capacity.diagnose import FULL_BATCH, GREW, ReplicaState, diagnose
+from loadwatch.capacity.interval import judge, knee_interval
 from loadwatch.capacity.levels import Level, run_level
 from loadwatch.capacity.options import CapacityOptions
+from loadwatch.capacity.probe import probe
 from loadwatch.capacity.room import Batch
 from loadwatch.capacity.search import Search
 from loadwatch.engine.flags import given_max_num_seqs, max_num_seqs
@@ -157,6 +159,7 @@ def search(options: CapacityOptions, template: LocustRun, api: PrometheusAPI, ta
     one replica that came before this one, for the scaling; `then`: the commands that go on from the
     result, for its report."""
     needed = needed_requests(template.slo)
+    engine_alone = probe(template, target, run_dir, say)
     search = Search(first_level(options, needed), integer=options.mode == "users", precision=options.precision)
     levels: list[Level] = []
     deadline = time.monotonic() + options.max_duration
@@ -181,6 +184,9 @@ def search(options: CapacityOptions, template: LocustRun, api: PrometheusAPI, ta
         except PrometheusError as exc:
             say(f"warning: no engine figures for {level.name}: {exc}")
         level.attribute(records_beside(results), api)
+        if not level.problem:
+            level.sure, level.slo_intervals = judge(records_beside(results), template.slo, level.passed,
+                                                    level.stopped_early)
         levels.append(level)
         if level.too_few and level.under_slos and _more_than_before(level, levels[:-1]):
             # More load completes more requests: the knee lies higher.
@@ -192,7 +198,8 @@ def search(options: CapacityOptions, template: LocustRun, api: PrometheusAPI, ta
             break
         search.record(value, level.passed)
         verdict = "held" if level.passed else f"broke ({level.stopped_early or level.problem or 'SLO'})"
-        say(f"{level.name}: {verdict}, {level.results.get('request_throughput', 0):.2f} req/s")
+        doubt = ", within its SLO's noise (in doubt)" if level.sure == "in doubt" else ""
+        say(f"{level.name}: {verdict}{doubt}, {level.results.get('request_throughput', 0):.2f} req/s")
     best = search.best
     if undecided is None and search.unjudged and (best is None or max(search.unjudged) > best):
         undecided = (f"the knee lies between {max(search.unjudged):g} {options.unit}, which completed too few "
@@ -212,6 +219,8 @@ def search(options: CapacityOptions, template: LocustRun, api: PrometheusAPI, ta
     result = output.conclusion(options.mode, options.unit, levels, best, diagnosis, options.headroom,
                                rule(options, needed), undecided, decisive)
     result["scaling"] = scaling
+    result["probe"] = engine_alone
+    result["max_sustainable_interval"] = list(knee_interval([(lv.value, lv.sure) for lv in levels]))
     held = next((lv for lv in levels if lv.passed and lv.value == best), None)
     found = autoscale.rule(api, diagnosis.limit, diagnosis.evidence, held, decisive if decisive is not held else None,
                            sorted(decisive.replicas) if decisive and len(decisive.replicas) > 1 else (serving or []),
@@ -226,8 +235,9 @@ def search(options: CapacityOptions, template: LocustRun, api: PrometheusAPI, ta
         say(f"capacity: the knee was not located: {undecided}"
             + (f"; {best:g} {options.unit} held" if best is not None else ""))
     else:
-        say(f"capacity: {best:g} {options.unit} sustained, {result['recommended']:g} {options.unit} recommended; "
-            f"limit: {diagnosis.explanation}" if best is not None else "capacity: no level held its SLOs")
+        say(f"capacity: {best:g} {options.unit} sustained{output.interval_words(result)}, "
+            f"{result['recommended']:g} {options.unit} recommended; limit: {diagnosis.explanation}"
+            if best is not None else "capacity: no level held its SLOs")
     for item in diagnosis.missed:
         say(f"capacity: missed: {item['explanation']}")
     say(f"written: {run_dir}/report.html (and capacity.json, report.md, {output.PLOT})")

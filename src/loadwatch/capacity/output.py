@@ -10,6 +10,7 @@ from matplotlib.figure import Figure
 from loadwatch.atomic import write_atomically
 from loadwatch.capacity.diagnose import Diagnosis
 from loadwatch.capacity.levels import Level
+from loadwatch.capacity.probe import CHANGED
 from loadwatch.capacity.room import KEYS, sentence
 from loadwatch.metrics.records import read_records
 from loadwatch.prometheus import PrometheusAPI
@@ -60,6 +61,16 @@ def _words(evidence: dict, skip: tuple[str, ...] = ()) -> str:
                      if v is not None and not isinstance(v, dict) and k not in skip)
 
 
+def interval_words(result: dict) -> str:
+    """` (95 % interval [low, high])`: the loads whose verdicts were beyond doubt, and those in doubt."""
+    low, high = result.get("max_sustainable_interval") or (None, None)
+    if high is None:
+        return ""
+    unit = result["unit"]
+    return f" (95 % interval {'below' if low is None else f'{low:g} to'} {high:g} {unit})" if low != high \
+        else f" (beyond doubt at {low:g} {unit})"
+
+
 def _ms(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.0f}"
 
@@ -76,7 +87,7 @@ def markdown(result: dict, run_dir: Path | None = None) -> str:
         lines.append(f"No level held its SLOs: nothing is sustainable down to the lowest level tried "
                      f"({min((lv['level'] for lv in result['levels']), default=0):g} {unit}).")
     else:
-        lines += [f"**{best:g} {unit}** is the most this server sustained within its SLOs "
+        lines += [f"**{best:g} {unit}**{interval_words(result)} is the most this server sustained within its SLOs "
                   f"({result['request_throughput_at_max'] or 0:.2f} req/s, "
                   f"{result['output_throughput_at_max'] or 0:.0f} output tok/s); run it at "
                   f"**{result['recommended']:g} {unit}** ({result['headroom']:.0%} of it)."]
@@ -86,6 +97,12 @@ def markdown(result: dict, run_dir: Path | None = None) -> str:
                       f"at {result['cost_level']:g} {unit}, the held level nearest at or below the operating point"
                   + (f"; ${result['cost_per_million_output_tokens_at_max']:.4g} at the knee."
                      if result.get("cost_per_million_output_tokens_at_max") is not None else ".")]
+    if result.get("probe"):
+        p = result["probe"]
+        lines += ["", f"The engine alone, before the search (1 user, {p['prompt_tokens']:g} prompt tokens, "
+                      f"{p['requests']} requests): TTFT {p['ttft_ms']:.1f} ms ({p['prefill_ms_per_token']:.3f} ms a "
+                      f"prompt token), TPOT {p['tpot_ms']:.2f} ms. A search whose probe differs by more than "
+                      f"{CHANGED:.0%} measured another engine, whatever its flags."]
     lines += ["", f"The limit that binds: **{result['limit_explained']}** ({_words(result['evidence'], KEYS)})."
               + (f" {result['room']}" if result.get("room") else "")]
     if result["evidence"].get("replicas"):
@@ -99,13 +116,18 @@ def markdown(result: dict, run_dir: Path | None = None) -> str:
     lines += _scaling(result.get("scaling"), unit) + _autoscaling(result.get("autoscaling"), unit)
     for step in result.get("next") or []:
         lines += ["", f"Next, {step['why']}:", "", f"    {step['command']}"]
-    lines += ["", f"Each level: {result['level_rule']}", ""]
+    lines += ["", f"Each level: {result['level_rule']} A level is in doubt where an SLO's 95 % interval, from "
+                  "its own requests, spans the objective; the interval of the load sustained spans every such "
+                  "level.", ""]
     rows = []
     for lv in result["levels"]:
         c, e = lv["client"], lv["engine"]
         verdict = "held" if lv["passed"] else ("lost early: " + lv["stopped_early"] if lv["stopped_early"]
                                                else lv["problem"] or "broke: " + ", ".join(
                                                    s["name"] for s in lv["slo"] if not s["passed"]))
+        if lv.get("sure") == "in doubt":
+            verdict += " (in doubt: " + ", ".join(f"{i['name']} {i['ci_low']:.4g} to {i['ci_high']:.4g}"
+                                                  for i in lv["slo_intervals"] if i["verdict"] == "in doubt") + ")"
         rows.append([f"{lv['level']:g}", f"{c['request_throughput'] or 0:.2f}", f"{c['output_throughput'] or 0:.0f}",
                      _ms(c["median_ttft_ms"]), _ms(c["p99_ttft_ms"]), _ms(c["p99_tpot_ms"]),
                      "n/a" if e.get("kv_cache_usage_peak") is None else f"{e['kv_cache_usage_peak']:.0%}",

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from loadwatch.capacity.command import batch_of, search
 from loadwatch.capacity.options import CapacityOptions
+from loadwatch.capacity.probe import probe_change
 from loadwatch.engine.settings import EngineSettings
 from loadwatch.experiment.server import ServerError
 from loadwatch.fleet.options import FleetOptions
@@ -135,6 +136,7 @@ def tune(capacity: CapacityOptions, options: TuneOptions, template: LocustRun, t
     try:
         result = tuner.measure_capacity(current, "baseline")
         doc["baseline"] = {**current.as_dict(), "capacity": output.capacity_of(result), "limit": limit_of(result)}
+        baseline_probe = result.get("probe")
         output.write(run_dir, doc, current)
         step = 0
         while True:
@@ -188,6 +190,10 @@ def tune(capacity: CapacityOptions, options: TuneOptions, template: LocustRun, t
             output.write(run_dir, doc, current)
             result = tuner.measure_capacity(current, f"step-{step}")
             row["capacity_after"], row["limit_after"] = output.capacity_of(result), limit_of(result)
+            if moved := probe_change(baseline_probe, result.get("probe")):
+                row["probe_change"] = moved
+                say(f"step {step}: the engine alone moved from the baseline's on the same probe ({moved}): the "
+                    "flag changes one request's speed, or the machine changed under tune")
             output.write(run_dir, doc, current)
     except BudgetSpent:
         # Incomplete where not one step finished: a budget too short for what tune is for.
