@@ -42,6 +42,7 @@ def probe_run(template: LocustRun, results: Path) -> LocustRun:
 
 def probe(template: LocustRun, target: str, run_dir: Path, say) -> dict | None:
     """The engine's speed alone, or None where the probe measured nothing (said). Ctrl-C is raised again."""
+    run_dir.mkdir(parents=True, exist_ok=True)  # a --scaling search's replicas-1/ is made by its first file
     run = probe_run(template, run_dir / "probe.json")
     say(f"probe: the engine alone, 1 user for {SECONDS:g} s ({INPUT_TOKENS} prompt tokens, {OUTPUT_TOKENS} out)")
     finished = run.run(target, run_dir / "probe.log", say)
