@@ -8,7 +8,6 @@ from pathlib import Path
 
 from loadwatch.durations import parse_duration
 from loadwatch.fleet.options import FleetOptions
-from loadwatch.fleet.scale import Scaler
 from loadwatch.fleet.schedule import Schedule
 from loadwatch.loadrun.locust import INTERRUPTED, Load, LocustRun
 from loadwatch.loadrun.stack import new_run_dir, running
@@ -16,6 +15,7 @@ from loadwatch.prometheus import PrometheusAPI
 from loadwatch.report.build import ReportError
 from loadwatch.report.commands import annotate, history_add, write_report
 from loadwatch.stack.settings import StackSettings
+from loadwatch.stack.stack import scaler_of
 
 STOP_TIMEOUT = 60.0  # seconds an interrupted run's requests get to finish
 
@@ -53,7 +53,7 @@ def headless_run(options: RunOptions, say) -> int:
             stop_timeout=STOP_TIMEOUT, options=[*options.locust_args, *stack.locust_options()])
         schedule = None
         if options.scale_at and stack.fleet is not None:
-            schedule = Schedule(Scaler.of(stack.fleet, options.fleet, run_dir), options.scale_at, say)
+            schedule = Schedule(scaler_of(stack, options.fleet, run_dir, say), options.scale_at, say)
         try:
             say(f"load test: {options.users} users for {options.run_time} against {stack.target}")
             if schedule:

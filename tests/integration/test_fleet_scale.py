@@ -157,19 +157,25 @@ def test_capacity_with_scaling_measures_one_replica_then_the_fleet_and_writes_th
 
 
 @pytest.mark.needs("prometheus")
-def test_a_run_takes_replicas_by_a_pattern_each_request_named_by_its_pod(fake_server, tmp_path):
+def test_a_run_takes_replicas_by_a_pattern_each_named_by_its_pod_and_read_anew_once_scaled(fake_server, tmp_path):
     """`--replica 'vllm-*'` on loadwatch's own commands, as on Kubernetes (docs/guides/fleet.md): the
-    replicas' metrics where the router lists them, each request named by the pod that answered it."""
+    replicas the router lists, each named by the pod it answers as (its requests, its sidecar target and
+    its report row alike), and read anew after each --scale (a pod scaled in and out has a new address)."""
     pods = ("vllm-5d8f7-abcde", "vllm-5d8f7-fghij")
     env = {**os.environ, "LOADWATCH_STACK_HOME": str(tmp_path / "home"), "LOADWATCH_STACK_FREE_PORTS": "1"}
     with behind_router(fake_server, names=pods) as fleet:
         done = subprocess.run(
             [sys.executable, "-m", "loadwatch.cli", "run", "--target", fleet.url, "--replica", "vllm-*",
-             "-u", "2", "-t", "6s", "--out", str(tmp_path / "runs")],
+             "--scale", scale_script(tmp_path, fleet), "--scale-at", "0s=1", "--scale-at", "6s=2",
+             "-u", "2", "-t", "14s", "--out", str(tmp_path / "runs")],
             capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert f"fleet: reading the replicas the router lists now: {pods[0]}\n" in done.stdout, done.stdout
+    assert f"fleet: reading the replicas the router lists now: {', '.join(pods)}\n" in done.stdout, done.stdout
     run_dir = next((tmp_path / "runs").iterdir())
     results = json.loads((run_dir / "results.json").read_text())
     assert set(results["replicas"]) == set(pods) and results["unattributed"] == 0, results["replicas"]
     scraped = (run_dir / "prometheus" / "prometheus.yml").read_text()  # each listed replica's /metrics
     assert all(url.removeprefix("http://") in scraped for url in fleet.replicas.values()), scraped
+    rows = [line for line in (run_dir / "report.md").read_text().splitlines() if line.startswith("| vllm-5d8f7")]
+    assert len(rows) == 2 and not any("n/a" in row for row in rows), rows  # the engine's view joins by name

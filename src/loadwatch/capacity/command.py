@@ -19,7 +19,7 @@ from loadwatch.capacity.room import Batch
 from loadwatch.capacity.search import Search
 from loadwatch.engine.flags import given_max_num_seqs, max_num_seqs
 from loadwatch.fleet.options import FleetOptions
-from loadwatch.fleet.scale import ScaleError, Scaler
+from loadwatch.fleet.scale import ScaleError
 from loadwatch.loadrun.locust import INTERRUPTED, MAX_STRETCH, Load, LocustRun
 from loadwatch.loadrun.stack import new_run_dir, on_stack, running
 from loadwatch.metrics.records import read_records
@@ -28,6 +28,7 @@ from loadwatch.prometheus import PrometheusAPI, PrometheusError
 from loadwatch.report.engine import engine_figures, replica_peaks
 from loadwatch.report.fleet import prefix_affinity
 from loadwatch.settings import LoadSettings, records_beside
+from loadwatch.stack.stack import scaler_of
 from loadwatch.workloads.datasets import SharedPrefix, dataset_named
 from loadwatch.workloads.errors import DatasetError
 
@@ -80,7 +81,7 @@ def capacity(options: CapacityOptions, template: LocustRun, target: str | None, 
             api = PrometheusAPI(stack.url("prometheus"))
             one = None
             if scaling and stack.fleet is not None:
-                scaler = Scaler.of(stack.fleet, fleet, run_dir)
+                scaler = scaler_of(stack, fleet, run_dir, say)
                 count = scaler.most or len(scaler.serving())
                 scaler.scale_to(1, say)
                 say(f"capacity: one replica first, in {run_dir / ONE_REPLICA}")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import shlex
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,6 +41,8 @@ class Scaler:
     command: str | None = None  # the user's --scale template; None for the embedded fleet
     timeout: float = FleetOptions.model_fields["scale_timeout"].default
     log: Path | None = None  # where the command's output goes
+    # After the user's command: the stack reads the replicas the router lists now (stack.relist).
+    relisted: Callable[[], None] | None = None
 
     @classmethod
     def of(cls, fleet: Fleet, options: FleetOptions | None, run_dir: Path) -> Scaler:
@@ -84,9 +87,12 @@ class Scaler:
                     kind.add_worker(self.fleet.url, url)
                 for url in urls[count:]:
                     kind.remove_worker(self.fleet.url, url)
+                self._await(count)
             else:
                 self._run(count)
-            self._await(count)
+                self._await(count)
+                if self.relisted:
+                    self.relisted()
         except RouterError as exc:
             raise ScaleError(str(exc)) from None
 

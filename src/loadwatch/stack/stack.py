@@ -13,6 +13,7 @@ import fcntl
 import hashlib
 import json
 import os
+import signal
 import sys
 import time
 from collections.abc import Iterator
@@ -28,11 +29,14 @@ from loadwatch.engine import process as engine
 from loadwatch.engine.settings import EngineSettings
 from loadwatch.engine.setup import ensure_engine, ensure_model
 from loadwatch.fleet.embedded import start_fleet
-from loadwatch.fleet.options import Fleet, FleetOptions
+from loadwatch.fleet.naming import answered_name
+from loadwatch.fleet.options import Fleet, FleetOptions, replica_name
 from loadwatch.fleet.routers import RouterError, router
+from loadwatch.fleet.scale import Scaler
 from loadwatch.interrupts import held
 from loadwatch.processes import Component, ComponentError, port_or_free
 from loadwatch.prometheus import PrometheusAPI, PrometheusError
+from loadwatch.settings import ReplicaNames
 from loadwatch.stack.config import render_alertmanager, render_prometheus
 from loadwatch.stack.readback import EXEMPLARS
 from loadwatch.stack.settings import StackSettings
@@ -149,32 +153,18 @@ def _start_all(stack: Stack, settings: StackSettings, run_dir: Path) -> None:
 
     # All four at once, then awaited: none needs another to be up to start, and one after the other
     # they took twice as long (each Python one a second or two of imports).
-    fleet = stack.fleet
-    targets = [f"{name}={url}" for name, url in fleet.replicas.items()] if fleet else [f"vllm={stack.target}"]
-    routers = [f"{fleet.router}={fleet.metrics}"] if fleet and fleet.metrics else []
-    launch(
-        "exporter",
-        [sys.executable, "-m", "loadwatch.cli", "exporter", *(f"--target={t}" for t in targets),
-         *(f"--router={r}" for r in routers),
-         "--host", "127.0.0.1", "--port", str(ports["exporter"]),
-         "--interval", str(settings.exporter_interval), "--window", str(settings.exporter_window),
-         "--timeout", str(settings.exporter_timeout)],
-        "/metrics")
+    launch("exporter", _exporter_command(stack, settings), "/metrics")
     if not settings.webhook_url:  # alerts go to a log of the run, not nowhere
         launch("alert-log", [sys.executable, "-m", "loadwatch.cli", "alert-log", "--host", "127.0.0.1",
                              "--port", str(ports["alert-log"])], "/-/ready")
     am_config = render_alertmanager(settings, run_dir / "alertmanager",
                                     settings.webhook_url or f"{urls['alert-log']}/alerts")
+    prom_config = _prometheus_config(stack, settings, run_dir)
     launch(
         "alertmanager",
         [settings.alertmanager_bin, f"--config.file={am_config}", f"--storage.path={run_dir / 'alertmanager-data'}",
          f"--web.listen-address=127.0.0.1:{ports['alertmanager']}", "--cluster.listen-address="],
         "/-/ready")
-    prom_config = render_prometheus(
-        settings, run_dir / "prometheus", client=f"127.0.0.1:{stack.client_port}",
-        exporter=f"127.0.0.1:{ports['exporter']}",
-        vllm=[urlsplit(url).netloc for url in (fleet.replicas.values() if fleet else [stack.target])],
-        alertmanager=f"127.0.0.1:{ports['alertmanager']}")
     launch(
         "prometheus",
         [settings.prometheus_bin, f"--config.file={prom_config}", f"--storage.tsdb.path={run_dir / 'prometheus-data'}",
@@ -186,6 +176,27 @@ def _start_all(stack: Stack, settings: StackSettings, run_dir: Path) -> None:
         except ComponentError as exc:
             raise StackError(str(exc)) from None
     _wait_for_first_scrape(urls["prometheus"], settings.start_timeout)
+
+
+def _exporter_command(stack: Stack, settings: StackSettings) -> list[str]:
+    """The sidecar's command line: every replica of a fleet as a target (or the one engine), its router."""
+    fleet = stack.fleet
+    targets = [f"{name}={url}" for name, url in fleet.replicas.items()] if fleet else [f"vllm={stack.target}"]
+    routers = [f"{fleet.router}={fleet.metrics}"] if fleet and fleet.metrics else []
+    return [sys.executable, "-m", "loadwatch.cli", "exporter", *(f"--target={t}" for t in targets),
+            *(f"--router={r}" for r in routers), "--host", "127.0.0.1", "--port", str(stack.ports["exporter"]),
+            "--interval", str(settings.exporter_interval), "--window", str(settings.exporter_window),
+            "--timeout", str(settings.exporter_timeout)]
+
+
+def _prometheus_config(stack: Stack, settings: StackSettings, run_dir: Path) -> Path:
+    """The run's Prometheus config: every engine scraped directly too (each replica of a fleet)."""
+    fleet = stack.fleet
+    return render_prometheus(
+        settings, run_dir / "prometheus", client=f"127.0.0.1:{stack.client_port}",
+        exporter=f"127.0.0.1:{stack.ports['exporter']}",
+        vllm=[urlsplit(url).netloc for url in (fleet.replicas.values() if fleet else [stack.target])],
+        alertmanager=f"127.0.0.1:{stack.ports['alertmanager']}")
 
 
 def _launch(stack: Stack, run_dir: Path, name: str, command: list[str], url: str, env: dict[str, str] | None = None,
@@ -202,21 +213,80 @@ def _launch(stack: Stack, run_dir: Path, name: str, command: list[str], url: str
 
 
 def _users_fleet(target: str, options: FleetOptions) -> Fleet:
-    """The user's own fleet behind `target`: the replicas named, or those its router lists (named a, b,
-    ...); each must answer, or the run would measure a fleet it cannot see."""
-    kind = router(options.kind)
+    """The user's own fleet behind `target`: the replicas named, or those its router lists; each must
+    answer, or the run would measure a fleet it cannot see."""
     if options.replica and not options.patterns:
         replicas = {name: url for name, _, url in (item.partition("=") for item in options.replica)}
     else:
-        listed = kind.workers(target)
-        if not listed:
-            raise RouterError(f"the router at {target} lists no replica")
-        replicas = {FleetOptions(replicas=len(listed)).names()[i]: url for i, url in enumerate(listed)}
+        replicas = _listed(target, options)
+    _answering(replicas)
+    return Fleet(router(options.kind).name, target, replicas, options.router_metrics, patterns=list(options.patterns))
+
+
+def _listed(target: str, options: FleetOptions, known: dict[str, str] | None = None) -> dict[str, str]:
+    """The replicas the router lists now: each named by the name it answers with where --replica gives
+    patterns (a pod keeps its name while others come and go), else a, b, ... in the router's order, a
+    replica `known` already keeping its name and a new one taking one no replica had."""
+    listed = router(options.kind).workers(target)
+    if not listed:
+        raise RouterError(f"the router at {target} lists no replica")
+    if not options.patterns:
+        by_url = {url: name for name, url in (known or {}).items()}
+        free = (replica_name(i) for i in range(len(listed) + len(by_url)) if replica_name(i) not in by_url.values())
+        return {by_url.get(url) or next(free): url for url in listed}
+    names = ReplicaNames(frozenset(), options.patterns)
+    replicas = {}
+    for url in listed:
+        name = answered_name(url)
+        if not names.name(name):
+            raise RouterError(f"the replica at {url} answers as {name!r}, which --replica "
+                              f"{' '.join(options.patterns)} does not name")
+        replicas[name] = url
+    return replicas
+
+
+def _answering(replicas: dict[str, str]) -> None:
     for name, url in replicas.items():
         if not processes.answers(url.rstrip("/") + "/metrics"):
             raise RouterError(f"replica {name} at {url} does not answer {url.rstrip('/')}/metrics: check its URL "
                               "(as this machine reaches it, not as the router does)")
-    return Fleet(kind.name, target, replicas, options.router_metrics, patterns=list(options.patterns))
+
+
+def relist(stack: Stack, options: FleetOptions, say, settings: StackSettings | None = None) -> None:
+    """After a fleet of the user's own was scaled: the replicas its router lists now, read by the sidecar
+    and Prometheus (a pod scaled in and out again has a new address). Replicas named with --replica
+    NAME=URL stay as named. RouterError where they cannot be read."""
+    fleet = stack.fleet
+    if fleet is None or (options.replica and not options.patterns):
+        return
+    replicas = _listed(fleet.url, options, fleet.replicas)
+    if replicas == fleet.replicas:
+        return
+    _answering(replicas)
+    fleet.replicas = replicas
+    settings = settings or StackSettings()
+    run_dir = Path(stack.run_dir)
+    exporter = next(c for c in stack.components if c.name == "exporter")
+    processes.stop_group(exporter.pid, 20.0)
+    stack.components.remove(exporter)
+    try:
+        started = _launch(stack, run_dir, "exporter", _exporter_command(stack, settings), exporter.url)
+        _prometheus_config(stack, settings, run_dir)
+        os.kill(next(c.pid for c in stack.components if c.name == "prometheus"), signal.SIGHUP)  # reloads its config
+        processes.await_ready(started, "/metrics", settings.start_timeout)
+    except ComponentError as exc:
+        raise RouterError(f"the sidecar could not read the replicas listed now: {exc}") from None
+    stack.save(stack.state_file)
+    say(f"fleet: reading the replicas the router lists now: {', '.join(sorted(replicas))}")
+
+
+def scaler_of(stack: Stack, options: FleetOptions | None, run_dir: Path, say) -> Scaler:
+    """The scaler of the stack's fleet; a fleet of the user's own is read anew after each change."""
+    assert stack.fleet is not None
+    scaler = Scaler.of(stack.fleet, options, run_dir)
+    if not scaler.embedded and options is not None:
+        scaler.relisted = lambda: relist(stack, options, say)
+    return scaler
 
 
 def _wait_for_first_scrape(url: str, timeout: float) -> None:

@@ -16,7 +16,7 @@ from loadwatch.fleet.routers import RouterError
 from loadwatch.fleet.scale import ScaleError, Scaler
 from loadwatch.loadrun.stack import running
 from loadwatch.processes import log_tail
-from loadwatch.stack.stack import Stack
+from loadwatch.stack.stack import Stack, scaler_of
 from loadwatch.tune.config import Config
 
 ARGS = "{vllm_args}"
@@ -75,7 +75,7 @@ class Server:
             with running(folder, self.target, [] if self.target else list(config.vllm_args), say,
                          fleet=fleet) as stack:
                 if self.target is not None and fleet is not None and fleet.scale and stack.fleet is not None:
-                    self._scale(Scaler.of(stack.fleet, fleet, folder), wanted, say)
+                    self._scale(scaler_of(stack, fleet, folder, say), wanted, say)
                 yield stack
 
     def _scale(self, scaler: Scaler, wanted: str | None, say) -> None:
