@@ -4,6 +4,7 @@ Operator requires (no schema for them here), and their rules through promtool.""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 
@@ -146,6 +147,26 @@ def test_the_fleets_requests_are_named_by_the_pod_that_served_them_and_the_route
     args = cli.parser(light=True).parse_args(["exporter", *router_sidecar["args"]])
     sidecar_settings = build_settings(args.target, args.targets_file, args.router, port=args.port, host=args.host)
     assert [r.name for r in sidecar_settings.routers] == ["vllm-router"] and not sidecar_settings.targets
+
+
+@pytest.mark.needs("kubectl")
+def test_every_image_is_pulled_from_your_registry_once_each_listed_image_is_named(tmp_path):
+    """As kubernetes.md and fleet.md say: name every loadwatch image each kustomization lists (`images:`)
+    after your registry. Every loadwatch image of every overlay then comes from it: one left behind (the
+    router's sidecar, whose image the base's `images:` do not reach) would end in ImagePullBackOff."""
+    copy = tmp_path / "kubernetes"
+    shutil.copytree(KUSTOMIZE, copy)
+    for kustomization in copy.rglob("kustomization.yaml"):
+        doc = yaml.safe_load(kustomization.read_text())
+        for image in doc.get("images", []):
+            if image["name"].startswith("loadwatch"):
+                image["newName"] = f"registry.example/{image['name']}"
+        kustomization.write_text(yaml.safe_dump(doc, sort_keys=False))
+    for overlay in ("", "base", "fleet"):
+        pods = [d["spec"]["template"]["spec"] for d in render(copy / overlay) if d["kind"] == "Deployment"]
+        images = {c["image"] for pod in pods for c in pod["containers"] + pod.get("initContainers", [])}
+        left = sorted(i for i in images if i.startswith("loadwatch"))
+        assert not left, f"{overlay or 'with the Operator'}: still pulled from nowhere: {left}"
 
 
 FOUND = {  # capacity's autoscaling rule as a search finds it (capacity/autoscale.rule)
