@@ -5,10 +5,17 @@ side of 0: the verdict `worse`) and beyond a practical margin (the change itself
 1 % regression that is certain is not worth failing a release on). A metric named without a margin
 fails on any change worse beyond doubt. A metric with no interval (one run a side for throughput; no
 records and one run a side for a latency) cannot be judged, and the gate says so rather than pass it.
+
+A margin smaller than the noise is a gate that cannot work: with TTFT p99 moving ±30 % from run to run,
+`+10%` fails only by chance, or never. Where a metric's interval is wider than its margin on either side
+of the change (its half-width over the margin), the gate says `noisy` on that metric's line and in its
+outcome, with how many times the runs a side would narrow it to the margin (an interval narrows as
+one over the square root of the observations). Noisy fails nothing: exit codes are as without it.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -73,6 +80,16 @@ class Judgement:
         return self.row is not None and self.row["verdict"] is not None
 
     @property
+    def noise(self) -> float | None:
+        """The interval's half-width in %, where it is wider than the margin: the change the gate cannot
+        resolve; None where it can (or judges nothing)."""
+        if not self.judged or self.rule.margin is None or not self.rule.margin:
+            return None
+        assert self.row is not None
+        half = (self.row["ci_high"] - self.row["ci_low"]) / 2
+        return half if half > self.rule.margin else None
+
+    @property
     def failed(self) -> bool:
         if not self.judged:
             return False
@@ -87,10 +104,15 @@ class Judgement:
             return (f"cannot judge {self.rule.name} of {self.run} against {self.base}: it has no interval (repeat "
                     "each side 2 times or more, or keep the per-request records of single runs)")
         assert self.row is not None
-        word = "FAIL" if self.failed else "ok"
-        return (f"{word}: {self.rule.name} of {self.run} {self.row['change_pct']:+.1f} % "
+        word = "FAIL" if self.failed else "noisy" if self.noise is not None else "ok"
+        said = (f"{word}: {self.rule.name} of {self.run} {self.row['change_pct']:+.1f} % "
                 f"[{self.row['ci_low']:+.1f} %, {self.row['ci_high']:+.1f} %] against {self.base} "
                 f"({self.row['verdict']}; the gate lets {margin} worse through)")
+        if self.noise is not None and not self.failed:
+            times = math.ceil((self.noise / self.rule.margin) ** 2)  # type: ignore[operator]
+            said += (f"; its interval spans ±{self.noise:.0f} %, wider than the margin: a change of {margin} is "
+                     f"within this metric's noise here, and about {times} times the runs a side would resolve it")
+        return said
 
 
 def judge(rules: list[Rule], rows: list[dict]) -> list[Judgement]:
@@ -112,17 +134,24 @@ def exit_code(judgements: list[Judgement]) -> int:
 OUTCOMES = {0: "gate: passed", 1: "gate: cannot judge (exit 1)", 3: "gate: a regression beyond its margin (exit 3)"}
 
 
+def outcome(judgements: list[Judgement]) -> str:
+    """The gate's outcome, and the metrics it passed only because their noise hides their margin."""
+    code = exit_code(judgements)
+    noisy = list(dict.fromkeys(j.rule.name for j in judgements if j.noise is not None and not j.failed))
+    return OUTCOMES[code] + (f"; noisy: {', '.join(noisy)} (a change of its margin is within its noise)"
+                             if noisy and code != 3 else "")
+
+
 def verdict(judgements: list[Judgement], say) -> int:
     """Each judgement's line, then the gate's: its exit code."""
     for judgement in judgements:
         say(judgement.line())
-    code = exit_code(judgements)
-    say(OUTCOMES[code])
-    return code
+    say(outcome(judgements))
+    return exit_code(judgements)
 
 
 def markdown(judgements: list[Judgement]) -> str:
     """The gate's lines as a section of compare's markdown: a CI job's artifact or job summary then says
     why the job failed, not only the tables."""
     lines = [f"- {judgement.line()}" for judgement in judgements]
-    return "\n## Gate\n\n" + "\n".join(lines) + f"\n\n**{OUTCOMES[exit_code(judgements)]}**\n"
+    return "\n## Gate\n\n" + "\n".join(lines) + f"\n\n**{outcome(judgements)}**\n"

@@ -104,3 +104,19 @@ def test_runs_of_different_workloads_are_not_gated_and_are_said_different(tmp_pa
     assert "users 4 -> 8" in said
     assert compare(str(a), str(b), "--no-gate") == 0
     assert "note: the runs differ in what they sent" in capsys.readouterr().out
+
+
+def test_a_margin_smaller_than_the_metrics_noise_is_said_noisy_and_fails_nothing():
+    rule = gate.parse(["ttft_p99_ms=+10%"])[0]
+    row = {"run": "new", "base": "old", "metric": "p99_ttft_ms", "change_pct": 5.0, "ci_low": -25.0,
+           "ci_high": 35.0, "verdict": "same"}
+    judged = gate.judge([rule], [row])
+    assert judged[0].noise == 30.0 and not judged[0].failed and gate.exit_code(judged) == 0
+    line = judged[0].line()
+    assert line.startswith("noisy: ttft_p99_ms of new +5.0 %") and "spans ±30 %" in line and "about 9 times" in line
+    assert gate.outcome(judged) == "gate: passed; noisy: ttft_p99_ms (a change of its margin is within its noise)"
+    resolved = gate.judge([rule], [{**row, "ci_low": 1.0, "ci_high": 9.0, "verdict": "worse"}])
+    assert resolved[0].noise is None and resolved[0].line().startswith("ok: ")
+    # Beyond its margin and beyond doubt, a wide interval still fails: the noise hid nothing.
+    failed = gate.judge([rule], [{**row, "change_pct": 60.0, "ci_low": 20.0, "ci_high": 110.0, "verdict": "worse"}])
+    assert failed[0].failed and failed[0].line().startswith("FAIL") and "noisy" not in gate.outcome(failed)
