@@ -160,6 +160,9 @@ def search(options: CapacityOptions, template: LocustRun, api: PrometheusAPI, ta
     one replica that came before this one, for the scaling; `then`: the commands that go on from the
     result, for its report."""
     needed = needed_requests(template.slo)
+    if output.decode_unbounded(template.slo):
+        say("capacity: warning: the SLOs bound TTFT only; decode is free to grow, and the knee moves with whatever "
+            "keeps TTFT under its limit (add a tpot or e2el SLO for a knee users feel)")
     engine_alone = probe(template, target, run_dir, say)
     search = Search(first_level(options, needed), integer=options.mode == "users", precision=options.precision)
     levels: list[Level] = []
@@ -218,7 +221,7 @@ def search(options: CapacityOptions, template: LocustRun, api: PrometheusAPI, ta
     if diagnosis.limit == "replicas" and best and decisive:
         diagnosis.evidence["replicas_needed"] = replicas_for(decisive.value, best, count, scaling)
     result = output.conclusion(options.mode, options.unit, levels, best, diagnosis, options.headroom,
-                               rule(options, needed), undecided, decisive)
+                               rule(options, needed), undecided, decisive, template.slo)
     result["scaling"] = scaling
     result["probe"] = engine_alone
     result["max_sustainable_interval"] = list(knee_interval([(lv.value, lv.sure) for lv in levels]))

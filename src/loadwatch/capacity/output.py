@@ -22,7 +22,8 @@ PLOT = "capacity.png"
 
 
 def conclusion(mode: str, unit: str, levels: list[Level], best: float | None, diagnosis: Diagnosis,
-               headroom: float, rule: str, undecided: str | None = None, decisive: Level | None = None) -> dict:
+               headroom: float, rule: str, undecided: str | None = None, decisive: Level | None = None,
+               slos: list[str] | None = None) -> dict:
     """`undecided`: why the search stopped before it located the knee, if it did; `decisive`: the
     level whose figures the diagnosis read (`loadwatch explain` tells its requests' stories)."""
     at_best = next((lv for lv in levels if lv.value == best and lv.passed), None)
@@ -52,6 +53,8 @@ def conclusion(mode: str, unit: str, levels: list[Level], best: float | None, di
         "room": sentence(diagnosis.evidence) if "kv_cache_holds_requests" in diagnosis.evidence else None,
         "missed": diagnosis.missed,
         "level_rule": rule,
+        "throughput_plateau": plateau(levels),
+        "decode_unbounded": decode_unbounded(slos or []),
         "levels": [lv.as_dict() for lv in levels],
     }
 
@@ -59,6 +62,28 @@ def conclusion(mode: str, unit: str, levels: list[Level], best: float | None, di
 def _words(evidence: dict, skip: tuple[str, ...] = ()) -> str:
     return ", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in evidence.items()
                      if v is not None and not isinstance(v, dict) and k not in skip)
+
+
+PLATEAU = 0.95  # a level serving this share of the most any level served: throughput stopped growing there
+DECODE_BOUNDS = ("tpot", "itl", "e2el")  # an SLO on one of these bounds how long a request's decode may take
+
+
+def plateau(levels: list[Level]) -> dict | None:
+    """The lowest level that served PLATEAU of the most requests a second any level served: past it the
+    load added waiting, not throughput, whatever the SLO's knee says."""
+    served = [(lv.value, float(lv.results["request_throughput"])) for lv in levels
+              if lv.results and lv.results.get("request_throughput")]
+    if len(served) < 2:
+        return None
+    most = max(rate for _, rate in served)
+    value, rate = min((pair for pair in served if pair[1] >= PLATEAU * most), key=lambda pair: pair[0])
+    return {"level": value, "request_throughput": rate, "most_request_throughput": most}
+
+
+def decode_unbounded(slos: list[str]) -> bool:
+    """Whether the SLOs leave decode free: no TPOT, ITL or end-to-end objective. A users-knee then
+    moves with whatever lets TTFT stay under its limit while the decode queue grows."""
+    return bool(slos) and not any(slo.split("_")[0] in DECODE_BOUNDS for slo in slos)
 
 
 def interval_words(result: dict) -> str:
@@ -97,6 +122,16 @@ def markdown(result: dict, run_dir: Path | None = None) -> str:
                       f"at {result['cost_level']:g} {unit}, the held level nearest at or below the operating point"
                   + (f"; ${result['cost_per_million_output_tokens_at_max']:.4g} at the knee."
                      if result.get("cost_per_million_output_tokens_at_max") is not None else ".")]
+    top = result.get("throughput_plateau")
+    if top and best is not None and top["level"] < best:
+        lines += ["", f"Throughput stopped growing at **{top['level']:g} {unit}** ({top['request_throughput']:.2f} "
+                      f"req/s, {PLATEAU:.0%} of the most any level served, {top['most_request_throughput']:.2f}): "
+                      f"past it each {'user' if unit == 'users' else 'request a second'} added waiting, not "
+                      "throughput, and the knee above it is where that waiting broke the SLO."]
+    if result.get("decode_unbounded"):
+        lines += ["", "The SLOs bound no TPOT, ITL or end-to-end latency: decode is free to grow, so the knee "
+                      "moves with whatever keeps TTFT under its limit while requests wait to decode. Add "
+                      "`--slo tpot_p99_ms=...` or `--slo e2el_p99_ms=...` for a knee users feel."]
     if result.get("probe"):
         p = result["probe"]
         lines += ["", f"The engine alone, before the search (1 user, {p['prompt_tokens']:g} prompt tokens, "

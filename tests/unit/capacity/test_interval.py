@@ -60,3 +60,17 @@ def test_the_interval_in_words():
     assert interval_words({"unit": "req/s", "max_sustainable_interval": [None, 2.5]}) == \
         " (95 % interval below 2.5 req/s)"
     assert interval_words({"unit": "users"}) == ""
+
+
+def test_the_throughput_plateau_and_an_slo_that_leaves_decode_free():
+    from loadwatch.capacity.levels import Level
+    from loadwatch.capacity.output import decode_unbounded, plateau
+
+    # The tune guide's prefix scenario of 2026-11-27: flat from 32 users on, the knee at 145.
+    served = {32: 29.8, 64: 27.5, 128: 29.0, 145: 24.5, 256: 8.3, 8: 9.0}
+    levels = [Level(i, users, "users", f"level-{i}", results={"request_throughput": rate})
+              for i, (users, rate) in enumerate(served.items())]
+    assert plateau(levels) == {"level": 32, "request_throughput": 29.8, "most_request_throughput": 29.8}
+    assert plateau(levels[:1]) is None
+    assert decode_unbounded(["ttft_p90_ms=1000"]) and decode_unbounded(["ttft_p99_ms=500", "failure_ratio=0.01"])
+    assert not decode_unbounded(["ttft_p90_ms=1000", "tpot_p99_ms=50"]) and not decode_unbounded([])
