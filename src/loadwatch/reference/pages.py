@@ -260,7 +260,8 @@ def results_page() -> str:
                            "its search located no knee)"],
             ["`steps`", "one entry per lever tried: `step`, the `limit` and `evidence` it was tried for, `change` "
                         "(`flag`, `from`: null where vLLM's default applied, `to`), `reason`, `verdict` (adopted, "
-                        "rejected or refused), `refused` (vLLM's words), `gain` (`metric`, `change_pct`, `ci_low`, "
+                        "rejected, undecided or refused), `settle` (undecided only: what would settle it), "
+                        "`refused` (vLLM's words), `gain` (`metric`, `change_pct`, `ci_low`, "
                         "`ci_high`), `capacity_after` and `limit_after` (adopted only; the limit null where the "
                         "search after it located no knee), `runs` (each round's values)"],
             ["`final`", "as `baseline`, with `command_line` (the `vllm serve` line)"],

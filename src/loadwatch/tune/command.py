@@ -6,6 +6,7 @@ the budget lasts and a lever applies. Every finished step is written as it ends.
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 
@@ -106,14 +107,35 @@ def gain_words(row: dict, metric: str) -> str:
     return f"{metric} {g['change_pct']:+.1f}%{interval}"
 
 
+def verdict_of(arm: Arm, judged: dict, rounds: int) -> tuple[str, str | None]:
+    """A lever's verdict before the best is adopted: refused; rejected where it did not improve beyond
+    doubt but its interval decides (worse or no better, beyond doubt: wholly above -0 %, or improving
+    for certain but beaten by another); undecided where the interval spans no change, with what would
+    settle it. An undecided trial is never reported as a rejection."""
+    if arm.refused:
+        return "refused", None
+    low, high, change = judged["ci_low"], judged["ci_high"], judged["change_pct"]
+    if low is None or high is None:
+        return "undecided", f"{rounds} round(s) a side gave no interval: repeat each at least 2 times"
+    if high < 0 or low > 0:
+        return "rejected", None
+    half = (high - low) / 2
+    times = math.ceil((half / abs(change)) ** 2) if change else None
+    return "undecided", (f"its interval [{low:+.1f} %, {high:+.1f} %] spans no change; "
+                         + (f"about {times} times the {rounds} rounds a side would tell a change of {change:+.1f} % "
+                            "from none" if times else "more rounds a side would narrow it"))
+
+
 def step_rows(step: int, result: dict, arms: list[Arm], levers: list, metric: str) -> list[dict]:
     base = arms[0]
     rows = []
     for arm, (lever, change) in zip(arms[1:], levers, strict=True):
+        judged = gain(base, arm, metric).as_dict()
+        verdict, settle = verdict_of(arm, judged, min(len(base.values), len(arm.values)))
         rows.append({"step": step, "limit": result["limit"], "evidence": result["evidence"],
                      "change": change.as_dict(), "reason": lever.reason,
-                     "verdict": "refused" if arm.refused else "rejected", "refused": arm.refused,
-                     "gain": gain(base, arm, metric).as_dict(), "capacity_after": None, "limit_after": None,
+                     "verdict": verdict, "refused": arm.refused, "settle": settle,
+                     "gain": judged, "capacity_after": None, "limit_after": None,
                      "runs": {"current": base.values, "with_change": arm.values}})
     return rows
 
@@ -177,10 +199,14 @@ def tune(capacity: CapacityOptions, options: TuneOptions, template: LocustRun, t
             passing = [(row, arm) for row, arm in zip(rows, arms[1:], strict=True)
                        if arm.refused is None and row["gain"]["ci_high"] is not None and row["gain"]["ci_high"] < 0]
             for row in rows:
-                say(f"step {step}: {row['change']['flag']}: " + gain_words(row, metric))
+                say(f"step {step}: {row['change']['flag']}: " + gain_words(row, metric)
+                    + (f": undecided ({row['settle']})" if row["verdict"] == "undecided" else ""))
             doc["steps"] += rows
             if not passing:
-                doc["stopped"] = f"no lever of step {step} improved {metric} beyond doubt"
+                open_ = [row["change"]["flag"] for row in rows if row["verdict"] == "undecided"]
+                doc["stopped"] = f"no lever of step {step} improved {metric} beyond doubt" + (
+                    f"; undecided, not rejected: {', '.join(open_)} (more rounds would settle it: --repeats)"
+                    if open_ else "")
                 output.write(run_dir, doc, current)
                 break
             row, arm = min(passing, key=lambda pair: pair[0]["gain"]["change_pct"])

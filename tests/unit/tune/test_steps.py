@@ -51,3 +51,18 @@ def test_the_configurations_measured_are_ranked_by_cost_per_output_token_where_p
         if s["capacity_after"]:
             s["capacity_after"]["cost_per_million_output_tokens"] = None
     assert by_cost(doc) == [] and "cheapest" not in markdown(doc)
+
+
+def test_a_trial_whose_interval_spans_no_change_is_undecided_never_rejected():
+    """The tune page's prefix scenario: both levers' intervals spanned 0, and both were reported rejected."""
+    from loadwatch.tune.command import verdict_of
+
+    arm = Arm("1-x", Config(), [1.0, 2.0, 3.0])
+    verdict, settle = verdict_of(arm, {"change_pct": 21.9, "ci_low": -78.0, "ci_high": 574.3}, 3)
+    assert verdict == "undecided" and "[-78.0 %, +574.3 %] spans no change" in settle and "the 3 rounds" in settle
+    assert verdict_of(arm, {"change_pct": 36.9, "ci_low": -41.8, "ci_high": 221.9}, 3)[0] == "undecided"
+    assert verdict_of(arm, {"change_pct": 40.0, "ci_low": 10.0, "ci_high": 80.0}, 3) == ("rejected", None)  # worse
+    assert verdict_of(arm, {"change_pct": -60.0, "ci_low": -70.0, "ci_high": -50.0}, 3) == ("rejected", None)
+    assert verdict_of(arm, {"change_pct": None, "ci_low": None, "ci_high": None}, 1)[0] == "undecided"
+    refused = Arm("2-y", Config(), refused="ValueError")
+    assert verdict_of(refused, {"change_pct": None, "ci_low": None, "ci_high": None}, 0) == ("refused", None)
