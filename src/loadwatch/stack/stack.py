@@ -252,7 +252,7 @@ def _answering(replicas: dict[str, str]) -> None:
                               "(as this machine reaches it, not as the router does)")
 
 
-def relist(stack: Stack, options: FleetOptions, say, settings: StackSettings | None = None) -> None:
+def relist(stack: Stack, options: FleetOptions, say) -> None:
     """After a fleet of the user's own was scaled: the replicas its router lists now, read by the sidecar
     and Prometheus (a pod scaled in and out again has a new address). Replicas named with --replica
     NAME=URL stay as named. RouterError where they cannot be read."""
@@ -264,7 +264,7 @@ def relist(stack: Stack, options: FleetOptions, say, settings: StackSettings | N
         return
     _answering(replicas)
     fleet.replicas = replicas
-    settings = settings or StackSettings()
+    settings = StackSettings()  # the sidecar's and Prometheus' own settings, as the stack started them
     run_dir = Path(stack.run_dir)
     exporter = next(c for c in stack.components if c.name == "exporter")
     processes.stop_group(exporter.pid, 20.0)
