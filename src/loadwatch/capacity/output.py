@@ -87,13 +87,13 @@ def decode_unbounded(slos: list[str]) -> bool:
 
 
 def interval_words(result: dict) -> str:
-    """` (95 % interval [low, high])`: the loads whose verdicts were beyond doubt, and those in doubt."""
+    """` (95 % interval low to high, ...)`: the loads whose verdicts were beyond doubt, and those in doubt,
+    as each level's own requests tell them (a second search on a drifted engine is not in it)."""
     low, high = result.get("max_sustainable_interval") or (None, None)
     if high is None:
         return ""
-    unit = result["unit"]
-    return f" (95 % interval {'below' if low is None else f'{low:g} to'} {high:g} {unit})" if low != high \
-        else f" (beyond doubt at {low:g} {unit})"
+    return f" (95 % interval {'below' if low is None else f'{low:g} to'} {high:g} {result['unit']}, from its " \
+           "levels' own requests)"
 
 
 def _ms(value: float | None) -> str:

@@ -19,8 +19,8 @@ from loadwatch.loadrun.locust import INTERRUPTED, Load, LocustRun
 from loadwatch.metrics.results import latency_key
 
 SECONDS = 8.0
-INPUT_TOKENS = 256
-OUTPUT_TOKENS = 64
+INPUT_TOKENS = 128  # with OUTPUT_TOKENS, within the smallest context loadwatch serves (make run's 288)
+OUTPUT_TOKENS = 32
 WORKLOAD = ["--dataset", "random", "--input-len", str(INPUT_TOKENS), "--max-tokens", str(OUTPUT_TOKENS),
             "--ignore-eos"]
 KEPT = ("--model", "--endpoint", "--api-key-file")  # the template's options the probe keeps: which server and model

@@ -55,10 +55,11 @@ def test_the_knee_interval_spans_every_level_in_doubt():
 
 def test_the_interval_in_words():
     assert interval_words({"unit": "users", "max_sustainable_interval": [139, 148]}) == \
-        " (95 % interval 139 to 148 users)"
-    assert interval_words({"unit": "users", "max_sustainable_interval": [6, 6]}) == " (beyond doubt at 6 users)"
+        " (95 % interval 139 to 148 users, from its levels' own requests)"
+    assert interval_words({"unit": "users", "max_sustainable_interval": [6, 6]}) == \
+        " (95 % interval 6 to 6 users, from its levels' own requests)"
     assert interval_words({"unit": "req/s", "max_sustainable_interval": [None, 2.5]}) == \
-        " (95 % interval below 2.5 req/s)"
+        " (95 % interval below 2.5 req/s, from its levels' own requests)"
     assert interval_words({"unit": "users"}) == ""
 
 

@@ -18,8 +18,8 @@ def test_the_probe_runs_the_fixed_workload_keeping_only_which_model_to_ask():
 
 
 def test_a_probe_reads_prefill_per_prompt_token_and_tpot():
-    found = of_results({"completed": 20, "median_ttft_ms": 25.6, "median_tpot_ms": 5.0, "total_input_tokens": 5120})
-    assert found["prefill_ms_per_token"] == 0.1 and found["prompt_tokens"] == 256 and found["tpot_ms"] == 5.0
+    found = of_results({"completed": 20, "median_ttft_ms": 12.8, "median_tpot_ms": 5.0, "total_input_tokens": 2560})
+    assert found["prefill_ms_per_token"] == 0.1 and found["prompt_tokens"] == 128 and found["tpot_ms"] == 5.0
     assert of_results({"completed": 0}) is None
 
 
