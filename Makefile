@@ -78,6 +78,7 @@ benchmark: setup
 	$(VENV)/bin/python benchmarks/long_prompts.py
 	$(VENV)/bin/python benchmarks/event_loops.py
 	$(VENV)/bin/python benchmarks/master_memory.py
+	$(VENV)/bin/python benchmarks/reproducibility.py --scenario all
 	$(VENV)/bin/python benchmarks/master_scale.py
 	$(VENV)/bin/python benchmarks/exporter_cpu.py
 	$(VENV)/bin/python benchmarks/stream_readers.py
