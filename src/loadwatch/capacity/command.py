@@ -12,7 +12,7 @@ from pathlib import Path
 from loadwatch.capacity import autoscale, output
 from loadwatch.capacity.diagnose import FULL_BATCH, GREW, ReplicaState, diagnose
 from loadwatch.capacity.interval import judge, knee_interval
-from loadwatch.capacity.levels import Level, run_level
+from loadwatch.capacity.levels import Level, level_records, run_level
 from loadwatch.capacity.options import CapacityOptions
 from loadwatch.capacity.probe import probe
 from loadwatch.capacity.room import Batch
@@ -187,10 +187,10 @@ def search(options: CapacityOptions, template: LocustRun, api: PrometheusAPI, ta
                               if serving is None or name in serving}
         except PrometheusError as exc:
             say(f"warning: no engine figures for {level.name}: {exc}")
-        level.attribute(records_beside(results), api)
+        records = level_records(records_beside(results))
+        level.attribute(records, api)
         if not level.problem:
-            level.sure, level.slo_intervals = judge(records_beside(results), template.slo, level.passed,
-                                                    level.stopped_early)
+            level.sure, level.slo_intervals = judge(records, template.slo, level.passed, level.stopped_early)
         levels.append(level)
         if level.too_few and level.under_slos and _more_than_before(level, levels[:-1]):
             # More load completes more requests: the knee lies higher.

@@ -16,14 +16,13 @@ search's probe of the engine (capacity/probe.py) is what tells that apart.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Literal
 
 import numpy as np
 from scipy.stats import binomtest
 
 from loadwatch.metrics.bootstrap import CONFIDENCE, request_resamples
-from loadwatch.metrics.records import CANCELLED, read_records
+from loadwatch.metrics.records import CANCELLED
 from loadwatch.metrics.slo import FAILURE_RATIO, SLO, parse_slo
 
 Sureness = Literal["held", "broke", "in doubt"]
@@ -82,13 +81,10 @@ def level_sureness(passed: bool, stopped_early: str | None, intervals: list[SloI
     return "in doubt"
 
 
-def judge(records: Path, slos: list[str], passed: bool, stopped_early: str | None) -> tuple[Sureness, list[dict]]:
-    """A level's sureness and its SLOs' intervals, from its records file."""
-    try:
-        rows = list(read_records(records)) if records.is_file() else []
-    except (OSError, ValueError):
-        rows = []
-    intervals = [slo_interval(rows, parse_slo(text)) for text in slos]
+def judge(records: list[dict], slos: list[str], passed: bool, stopped_early: str | None) -> tuple[Sureness,
+                                                                                                  list[dict]]:
+    """A level's sureness and its SLOs' intervals, from its records."""
+    intervals = [slo_interval(records, parse_slo(text)) for text in slos]
     return level_sureness(passed, stopped_early, intervals), [i.as_dict() for i in intervals]
 
 

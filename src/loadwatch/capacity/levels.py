@@ -60,16 +60,26 @@ class Level:
                 "client": {k: self.results.get(k) for k in CLIENT_KEYS}, "engine": self.engine,
                 "ttft_split": self.split, "sure": self.sure, "slo_intervals": self.slo_intervals}
 
-    def attribute(self, records: Path, api: PrometheusAPI | None) -> None:
+    def attribute(self, records: list[dict], api: PrometheusAPI | None) -> None:
         """The exact split of its requests, where its records carry the engine's account."""
-        if not records.is_file():
+        if not records:
             return
         try:
-            self.split = attribution(read_records(records), api, self.start, self.end)
+            self.split = attribution(records, api, self.start, self.end)
         except ValueError as exc:
             log.warning("no request-by-request split of %s: %s", self.name, exc)
             return
         exact_engine_ttft(self.engine, self.split)
+
+
+def level_records(path: Path) -> list[dict]:
+    """A level's per-request records, read once for all that uses them; none where the file is missing
+    or cannot be read (said in the log)."""
+    try:
+        return list(read_records(path)) if path.is_file() else []
+    except (OSError, ValueError) as exc:
+        log.warning("the records %s cannot be read: %s", path, exc)
+        return []
 
 
 def lost(partial: dict) -> str | None:

@@ -122,8 +122,8 @@ class Fleet:
     replicas: dict[str, str] = field(default_factory=dict)  # name -> base URL
     metrics: str | None = None  # the router's /metrics base URL, where known
     policy: str | None = None  # an embedded router's
-    # --replica's patterns: each request's replica is the name its answer gives (a pod's), while
-    # `replicas` holds what the router lists, named a, b, ... for their metrics.
+    # --replica's patterns: Locust names each request by the name its answer gives (a pod's); `replicas`
+    # holds what the router lists, each under the name it answered with (stack._listed).
     patterns: list[str] = field(default_factory=list)
 
     def locust_options(self) -> list[str]:

@@ -26,6 +26,12 @@ from loadwatch.metrics.bootstrap import CONFIDENCE, Change, verdict
 MIN_RUNS = 2  # runs a side below which run-level figures get no interval and no verdict
 
 
+def times_to_resolve(half_width: float, effect: float) -> int:
+    """How many times the observations (runs or rounds a side) an interval of ±`half_width` % needs to
+    narrow to `effect` %: an interval narrows as one over the square root of the observations."""
+    return math.ceil((half_width / abs(effect)) ** 2)
+
+
 def log_interval(base: np.ndarray, new: np.ndarray, confidence: float = CONFIDENCE) -> tuple[np.ndarray, np.ndarray]:
     """Welch's interval on the difference of the mean logs, along the last axis: groups of runs
     (positive figures) in, the % change's low and high out. Vectorised, so that a simulation of

@@ -15,10 +15,10 @@ one over the square root of the observations). Noisy fails nothing: exit codes a
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 
+from loadwatch.metrics.repeats import times_to_resolve
 from loadwatch.metrics.results import LATENCY_KEYS, latency_key
 from loadwatch.report import compare
 
@@ -83,7 +83,7 @@ class Judgement:
     def noise(self) -> float | None:
         """The interval's half-width in %, where it is wider than the margin: the change the gate cannot
         resolve; None where it can (or judges nothing)."""
-        if not self.judged or self.rule.margin is None or not self.rule.margin:
+        if not self.judged or not self.rule.margin:
             return None
         assert self.row is not None
         half = (self.row["ci_high"] - self.row["ci_low"]) / 2
@@ -108,10 +108,10 @@ class Judgement:
         said = (f"{word}: {self.rule.name} of {self.run} {self.row['change_pct']:+.1f} % "
                 f"[{self.row['ci_low']:+.1f} %, {self.row['ci_high']:+.1f} %] against {self.base} "
                 f"({self.row['verdict']}; the gate lets {margin} worse through)")
-        if self.noise is not None and not self.failed:
-            times = math.ceil((self.noise / self.rule.margin) ** 2)  # type: ignore[operator]
+        if self.noise is not None and self.rule.margin and not self.failed:
             said += (f"; its interval spans ±{self.noise:.0f} %, wider than the margin: a change of {margin} is "
-                     f"within this metric's noise here, and about {times} times the runs a side would resolve it")
+                     f"within this metric's noise here, and about {times_to_resolve(self.noise, self.rule.margin)} "
+                     "times the runs a side would resolve it")
         return said
 
 

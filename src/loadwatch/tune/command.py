@@ -6,7 +6,6 @@ the budget lasts and a lever applies. Every finished step is written as it ends.
 
 from __future__ import annotations
 
-import math
 import time
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from loadwatch.experiment.server import ServerError
 from loadwatch.fleet.options import FleetOptions
 from loadwatch.loadrun.locust import INTERRUPTED, LocustRun
 from loadwatch.loadrun.stack import new_run_dir, on_stack
+from loadwatch.metrics.repeats import times_to_resolve
 from loadwatch.metrics.slo import FAILURE_RATIO, parse_slo
 from loadwatch.processes import ComponentError
 from loadwatch.prometheus import PrometheusAPI
@@ -119,8 +119,7 @@ def verdict_of(arm: Arm, judged: dict, rounds: int) -> tuple[str, str | None]:
         return "undecided", f"{rounds} round(s) a side gave no interval: repeat each at least 2 times"
     if high < 0 or low > 0:
         return "rejected", None
-    half = (high - low) / 2
-    times = math.ceil((half / abs(change)) ** 2) if change else None
+    times = times_to_resolve((high - low) / 2, change) if change else None
     return "undecided", (f"its interval [{low:+.1f} %, {high:+.1f} %] spans no change; "
                          + (f"about {times} times the {rounds} rounds a side would tell a change of {change:+.1f} % "
                             "from none" if times else "more rounds a side would narrow it"))

@@ -24,29 +24,28 @@ STRANGERS = [Pod("stranger", "loadwatch", (("app.kubernetes.io/name", "other"),)
 
 # (source, destination, why): a destination is a URL through a Service, or POD:PORT-NAME for a pod
 # reached at its own address (Prometheus' monitors, a router's service discovery).
+BOTH = [
+    ("locust-worker", "http://locust-master:5557", "each worker connects to the master"),
+    ("locust-master", "http://vllm-sidecars:9647", "the LLM tab reads each engine's sidecar"),
+    ("prometheus", "vllm:sidecar", "the ServiceMonitor: the sidecar"),
+    ("prometheus", "vllm:http", "the ServiceMonitor: vLLM's own /metrics"),
+    ("prometheus", "locust-master:metrics", "the PodMonitor: client latency"),
+]
 NEEDED = {
     "base": [
+        *BOTH,
         ("locust-master", "http://vllm:8000", "its initContainer waits for vLLM's /health"),
         ("locust-worker", "http://vllm:8000", "its initContainer waits; then its users send"),
-        ("locust-worker", "http://locust-master:5557", "each worker connects to the master"),
-        ("locust-master", "http://vllm-sidecars:9647", "the LLM tab reads each engine's sidecar"),
-        ("prometheus", "vllm:sidecar", "the ServiceMonitor: the sidecar"),
-        ("prometheus", "vllm:http", "the ServiceMonitor: vLLM's own /metrics"),
-        ("prometheus", "locust-master:metrics", "the PodMonitor: client latency"),
     ],
     "fleet": [
+        *BOTH,
         ("locust-master", "http://vllm-router:8000", "its initContainer waits for the router's /health"),
         ("locust-worker", "http://vllm-router:8000", "its initContainer waits; then its users send"),
-        ("locust-worker", "http://locust-master:5557", "each worker connects to the master"),
-        ("locust-master", "http://vllm-sidecars:9647", "the LLM tab reads each engine's sidecar"),
         ("vllm-router", "vllm:http", "the router sends to each replica it discovers"),
         ("loadwatch", "http://vllm-router:8000", "the load host's requests and the router's list"),
         ("loadwatch", "http://vllm-router:29000", "the load host reads the router's metrics"),
         ("loadwatch", "vllm:http", "the load host reads each listed replica's /metrics"),
-        ("prometheus", "vllm:sidecar", "the ServiceMonitor: the sidecar"),
-        ("prometheus", "vllm:http", "the ServiceMonitor: vLLM's own /metrics"),
         ("prometheus", "vllm-router:sidecar", "the ServiceMonitor: the router's sidecar"),
-        ("prometheus", "locust-master:metrics", "the PodMonitor: client latency"),
     ],
 }
 OVERLAYS = {"base": KUSTOMIZE / "base", "fleet": KUSTOMIZE / "fleet"}
