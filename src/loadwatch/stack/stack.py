@@ -254,8 +254,11 @@ def _answering(replicas: dict[str, str]) -> None:
 
 def relist(stack: Stack, options: FleetOptions, say) -> None:
     """After a fleet of the user's own was scaled: the replicas its router lists now, read by the sidecar
-    and Prometheus (a pod scaled in and out again has a new address). Replicas named with --replica
-    NAME=URL stay as named. RouterError where they cannot be read."""
+    and Prometheus (a pod scaled in and out again has a new address; one scaled away is not read, so
+    it is not taken for lost). The next load waits for Prometheus' first scrape of the restarted
+    sidecar: without it a search that scaled 2 -> 1 -> 2 replicas began a level with its engine series
+    missing, and on a busy machine found no autoscaling signal at the knee. Replicas named with
+    --replica NAME=URL stay as named. RouterError where they cannot be read."""
     fleet = stack.fleet
     if fleet is None or (options.replica and not options.patterns):
         return
@@ -269,11 +272,13 @@ def relist(stack: Stack, options: FleetOptions, say) -> None:
     exporter = next(c for c in stack.components if c.name == "exporter")
     processes.stop_group(exporter.pid, 20.0)
     stack.components.remove(exporter)
+    restarted = time.time()
     try:
         started = _launch(stack, run_dir, "exporter", _exporter_command(stack, settings), exporter.url)
         _prometheus_config(stack, settings, run_dir)
         os.kill(next(c.pid for c in stack.components if c.name == "prometheus"), signal.SIGHUP)  # reloads its config
         processes.await_ready(started, "/metrics", settings.start_timeout)
+        _wait_for_first_scrape(stack.url("prometheus"), settings.start_timeout, after=restarted)
     except ComponentError as exc:
         raise RouterError(f"the sidecar could not read the replicas listed now: {exc}") from None
     stack.save(stack.state_file)
@@ -289,14 +294,15 @@ def scaler_of(stack: Stack, options: FleetOptions | None, run_dir: Path, say) ->
     return scaler
 
 
-def _wait_for_first_scrape(url: str, timeout: float) -> None:
+def _wait_for_first_scrape(url: str, timeout: float, after: float = 0.0) -> None:
     """Ready is not scraping: Prometheus starts its scrape loops a few seconds later, and a load test
-    begun before then would have its first seconds missing from every graph and report."""
+    begun before then would have its first seconds missing from every graph and report. `after`: a
+    scrape of the sidecar later than this (epoch seconds), as after a restart."""
     api = PrometheusAPI(url, timeout=5)
     deadline = time.monotonic() + timeout
     while True:
         try:
-            if api.query('up{job="loadwatch-engine"} == 1', time.time()):
+            if api.query(f'timestamp(up{{job="loadwatch-engine"}} == 1) > {after:.3f}', time.time()):
                 return
             problem = "had not scraped the sidecar"
         except PrometheusError as exc:
