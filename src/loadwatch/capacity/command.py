@@ -11,7 +11,7 @@ from pathlib import Path
 
 from loadwatch.capacity import autoscale, output
 from loadwatch.capacity.diagnose import FULL_BATCH, GREW, ReplicaState, diagnose
-from loadwatch.capacity.interval import judge, knee_interval
+from loadwatch.capacity.interval import judge, knee_interval, rerun_interval
 from loadwatch.capacity.levels import Level, level_records, run_level
 from loadwatch.capacity.options import CapacityOptions
 from loadwatch.capacity.probe import probe
@@ -225,6 +225,8 @@ def search(options: CapacityOptions, template: LocustRun, api: PrometheusAPI, ta
     result["scaling"] = scaling
     result["probe"] = engine_alone
     result["max_sustainable_interval"] = list(knee_interval([(lv.value, lv.sure) for lv in levels]))
+    result["rerun_interval"] = list(rerun_interval(result["max_sustainable_interval"], options.unit)) \
+        if engine_alone else None
     held = next((lv for lv in levels if lv.passed and lv.value == best), None)
     found = autoscale.rule(api, diagnosis.limit, diagnosis.evidence, held, decisive if decisive is not held else None,
                            sorted(decisive.replicas) if decisive and len(decisive.replicas) > 1 else (serving or []),

@@ -9,18 +9,23 @@ over it (or it was stopped, clearly lost), and is in doubt otherwise. The knee's
 the highest level held beyond doubt to the highest level below every level broken beyond doubt that
 was not itself broken beyond doubt: it spans every level whose verdict was a coin's toss.
 
-What it does not see: a second run on another day, on an engine that got faster or slower. The
-search's probe of the engine (capacity/probe.py) is what tells that apart.
+What it does not see: a second search on another start of the engine, which may run faster or
+slower (make run's search held 8, 7 and 7 users on three fresh starts minutes apart, their probes'
+TPOT 2.57 to 3.48 ms, and the first one's interval, 8 to 9, missed the others). The search's probe
+of the engine (capacity/probe.py) tells two engines apart; `rerun_interval` says how far a second
+search may land on an engine the probe cannot tell from this one.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 from scipy.stats import binomtest
 
+from loadwatch.capacity.probe import CHANGED
 from loadwatch.metrics.bootstrap import CONFIDENCE, request_resamples
 from loadwatch.metrics.records import CANCELLED
 from loadwatch.metrics.slo import FAILURE_RATIO, SLO, parse_slo
@@ -98,3 +103,17 @@ def knee_interval(levels: list[tuple[float, str | None]]) -> tuple[float | None,
     low = max((value for value, sure in below if sure == "held"), default=None)
     high = max((value for value, _ in below), default=None)
     return low, high
+
+
+def rerun_interval(interval: tuple[float | None, float | None], unit: str) -> tuple[float | None, float | None]:
+    """Where a second search may hold on another start of an engine whose probe agrees with this one's
+    within CHANGED: the knee's interval scaled by that much speed either way, as a load the engine
+    sustains scales with its speed (a first-order model: make run's three starts moved their TPOT by a
+    third and their knee by one user in eight, well inside it). Users are whole, rounded outwards."""
+    low, high = interval
+    if high is None:
+        return None, None
+    low, high = (None if low is None else low / (1 + CHANGED)), high / (1 - CHANGED)
+    if unit == "users":
+        return (None if low is None else float(math.floor(low))), float(math.ceil(high))
+    return (None if low is None else round(low, 2)), round(high, 2)

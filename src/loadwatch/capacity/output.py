@@ -88,12 +88,19 @@ def decode_unbounded(slos: list[str]) -> bool:
 
 def interval_words(result: dict) -> str:
     """` (95 % interval low to high, ...)`: the loads whose verdicts were beyond doubt, and those in doubt,
-    as each level's own requests tell them (a second search on a drifted engine is not in it)."""
+    as each level's own requests tell them; then, where the engine was probed, where a second search on
+    another start of it may land (interval.rerun_interval)."""
     low, high = result.get("max_sustainable_interval") or (None, None)
     if high is None:
         return ""
-    return f" (95 % interval {'below' if low is None else f'{low:g} to'} {high:g} {result['unit']}, from its " \
-           "levels' own requests)"
+    unit = result["unit"]
+    words = (f" (95 % interval {'below' if low is None else f'{low:g} to'} {high:g} {unit}, from its levels' own "
+             "requests")
+    again_low, again_high = result.get("rerun_interval") or (None, None)
+    if again_high is not None:
+        words += (f"; a second search, on an engine within {CHANGED:.0%} of this one's probe, may hold "
+                  f"{'below' if again_low is None else f'{again_low:g} to'} {again_high:g} {unit}")
+    return words + ")"
 
 
 def _ms(value: float | None) -> str:

@@ -61,6 +61,23 @@ def test_the_interval_in_words():
     assert interval_words({"unit": "req/s", "max_sustainable_interval": [None, 2.5]}) == \
         " (95 % interval below 2.5 req/s, from its levels' own requests)"
     assert interval_words({"unit": "users"}) == ""
+    assert interval_words({"unit": "users", "max_sustainable_interval": [8, 9], "rerun_interval": [6, 12]}) == \
+        " (95 % interval 8 to 9 users, from its levels' own requests; a second search, on an engine within 25% " \
+        "of this one's probe, may hold 6 to 12 users)"
+
+
+def test_a_second_search_on_another_start_of_the_engine_may_land_as_far_as_its_speed_moves():
+    """make run's three searches of 2026-11-27 on fresh starts: 8 [8, 9], 7 [7, 8], 7 [7, 8] users. The
+    first's own interval missed the others' knees; each rerun interval holds every knee."""
+    from loadwatch.capacity.interval import rerun_interval
+
+    runs = {8: (8.0, 9.0), 7: (7.0, 8.0)}
+    for interval in runs.values():
+        low, high = rerun_interval(interval, "users")
+        assert low is not None and high is not None and all(low <= knee <= high for knee in (8, 7, 7))
+    assert rerun_interval((8.0, 9.0), "users") == (6.0, 12.0)  # 8 / 1.25 = 6.4 down, 9 / 0.75 = 12 up
+    assert rerun_interval((None, 2.5), "req/s") == (None, 3.33)
+    assert rerun_interval((None, None), "users") == (None, None)
 
 
 def test_the_throughput_plateau_and_an_slo_that_leaves_decode_free():
