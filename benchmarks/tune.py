@@ -11,7 +11,7 @@ server starts and minutes tune spent, and the grid's: vLLM's auto_tune.sh runs e
 run: its cost is the number of pairs times the mean seconds of one of this run's capacity searches
 (a start included).
 
-    .venv/bin/python benchmarks/tune.py [--scenario slots|prefix|both] [--budget 20m]
+    .venv/bin/python benchmarks/tune.py [--scenario slots|prefix|both] [--budget 20m] [--times 3]
 """
 
 from __future__ import annotations
@@ -69,9 +69,14 @@ def report(name: str, outcome: dict) -> None:
             f"{g['metric']} {g['change_pct']:+.1f}%" + ("" if g["ci_low"] is None else
                                                        f" [{g['ci_low']:+.1f}%, {g['ci_high']:+.1f}%]"))
         after = s["capacity_after"]
+        slo = s.get("slo_change") or {}
+        beside = "" if slo.get("change_pct") is None else (
+            f" ({slo['metric']} {slo['change_pct']:+.1f}%" + ("" if slo["ci_low"] is None else
+                                                            f" [{slo['ci_low']:+.1f}%, {slo['ci_high']:+.1f}%]") + ")")
+        rounds = len(s["runs"].get("with_change_goodput") or s["runs"]["with_change"])
         print(f"step {s['step']}: {s['limit']}: {s['change']['flag']} {s['change']['from']} -> {s['change']['to']}: "
-              f"{s['verdict']}, {gained}" + (f"; after: {after['max_sustainable']} {after['unit']}, limit "
-                                            f"{s['limit_after']}" if after else ""))
+              f"{s['verdict']}, {gained}{beside}, {rounds} rounds"
+              + (f"; after: {after['max_sustainable']} {after['unit']}, limit {s['limit_after']}" if after else ""))
     final = doc["final"]
     if final:
         print(f"final: {final['command_line']}: {final['capacity']}, limit {final['limit']}")
@@ -93,9 +98,20 @@ def main() -> None:
                                          "(its baseline takes 10 levels, its step 3 arms x 3 starts)")
     parser.add_argument("--out", type=Path, default=REPO / "runs" / "tune-benchmark",
                         help="where each scenario's run folder is kept (the docs' worked example is one)")
+    parser.add_argument("--times", type=int, default=1,
+                        help="run each scenario this many times, each from nothing, and count what each adopted "
+                             "(the issue's 3 of 3)")
     args = parser.parse_args()
     for name in SCENARIOS if args.scenario == "both" else [args.scenario]:
-        report(name, run(name, args.budget or BUDGETS[name], args.out / time.strftime("%Y%m%dT%H%M%S")))
+        adopted = []
+        for _ in range(args.times):
+            outcome = run(name, args.budget or BUDGETS[name], args.out / time.strftime("%Y%m%dT%H%M%S"))
+            report(name, outcome)
+            first = [s for s in outcome["doc"]["steps"] if s["step"] == 1]
+            adopted.append(next((s["change"]["flag"] for s in first if s["verdict"] == "adopted"),
+                                "undecided" if any(s["verdict"] == "undecided" for s in first) else "none"))
+        if args.times > 1:
+            print(f"## {name}: step 1 adopted, run by run: {', '.join(adopted)}")
 
 
 if __name__ == "__main__":

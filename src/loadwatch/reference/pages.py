@@ -261,9 +261,11 @@ def results_page() -> str:
             ["`steps`", "one entry per lever tried: `step`, the `limit` and `evidence` it was tried for, `change` "
                         "(`flag`, `from`: null where vLLM's default applied, `to`), `reason`, `verdict` (adopted, "
                         "rejected, undecided or refused), `settle` (undecided only: what would settle it), "
-                        "`refused` (vLLM's words), `gain` (`metric`, `change_pct`, `ci_low`, "
-                        "`ci_high`), `capacity_after` and `limit_after` (adopted only; the limit null where the "
-                        "search after it located no knee), `runs` (each round's values)"],
+                        "`refused` (vLLM's words), `gain` (the verdict's: `metric` `request_goodput`, "
+                        "`change_pct`, `ci_low`, `ci_high`), `slo_change` (the same for the SLO's own metric, shown "
+                        "beside it), `capacity_after` and `limit_after` (adopted only; the limit null where the "
+                        "search after it located no knee), `runs` (each round's values: `current` and `with_change` "
+                        "of the SLO's metric, `current_goodput` and `with_change_goodput`)"],
             ["`final`", "as `baseline`, with `command_line` (the `vllm serve` line)"],
             ["`stopped`", "why the loop ended"],
             ["`cost`", "`server_starts`, `seconds`, `capacity_searches`"]]), "",

@@ -26,7 +26,7 @@ from loadwatch.tune.config import Config
 from loadwatch.tune.levers import NO_LEVER, Situation, applicable
 from loadwatch.tune.options import TuneOptions
 from loadwatch.tune.server import ARGS, Server, why_refused
-from loadwatch.tune.trial import Arm, BudgetSpent, gain, run_trial
+from loadwatch.tune.trial import JUDGED_ON, Arm, BudgetSpent, gain, run_trial, slo_change
 
 BAD_INPUT, INCOMPLETE = 2, 1
 MIN_SEARCH = 30.0  # seconds of budget below which no capacity search is started
@@ -61,6 +61,11 @@ class Tuner:
                             batch_of(options, self.server.target, list(config.vllm_args)))
         self.searches.append({"name": name, "seconds": round(time.monotonic() - began, 1)})
         return result
+
+    def trial_share(self) -> float:
+        """Seconds a trial may spend deciding: what is left, less a capacity search as long as the
+        longest so far (the one that follows an adoption)."""
+        return self.left() - max((s["seconds"] for s in self.searches), default=0.0)
 
     def cost(self) -> dict:
         """What tune spent: server starts (a model load each) and seconds, with each search's."""
@@ -97,21 +102,25 @@ def where_it_broke(result: dict) -> dict | None:
     return next((lv for lv in result["levels"] if lv["name"] == result.get("decisive_level")), None)
 
 
-def gain_words(row: dict, metric: str) -> str:
-    g = row["gain"]
+def _interval_words(g: dict) -> str:
+    if g["change_pct"] is None:
+        return f"{g['metric']}: too few runs to compare"
+    interval = "" if g["ci_low"] is None else f" [{g['ci_low']:+.1f}%, {g['ci_high']:+.1f}%]"
+    return f"{g['metric']} {g['change_pct']:+.1f}%{interval}"
+
+
+def gain_words(row: dict) -> str:
+    """The verdict's figure (goodput), then the SLO metric's change beside it."""
     if row["verdict"] == "refused":
         return f"refused by the server: {row['refused']}"
-    if g["change_pct"] is None:
-        return f"{metric}: too few runs to compare"
-    interval = "" if g["ci_low"] is None else f" [{g['ci_low']:+.1f}%, {g['ci_high']:+.1f}%]"
-    return f"{metric} {g['change_pct']:+.1f}%{interval}"
+    return _interval_words(row["gain"]) + (f"; {_interval_words(row['slo_change'])}" if row.get("slo_change") else "")
 
 
 def verdict_of(arm: Arm, judged: dict, rounds: int) -> tuple[str, str | None]:
-    """A lever's verdict before the best is adopted: refused; rejected where it did not improve beyond
-    doubt but its interval decides (worse or no better, beyond doubt: wholly above -0 %, or improving
-    for certain but beaten by another); undecided where the interval spans no change, with what would
-    settle it. An undecided trial is never reported as a rejection."""
+    """A lever's verdict before the best is adopted: refused; rejected where its goodput interval
+    decides (less beyond doubt, or more beyond doubt: the best of those is then adopted, the others
+    beaten by it stay rejected); undecided where the interval spans no change, with what would settle
+    it. An undecided trial is never reported as a rejection."""
     if arm.refused:
         return "refused", None
     low, high, change = judged["ci_low"], judged["ci_high"], judged["change_pct"]
@@ -129,13 +138,15 @@ def step_rows(step: int, result: dict, arms: list[Arm], levers: list, metric: st
     base = arms[0]
     rows = []
     for arm, (lever, change) in zip(arms[1:], levers, strict=True):
-        judged = gain(base, arm, metric).as_dict()
-        verdict, settle = verdict_of(arm, judged, min(len(base.values), len(arm.values)))
+        judged = gain(base, arm).as_dict()
+        verdict, settle = verdict_of(arm, judged, min(len(base.goodput), len(arm.goodput)))
         rows.append({"step": step, "limit": result["limit"], "evidence": result["evidence"],
                      "change": change.as_dict(), "reason": lever.reason,
                      "verdict": verdict, "refused": arm.refused, "settle": settle,
-                     "gain": judged, "capacity_after": None, "limit_after": None,
-                     "runs": {"current": base.values, "with_change": arm.values}})
+                     "gain": judged, "slo_change": slo_change(base, arm, metric).as_dict(),
+                     "capacity_after": None, "limit_after": None,
+                     "runs": {"current": base.values, "with_change": arm.values,
+                              "current_goodput": base.goodput, "with_change_goodput": arm.goodput}})
     return rows
 
 
@@ -188,27 +199,27 @@ def tune(capacity: CapacityOptions, options: TuneOptions, template: LocustRun, t
             step += 1
             metric = metric_of(template.slo, level)
             say(f"step {step}: {result['limit']}: trying " + "; ".join(c.words() for _, c in levers)
-                + f" at {level['level']:g} {level['unit']}, judged on {metric}; about {tuner.left() / 60:.0f} min "
-                  "of the budget left")
+                + f" at {level['level']:g} {level['unit']}, judged on {JUDGED_ON} within {metric}; about "
+                  f"{tuner.left() / 60:.0f} min of the budget left")
             arms = [Arm("current", current), *(Arm(f"{i}-{c.flag.strip('-')}", current.with_change(c))
                                                for i, (_, c) in enumerate(levers, 1))]
             run_trial(arms, tuner.server, template, capacity, level["level"], level["unit"], metric, options.repeats,
-                      run_dir / f"step-{step}" / "trial", tuner.left, say)
+                      run_dir / f"step-{step}" / "trial", tuner.left, tuner.trial_share, say)
             rows = step_rows(step, result, arms, levers, metric)
             passing = [(row, arm) for row, arm in zip(rows, arms[1:], strict=True)
-                       if arm.refused is None and row["gain"]["ci_high"] is not None and row["gain"]["ci_high"] < 0]
+                       if arm.refused is None and gain(arms[0], arm).passes]
             for row in rows:
-                say(f"step {step}: {row['change']['flag']}: " + gain_words(row, metric)
+                say(f"step {step}: {row['change']['flag']}: " + gain_words(row)
                     + (f": undecided ({row['settle']})" if row["verdict"] == "undecided" else ""))
             doc["steps"] += rows
             if not passing:
                 open_ = [row["change"]["flag"] for row in rows if row["verdict"] == "undecided"]
-                doc["stopped"] = f"no lever of step {step} improved {metric} beyond doubt" + (
-                    f"; undecided, not rejected: {', '.join(open_)} (more rounds would settle it: --repeats)"
+                doc["stopped"] = f"no lever of step {step} raised {JUDGED_ON} beyond doubt" + (
+                    f"; undecided, not rejected: {', '.join(open_)} (a longer --budget gives its trial more rounds)"
                     if open_ else "")
                 output.write(run_dir, doc, current)
                 break
-            row, arm = min(passing, key=lambda pair: pair[0]["gain"]["change_pct"])
+            row, arm = max(passing, key=lambda pair: pair[0]["gain"]["change_pct"])
             row["verdict"] = "adopted"
             current = arm.config
             say(f"step {step}: adopted {levers[arms.index(arm) - 1][1].words()}")

@@ -60,7 +60,8 @@ def test_batch_slots_are_named_more_seqs_adopted_and_the_capacity_after_is_highe
     assert doc["baseline"]["capacity"]["unit"] == "users" and doc["baseline"]["vllm_args"] == ["--max-num-seqs=2"]
     step = doc["steps"][0]
     assert step["change"] == {"flag": "--max-num-seqs", "from": "2", "to": "8"} and step["verdict"] == "adopted"
-    assert step["gain"]["metric"] == "ttft_p90_ms" and step["gain"]["ci_high"] < 0, step["gain"]
+    assert step["gain"]["metric"] == "request_goodput" and step["gain"]["ci_low"] > 0, step
+    assert step["slo_change"]["metric"] == "ttft_p90_ms" and step["slo_change"]["change_pct"] < 0, step
     assert step["evidence"]["max_num_seqs"] == 2 and step["reason"]
     assert step["capacity_after"]["max_sustainable"] > 2 and step["limit_after"], step
     assert doc["final"]["vllm_args"] == ["--max-num-seqs=8"] and "--max-num-seqs=8" in doc["final"]["command_line"]
@@ -96,7 +97,7 @@ def test_a_flag_the_server_refuses_is_reported_in_its_words_and_nothing_else_is_
     (step,) = doc["steps"]
     assert step["verdict"] == "refused" and "unrecognized arguments: --max-num-seqs=8" in step["refused"]
     assert doc["baseline"]["limit"] == "batch_slots" and doc["final"]["vllm_args"] == ["--max-num-seqs=2"]
-    assert "no lever of step 1 improved ttft_p90_ms beyond doubt" in doc["stopped"]
+    assert "no lever of step 1 raised request_goodput beyond doubt" in doc["stopped"]
     assert "refused by the server: vllm serve: error: unrecognized arguments: --max-num-seqs=8" in output
     assert "Traceback" not in output
 

@@ -18,17 +18,18 @@ def test_a_trial_is_judged_on_the_slo_that_broke_at_the_level_the_diagnosis_read
 
 
 def test_each_lever_tried_is_a_row_refused_in_vllms_words_or_judged_by_its_interval():
-    current = Arm("current", Config(), [400.0, 410.0, 395.0])
-    better = Arm("1-max-num-seqs", Config(), [50.0, 52.0, 49.0])
+    current = Arm("current", Config(), [400.0, 410.0, 395.0], goodput=[1.0, 1.1, 0.95])
+    better = Arm("1-max-num-seqs", Config(), [50.0, 52.0, 49.0], goodput=[2.0, 2.1, 1.9])
     refused = Arm("2-kv-cache-dtype", Config(), refused="ValueError: fp8 is not supported on CPU")
     levers = [(LEVERS[0], Change("--max-num-seqs", "2", "8")), (LEVERS[4], Change("--kv-cache-dtype", None, "fp8"))]
     rows = step_rows(1, {"limit": "batch_slots", "evidence": {"max_num_seqs": 2}}, [current, better, refused], levers,
                      "ttft_p99_ms")
     assert [r["verdict"] for r in rows] == ["rejected", "refused"]  # the command adopts the best that passes
-    assert rows[0]["gain"]["ci_high"] < 0 and rows[0]["gain"]["change_pct"] < -80
+    assert rows[0]["gain"]["metric"] == "request_goodput" and rows[0]["gain"]["ci_low"] > 0
+    assert rows[0]["slo_change"]["metric"] == "ttft_p99_ms" and rows[0]["slo_change"]["change_pct"] < -80
     assert rows[1]["refused"] == "ValueError: fp8 is not supported on CPU" and rows[1]["gain"]["change_pct"] is None
     assert rows[0]["change"] == {"flag": "--max-num-seqs", "from": "2", "to": "8"}
-    assert not gain(current, Arm("x", Config(), [401.0]), "ttft_p99_ms").passes  # one run: no interval
+    assert not gain(current, Arm("x", Config(), [401.0], goodput=[3.0])).passes  # one run: no interval
 
 
 def test_the_configurations_measured_are_ranked_by_cost_per_output_token_where_priced():
@@ -66,3 +67,31 @@ def test_a_trial_whose_interval_spans_no_change_is_undecided_never_rejected():
     assert verdict_of(arm, {"change_pct": None, "ci_low": None, "ci_high": None}, 1)[0] == "undecided"
     refused = Arm("2-y", Config(), refused="ValueError")
     assert verdict_of(refused, {"change_pct": None, "ci_low": None, "ci_high": None}, 0) == ("refused", None)
+
+
+def test_a_trial_goes_on_for_the_undecided_levers_while_its_share_lasts_then_stops():
+    """A B B A for the rounds asked; then the current arm and the undecided levers only, alternating,
+    while a round fits in the trial's share and EXTENSION times the rounds asked are not spent."""
+    from loadwatch.tune.trial import EXTENSION, next_round
+
+    current = Arm("current", Config(), goodput=[1.0, 1.2, 0.8])
+    decided = Arm("1-a", Config(), goodput=[3.0, 3.1, 2.9])
+    undecided = Arm("2-b", Config(), goodput=[0.9, 1.4, 1.1])
+    refused = Arm("3-c", Config(), refused="no")
+    arms = [current, decided, undecided, refused]
+    assert next_round(arms, 0, 3, 0.0, 0.0) == [current, decided, undecided]  # the rounds asked: all that start
+    assert next_round(arms, 1, 3, 60.0, 0.0) == [undecided, decided, current]  # backwards on even rounds
+    assert next_round(arms, 3, 3, 60.0, 600.0) == [undecided, current]  # round 4: the open lever, backwards
+    assert next_round(arms, 4, 3, 60.0, 600.0) == [current, undecided]
+    assert next_round(arms, 3, 3, 60.0, 100.0) == []  # two runs of 60 s do not fit in 100 s
+    assert next_round(arms, EXTENSION * 3, 3, 60.0, 10_000.0) == []
+    assert next_round([current, decided], 3, 3, 60.0, 10_000.0) == []  # nothing open
+    assert next_round([current, refused], 0, 3, 0.0, 0.0) == []  # no lever started: nothing to compare
+
+
+def test_goodput_is_judged_with_a_run_that_met_no_slo_counted_as_half_a_request():
+    from loadwatch.tune.trial import goodput_of
+
+    assert goodput_of({"request_goodput": 2.5, "duration": 20.0}) == 2.5
+    assert goodput_of({"request_goodput": 0.0, "duration": 20.0}) == 0.025
+    assert goodput_of({}) is None and goodput_of({"request_goodput": 0.0}) is None

@@ -29,6 +29,7 @@ def test_a_step_whose_capacity_after_has_no_knee_ends_tune_with_its_limit_unknow
 
     def trial(arms, *args, **kwargs):
         arms[0].values, arms[1].values = [1800.0, 1700.0, 1750.0], [40.0, 45.0, 42.0]
+        arms[0].goodput, arms[1].goodput = [1.0, 1.1, 0.9], [2.0, 2.1, 1.9]
 
     monkeypatch.setattr(command, "run_trial", trial)
     said: list[str] = []
