@@ -8,10 +8,11 @@ ran 409, 509 and 882 ms in three rounds of the tune guide's prefix scenario, and
 side told prefix caching from noise. Goodput at the same load moved +55 % with caching there, far
 beyond its spread. The SLO metric's change is kept beside it, for the report.
 
-After `--repeats` rounds, rounds go on, for the current arm and the levers still undecided, while
-the trial's share of the budget lasts (what is left less the capacity search that follows an
-adoption) and up to EXTENSION times the rounds asked: an undecided trial is a question of data, and
-tune spends its budget on the answer before it says "undecided"."""
+After `--repeats` rounds, rounds go on, for the current arm and the levers still undecided (that
+might yet beat one already better beyond doubt), while the trial's share of the budget lasts (what
+is left less the capacity search that follows an adoption) and up to EXTENSION times the rounds
+asked: an undecided trial is a question of data, and tune spends its budget on the answer before it
+says "undecided"."""
 
 from __future__ import annotations
 
@@ -118,15 +119,21 @@ def measure(template: LocustRun, options: CapacityOptions, level: float, unit: s
 def next_round(arms: list[Arm], done: int, repeats: int, run_seconds: float, share_left: float) -> list[Arm]:
     """The arms the next round runs, in its order (forwards on odd rounds, backwards on even ones):
     every arm that started for the first `repeats` rounds; after them the current arm and the levers
-    still undecided, while a round of them fits in the trial's share and EXTENSION times the rounds
-    asked are not spent. None: the trial is over."""
+    still undecided (and, where a lever already improves beyond doubt, pointing higher than it),
+    while a round of them fits in the trial's share and EXTENSION times the rounds asked are not
+    spent. None: the trial is over."""
     base, levers = arms[0], [arm for arm in arms[1:] if arm.refused is None]
     if not levers:
         return []
     if done < repeats:
         chosen = [base, *levers]
     else:
-        chosen = [base, *(arm for arm in levers if gain(base, arm).open)]
+        # A lever already better beyond doubt ends the wait for the others, unless one of them
+        # points higher still (it may yet beat it): the budget is the next step's.
+        gains = {arm.name: gain(base, arm) for arm in levers}
+        best = max((g.change_pct for g in gains.values() if g.passes and g.change_pct is not None), default=None)
+        chosen = [base, *(arm for arm in levers if gains[arm.name].open and (
+            best is None or (gains[arm.name].change_pct or -100.0) > best))]
         if len(chosen) == 1 or done >= EXTENSION * repeats or run_seconds * len(chosen) > share_left:
             return []
     return chosen if (done + 1) % 2 else chosen[::-1]

@@ -70,8 +70,9 @@ def test_a_trial_whose_interval_spans_no_change_is_undecided_never_rejected():
 
 
 def test_a_trial_goes_on_for_the_undecided_levers_while_its_share_lasts_then_stops():
-    """A B B A for the rounds asked; then the current arm and the undecided levers only, alternating,
-    while a round fits in the trial's share and EXTENSION times the rounds asked are not spent."""
+    """A B B A for the rounds asked; then the current arm and the undecided levers only (those that
+    might beat one better beyond doubt), alternating, while a round fits in the trial's share and
+    EXTENSION times the rounds asked are not spent."""
     from loadwatch.tune.trial import EXTENSION, next_round
 
     current = Arm("current", Config(), goodput=[1.0, 1.2, 0.8])
@@ -81,8 +82,12 @@ def test_a_trial_goes_on_for_the_undecided_levers_while_its_share_lasts_then_sto
     arms = [current, decided, undecided, refused]
     assert next_round(arms, 0, 3, 0.0, 0.0) == [current, decided, undecided]  # the rounds asked: all that start
     assert next_round(arms, 1, 3, 60.0, 0.0) == [undecided, decided, current]  # backwards on even rounds
-    assert next_round(arms, 3, 3, 60.0, 600.0) == [undecided, current]  # round 4: the open lever, backwards
-    assert next_round(arms, 4, 3, 60.0, 600.0) == [current, undecided]
+    assert next_round(arms, 3, 3, 60.0, 600.0) == []  # 1-a is better beyond doubt, and 2-b points lower
+    hopeful = Arm("2-b", Config(), goodput=[1.0, 4.0, 9.0])  # undecided, but pointing above 1-a's +200 %
+    arms = [current, decided, hopeful, refused]
+    assert next_round(arms, 3, 3, 60.0, 600.0) == [hopeful, current]  # round 4: the open lever, backwards
+    assert next_round(arms, 4, 3, 60.0, 600.0) == [current, hopeful]
+    assert next_round([current, undecided], 3, 3, 60.0, 600.0) == [undecided, current]  # nothing passes yet
     assert next_round(arms, 3, 3, 60.0, 100.0) == []  # two runs of 60 s do not fit in 100 s
     assert next_round(arms, EXTENSION * 3, 3, 60.0, 10_000.0) == []
     assert next_round([current, decided], 3, 3, 60.0, 10_000.0) == []  # nothing open
