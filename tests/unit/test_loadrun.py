@@ -106,3 +106,36 @@ def test_a_run_on_a_fleets_stack_names_its_replicas_whatever_options_its_workloa
     assert "--replica=a=http://127.0.0.1:8001" in command and "--dataset" in command
     assert command[command.index("--metrics-port") + 1] == "9646"
     assert command[command.index("--engine-metrics") + 1] == "http://127.0.0.1:9647/metrics"
+
+
+def test_a_run_left_by_an_error_of_loadwatchs_own_leaves_no_locust_behind(monkeypatch, tmp_path):
+    """A tune whose output pipe closed mid-trial exited with its Locust still sending, orphaned."""
+    import subprocess
+
+    class Locust:  # a Locust that runs until it is killed
+        killed = False
+
+        def __init__(self, *args, **kwargs) -> None:
+            pass
+
+        def poll(self) -> int | None:
+            return -9 if self.killed else None
+
+        def wait(self, timeout: float | None = None) -> int:
+            if not self.killed:
+                raise subprocess.TimeoutExpired("locust", timeout or 0)
+            return -9
+
+        def kill(self) -> None:
+            self.killed = True
+
+    started: list[Locust] = []
+    monkeypatch.setattr(subprocess, "Popen", lambda *a, **k: started.append(Locust()) or started[-1])
+
+    def broken() -> str | None:
+        raise BrokenPipeError("stdout closed")
+
+    run = LocustRun(Path("chat.py"), results=tmp_path / "results.json", load=Load(users=1, duration=1.0))
+    with pytest.raises(BrokenPipeError):
+        run.run("http://127.0.0.1:9", tmp_path / "locust.log", watch=broken, watch_every=0.01)
+    assert started and started[0].killed

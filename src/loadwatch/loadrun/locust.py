@@ -140,6 +140,11 @@ class LocustRun:
                 say("Locust was stopped before it finished: its results may be missing")
             return Finished(INTERRUPTED)
         finally:
+            # Any other way out (an error of loadwatch's own, a closed stdout) leaves no Locust behind:
+            # a tune whose output pipe was closed mid-trial exited with its Locust sending on, orphaned.
+            if locust is not None and locust.poll() is None:
+                locust.kill()
+                locust.wait()
             if out:
                 out.close()
 
