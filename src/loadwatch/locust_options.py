@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic.fields import FieldInfo
 
-from loadwatch.metrics.slo import SLO, parse_slo
+from loadwatch.metrics.slo import Objective, parse_slo
 from loadwatch.model_options import without_none
 from loadwatch.settings import OPTION_GROUPS, LoadSettings
 from loadwatch.workloads.datasets import DATASETS
@@ -49,7 +49,7 @@ def argument(name: str, field: FieldInfo) -> tuple[str, dict[str, Any]]:
         kwargs["action"] = "store_true"
     elif kind in (int, float):
         kwargs["type"] = kind
-    elif kind == list[SLO]:
+    elif kind == list[Objective]:
         # default None, not []: the web UI turns a list option back into ints.
         kwargs.update(type=_slo_text, action="append", default=None)
     elif kind == list[str]:

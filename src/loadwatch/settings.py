@@ -24,7 +24,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from loadwatch.client.endpoints import Endpoint, streams
 from loadwatch.credentials import REDACTED
 from loadwatch.defaults import LOOPBACK, PORTS
-from loadwatch.metrics.slo import SLO, parse_slo
+from loadwatch.metrics.slo import Objective
 
 # What loadwatch writes into each request itself: --extra-body may not override it.
 OWN_BODY_FIELDS = frozenset({"model", "messages", "prompt", "max_tokens", "stream", "stream_options", "temperature",
@@ -171,7 +171,7 @@ class LoadSettings(BaseSettings):
                                                                  "--gpus): $ per 1M output and total tokens in the "
                                                                  "results")
     gpus: int = Field(1, gt=0, description="GPUs the server runs on, when --price-per-hour is a GPU's")
-    slo: list[SLO] = Field([], description="Service-level objective, repeatable: ttft_p99_ms=500, "
+    slo: list[Objective] = Field([], description="Service-level objective, repeatable: ttft_p99_ms=500, "
                                            "tpot_median_ms=50, e2el_p90_ms=20000, failure_ratio=0.01 "
                                            "(comma-separated in the web UI). A broken one makes a headless "
                                            "run exit 3")
@@ -262,11 +262,12 @@ class LoadSettings(BaseSettings):
 
     @field_validator("slo", mode="before")
     @classmethod
-    def _parse_slos(cls, value: object) -> object:
+    def _split_slos(cls, value: object) -> object:
+        # One text holds several, comma-separated, from the web UI or $LOCUST_SLO; each is parsed as an Objective.
         items = value.split(",") if isinstance(value, str) else value
         if not isinstance(items, list):
             return items  # pydantic says what is wrong with it
-        return [parse_slo(v.strip()) if isinstance(v, str) else v for v in items if v != ""]
+        return [v.strip() if isinstance(v, str) else v for v in items if v != ""]
 
     @field_validator("extra_body", mode="before")
     @classmethod
@@ -366,7 +367,6 @@ class LoadSettings(BaseSettings):
 
     def public_options(self) -> dict:
         """The options of a run as they are written down with its results."""
-        options = self.model_dump(mode="json", exclude={"slo"})
-        options["slo"] = [f"{s.name}={s.limit:g}" for s in self.slo]
+        options = self.model_dump(mode="json")
         options["header"] = [f"{name}: {REDACTED}" for name in self.headers()]  # a value may be a token
         return options

@@ -12,6 +12,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from loadwatch.metrics.slo import SLO
+
 LATENCY_METRICS = ("ttft", "tpot", "itl", "e2el")
 PERCENTILES = (50, 90, 95, 99)
 STATS = ("mean", "median", "std", *(f"p{q}" for q in PERCENTILES))
@@ -160,3 +162,8 @@ class Results(Figures):
     stages: list[Stage] = Field([], description="the same figures for each stage of a load shape, with its name, "
                                                 "level, unit, start and end")
     slo: list[dict[str, Any]] = Field([], description="each SLO's verdict: name, limit, measured, passed")
+
+    def objectives(self) -> list[SLO]:
+        """The SLOs the run was judged by, as its verdicts name them: a report recomputes what they decide
+        (goodput, a recovery) from the records."""
+        return [SLO(v["name"], float(v["limit"])) for v in self.slo]

@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
+from typing import Annotated
+
+from pydantic import BeforeValidator, PlainSerializer
 
 _LATENCY = re.compile(r"^(?P<metric>ttft|tpot|itl|e2el)_(?P<stat>mean|median|p(?P<q>\d{1,2}(?:\.\d+)?))_ms$")
 FAILURE_RATIO = "failure_ratio"
 # Per-request limits that decide goodput, as in `vllm bench serve --goodput`.
 GOODPUT_METRICS = ("ttft", "tpot", "e2el")
+
+
+# What a valid SLO looks like: the end of every refusal, wherever an SLO is read.
+FORMS = ("an SLO is METRIC_STAT_ms=MS, METRIC one of ttft, tpot, itl, e2el and STAT mean, median or pNN "
+         "(p90, p99.9), e.g. ttft_p99_ms=500; or failure_ratio=R, from 0 to 1")
 
 
 @dataclass(frozen=True)
@@ -24,29 +33,42 @@ class SLO:
     def stat(self) -> str:
         return "" if self.name == FAILURE_RATIO else self.name.split("_")[1]
 
+    def __str__(self) -> str:
+        """NAME=LIMIT, as --slo takes it: how an SLO goes on to Locust's command line and into files."""
+        return f"{self.name}={repr(self.limit).removesuffix('.0')}"  # repr: the shortest that reads back
+
 
 def parse_slo(text: str) -> SLO:
-    """`ttft_p99_ms=500` or `failure_ratio=0.01`; ValueError with the accepted forms otherwise."""
+    """`ttft_p99_ms=500` or `failure_ratio=0.01`; ValueError saying what is wrong and what an SLO is."""
     name, sep, value = text.partition("=")
     name = name.strip()
-    if not sep:
-        raise ValueError(f"{text!r}: expected NAME=LIMIT, e.g. ttft_p99_ms=500")
     try:
         limit = float(value)
     except ValueError:
-        raise ValueError(f"{text!r}: the limit {value!r} is not a number") from None
-    if limit < 0:
-        raise ValueError(f"{text!r}: the limit must not be negative")
-    if name == FAILURE_RATIO:
-        if limit > 1:
-            raise ValueError(f"{text!r}: failure_ratio is a ratio from 0 to 1")
-        return SLO(name, limit)
+        limit = math.nan
     match = _LATENCY.match(name)
-    if not match or (match["q"] is not None and not 0 < float(match["q"]) < 100):
-        raise ValueError(
-            f"{text!r}: unknown SLO; use (ttft|tpot|itl|e2el)_(mean|median|pNN)_ms=MS or failure_ratio=R"
-        )
-    return SLO(name, limit)
+    if not sep:
+        problem = "not NAME=LIMIT"
+    elif name != FAILURE_RATIO and (not match or (match["q"] is not None and not 0 < float(match["q"]) < 100)):
+        problem = "unknown SLO"
+    elif not math.isfinite(limit):
+        problem = f"the limit {value.strip()!r} is not a number"
+    elif limit < 0:
+        problem = "the limit is negative"
+    elif name == FAILURE_RATIO and limit > 1:
+        problem = "failure_ratio is over 1"
+    else:
+        return SLO(name, limit)
+    raise ValueError(f"{text!r}: {problem}; {FORMS}")
+
+
+def _parsed(value: object) -> object:
+    return parse_slo(value) if isinstance(value, str) else value
+
+
+# An SLO in a pydantic model (a command's options, an experiment file, the load generator's settings):
+# given as its text, checked as it is read, kept typed, written back as its text.
+Objective = Annotated[SLO, BeforeValidator(_parsed), PlainSerializer(str)]
 
 
 def goodput_limits(slos: list[SLO]) -> dict[str, float]:

@@ -134,9 +134,9 @@ def _live_families() -> Iterator[Metric]:
     from loadwatch.exporter.normalize import normalize
     from loadwatch.loadgen.exposition import ClientCollector
     from loadwatch.loadgen.state import RunState
-    from loadwatch.metrics.slo import parse_slo
+    from loadwatch.metrics.slo import SLO
 
-    yield from ClientCollector(RunState(["chat"], ""), lambda: 0, lambda: [parse_slo("ttft_p99_ms=500")]).collect()
+    yield from ClientCollector(RunState(["chat"], ""), lambda: 0, lambda: [SLO("ttft_p99_ms", 500.0)]).collect()
     yield from EngineCollector([], []).collect()
     yield from EngineCollector([], []).router_families()
     # Two readings of a window whose counters moved: the ratios are made only of what moved.

@@ -133,8 +133,7 @@ def build_report(results_path: Path, api: PrometheusAPI | None, out_dir: Path, r
         "stages": [{k: s.field(k) for k in STAGE_KEYS} for s in results.stages],
         "fleet": fleet_figures(results, None if missing else api, start, end),
         # A fleet whose replica count changed during the run (--scale-at): each change and its recovery.
-        "scaling": scaling_figures(results_path.parent, rows, [f"{s['name']}={s['limit']}" for s in results.slo],
-                                   end),
+        "scaling": scaling_figures(results_path.parent, rows, results.objectives(), end),
         "turns": turns,
         "ttft_split": split,
         "slo": results.slo,

@@ -7,7 +7,6 @@ from pathlib import Path
 
 from loadwatch.metrics.records import exact_samples
 from loadwatch.metrics.results import STATS, Results, latency_key
-from loadwatch.metrics.slo import parse_slo
 from loadwatch.metrics.summary import figures
 from loadwatch.settings import records_beside
 
@@ -25,7 +24,7 @@ def with_exact_figures(results_path: Path, results: Results) -> tuple[Results, i
     path = records_of(results_path, results)
     if not path.is_file():
         return results, None
-    slos = [parse_slo(f"{v['name']}={v['limit']}") for v in results.slo]
+    slos = results.objectives()
     try:
         samples, has_itl = exact_samples(path, slos)
     except (OSError, ValueError, KeyError, TypeError) as exc:

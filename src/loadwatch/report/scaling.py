@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from loadwatch.fleet.schedule import SCALING
-from loadwatch.metrics.slo import FAILURE_RATIO, SLO, parse_slo
+from loadwatch.metrics.slo import FAILURE_RATIO, SLO
 
 WINDOW = 10.0
 MIN_REQUESTS = 5
@@ -62,13 +62,12 @@ def held_again(slos: list[SLO], records: list[dict], start: float, end: float) -
     return None if since is None else round(float(since - start), 1)
 
 
-def scaling_figures(run_dir: Path, records: list[dict] | None, slo_names: list[str], end: float) -> dict | None:
+def scaling_figures(run_dir: Path, records: list[dict] | None, slos: list[SLO], end: float) -> dict | None:
     """The run's changes with the time each took to hold the SLOs again; None for a run that made none."""
     path = run_dir / SCALING
     if not path.is_file():
         return None
     noted = json.loads(path.read_text())
-    slos = [parse_slo(name) for name in slo_names]
     events = noted["events"]
     out = []
     for i, event in enumerate(events):

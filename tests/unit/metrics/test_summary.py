@@ -1,11 +1,12 @@
 import numpy as np
 import pytest
+from pydantic import BaseModel, ValidationError
 
 from loadwatch.loadgen.recorder import LLMRequest, Recorder
 from loadwatch.metrics.results import Results
 from loadwatch.metrics.samples import Samples
 from loadwatch.metrics.sketch import ACCURACY
-from loadwatch.metrics.slo import parse_slo
+from loadwatch.metrics.slo import FORMS, SLO, Objective, parse_slo
 from loadwatch.metrics.summary import format_block, summarize
 from loadwatch.metrics.timing import RawTiming, request_metrics
 
@@ -87,15 +88,28 @@ def test_block_has_vllm_bench_lines_and_slo_verdicts():
 @pytest.mark.parametrize(
     "text", ["ttft_p99=500", "ttft_p100_ms=1", "speed_p99_ms=1", "failure_ratio=2", "ttft_p99_ms=-1", "ttft_p99_ms=x"]
 )
-def test_bad_slos_are_refused_with_a_reason(text):
-    with pytest.raises(ValueError, match=text.split("=")[0]):
+def test_bad_slos_are_refused_with_a_reason_and_what_an_slo_is(text):
+    with pytest.raises(ValueError, match=text.split("=")[0]) as refused:
         parse_slo(text)
+    assert str(refused.value).endswith(FORMS) and "\n" not in str(refused.value)
 
 
-def test_good_slos_parse():
+def test_good_slos_parse_and_read_back_from_their_text():
     assert parse_slo("e2el_median_ms=20000").limit == 20000
     assert parse_slo("tpot_p99.9_ms=50").stat == "p99.9"
     assert parse_slo("failure_ratio=0.01").metric == "failure_ratio"
+    for text in ("ttft_p99_ms=500", "failure_ratio=0.01", "e2el_p90_ms=1234567.5", "itl_mean_ms=1e-07"):
+        assert str(parse_slo(text)) == text
+
+
+def test_a_model_takes_an_slo_as_its_text_and_writes_it_back_so():
+    class Given(BaseModel):
+        slo: list[Objective] = []
+
+    given = Given.model_validate({"slo": ["ttft_p99_ms=500"]})
+    assert given.slo == [SLO("ttft_p99_ms", 500.0)] and given.model_dump(mode="json") == {"slo": ["ttft_p99_ms=500"]}
+    with pytest.raises(ValidationError, match="unknown SLO"):
+        Given.model_validate({"slo": ["speed_p99_ms=1"]})
 
 
 def test_each_stage_counts_the_requests_sent_in_it_over_its_own_time():

@@ -41,7 +41,7 @@ def test_the_report_reads_the_runs_changes_and_judges_each_until_the_next(tmp_pa
         {"at_s": 10, "replicas": 2, "asked": 100, "ready_s": 0.2, "error": None},
         {"at_s": 70, "replicas": 3, "asked": 160, "ready_s": None, "error": "the embedded fleet has 2 replicas"}]}))
     records = requests(90, 125, 0.9) + requests(125, 170, 0.1)
-    figures = scaling_figures(tmp_path, records, ["ttft_p99_ms=500.0"], 170)
+    figures = scaling_figures(tmp_path, records, SLOS, 170)
     again = [e["slo_held_again_s"] for e in figures["events"]]
     assert again == [None, pytest.approx(30.0), None] and figures["judged"]
     assert scaling_figures(tmp_path / "elsewhere", records, [], 170) is None
