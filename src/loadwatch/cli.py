@@ -25,11 +25,10 @@ from loadwatch.interrupts import catch_interrupts
 from loadwatch.loadrun.stack import describe, new_run_dir
 from loadwatch.model_options import add_model_options, model_from_args
 from loadwatch.processes import ComponentError, answers
+from loadwatch.shared_options import SharedOptions
 from loadwatch.stack.settings import StackSettings
 from loadwatch.stack.stack import WhichStack, down, up
 from loadwatch.tune.options import TuneOptions
-
-LOCUSTFILE_HELP = "the scenario Locust runs; default the shipped chat scenario (loadwatch locustfile prints its path)"
 
 
 def say(message: str) -> None:
@@ -93,6 +92,13 @@ def alert_log_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def shared_options(args: argparse.Namespace) -> SharedOptions:
+    """The shared options this command offers, checked (an SLO parsed); ValueError naming the bad option."""
+    shared = model_from_args(SharedOptions, args)
+    assert isinstance(shared, SharedOptions)
+    return shared
+
+
 def fleet_options(args: argparse.Namespace) -> FleetOptions:
     """ValueError naming the bad option."""
     fleet = model_from_args(FleetOptions, args)
@@ -114,11 +120,12 @@ def fleet_options(args: argparse.Namespace) -> FleetOptions:
 def up_command(args: argparse.Namespace) -> int:
     settings = StackSettings(webhook_url=args.webhook_url) if args.webhook_url else StackSettings()
     try:
+        shared = shared_options(args)
         fleet = fleet_options(args)
     except ValueError as exc:
         say(f"error: {exc}")
         return 2
-    stack = up(settings, new_run_dir(Path(args.out)), args.target, args.passthrough, client_port=args.metrics_port,
+    stack = up(settings, new_run_dir(shared.out), shared.target, args.passthrough, client_port=args.metrics_port,
                say=say, fleet=fleet)
     describe(stack, say)
     say(f"load it with: locust -f locustfiles/chat.py -H {stack.target} --metrics-port {stack.client_port} "
@@ -144,9 +151,10 @@ def run_command(args: argparse.Namespace) -> int:
     from loadwatch.run import RunOptions, headless_run
 
     try:
+        shared = shared_options(args)
         fleet = fleet_options(args)
         plan = parse_plan(args.scale_at)
-        if plan and not ((fleet.replicas or 0) > 1 or (args.target and fleet.scale)):
+        if plan and not ((fleet.replicas or 0) > 1 or (shared.target and fleet.scale)):
             raise ValueError("--scale-at changes a fleet's replicas: give --replicas N (2 or more) for the embedded "
                              "fleet, or --target ROUTER with --scale 'COMMAND {replicas}' for your own")
         if fleet.replicas and any(count > fleet.replicas for _, count in plan):
@@ -155,9 +163,9 @@ def run_command(args: argparse.Namespace) -> int:
         say(f"error: {exc}")
         return 2
     return headless_run(RunOptions(
-        locustfile=args.locustfile, target=args.target, webhook_url=args.webhook_url, users=args.users,
-        spawn_rate=args.spawn_rate, run_time=args.run_time, slo=args.slo, metrics_port=args.metrics_port,
-        out=Path(args.out), vllm_args=engine_args(args.vllm_args, {endpoint_of(args.passthrough)}),
+        locustfile=shared.locustfile, target=shared.target, webhook_url=args.webhook_url, users=args.users,
+        spawn_rate=args.spawn_rate, run_time=args.run_time, slo=shared.slo, metrics_port=args.metrics_port,
+        out=shared.out, vllm_args=engine_args(args.vllm_args, {endpoint_of(args.passthrough)}),
         grafana_url=args.grafana_url, locust_args=args.passthrough, fleet=fleet, history=args.history,
         label=args.label, scale_at=plan,
     ), say)
@@ -168,17 +176,18 @@ def capacity_command(args: argparse.Namespace) -> int:
     from loadwatch.loadrun.locust import LocustRun
 
     try:
+        shared = shared_options(args)
         options = model_from_args(CapacityOptions, args)
         fleet = fleet_options(args)
-        if args.scaling and not ((fleet.replicas or 0) > 1 or (args.target and fleet.scale)):
+        if args.scaling and not ((fleet.replicas or 0) > 1 or (shared.target and fleet.scale)):
             raise ValueError("--scaling compares one replica with the fleet: give --replicas N (2 or more) for the "
                              "embedded fleet, or --target ROUTER with --scale 'COMMAND {replicas}' for your own")
     except ValueError as exc:
         say(f"error: {exc}")
         return 2
     assert isinstance(options, CapacityOptions)
-    return capacity(options, LocustRun(args.locustfile, slo=args.slo, options=args.passthrough), args.target,
-                    engine_args(args.vllm_args, {endpoint_of(args.passthrough)}), Path(args.out), say, fleet,
+    return capacity(options, LocustRun(shared.locustfile, slo=shared.slo, options=args.passthrough), shared.target,
+                    engine_args(args.vllm_args, {endpoint_of(args.passthrough)}), shared.out, say, fleet,
                     scaling=args.scaling)
 
 
@@ -188,6 +197,7 @@ def tune_command(args: argparse.Namespace) -> int:
     from loadwatch.tune.options import TuneOptions
 
     try:
+        shared = shared_options(args)
         capacity = model_from_args(CapacityOptions, args)
         options = model_from_args(TuneOptions, args)
         fleet = fleet_options(args)
@@ -195,8 +205,8 @@ def tune_command(args: argparse.Namespace) -> int:
         say(f"error: {exc}")
         return 2
     assert isinstance(capacity, CapacityOptions) and isinstance(options, TuneOptions)
-    return tune(capacity, options, LocustRun(args.locustfile, slo=args.slo, options=args.passthrough), args.target,
-                engine_args(args.vllm_args, {endpoint_of(args.passthrough)}), Path(args.out), say, fleet)
+    return tune(capacity, options, LocustRun(shared.locustfile, slo=shared.slo, options=args.passthrough),
+                shared.target, engine_args(args.vllm_args, {endpoint_of(args.passthrough)}), shared.out, say, fleet)
 
 
 def options_command(args: argparse.Namespace) -> int:
@@ -212,12 +222,13 @@ def experiment_command(args: argparse.Namespace) -> int:
     shipped = args.file.suffix not in (".yaml", ".yml") and not args.file.exists()
     file = assets.experiment(str(args.file)) if shipped else args.file
     try:
+        shared = shared_options(args)
         fleet = fleet_options(args)
     except ValueError as exc:
         say(f"error: {exc}")
         return 2
     return experiment_command(ExperimentOptions(
-        file=file, locustfile=args.locustfile, out=Path(args.out), repeats=args.repeats,
+        file=file, locustfile=shared.locustfile, out=shared.out, repeats=args.repeats,
         duration=parse_duration(args.duration) if args.duration else None,
         warmup_run=parse_duration(args.warmup_run) if args.warmup_run else None,
         cool_down=parse_duration(args.cool_down) if args.cool_down else None, grafana_url=args.grafana_url,
@@ -295,12 +306,11 @@ def parser(light: bool = False) -> argparse.ArgumentParser:
 
     stack_up = commands.add_parser("up", help="start the stack: engine (unless --target), sidecar, Prometheus, "
                                               "Alertmanager")
-    stack_up.add_argument("--target", help="base URL of a running vLLM; default: start the embedded engine")
+    add_model_options(stack_up, SharedOptions, only=("target", "out"))
     stack_up.add_argument("--webhook-url", help="where Alertmanager posts alerts")
     stack_up.add_argument("--metrics-port", type=int, default=None,
                           help=f"the Locust master Prometheus scrapes (default {PORTS['client_metrics']}, or a free "
                                "port when another stack holds it; 0: a free port)")
-    stack_up.add_argument("--out", default="runs", help="folder for the run directories")
     add_model_options(stack_up, FleetOptions)
     stack_up.set_defaults(handler=up_command)
     stack_down = commands.add_parser("down", help="stop a stack: the one of RUN, or the only one running")
@@ -308,17 +318,14 @@ def parser(light: bool = False) -> argparse.ArgumentParser:
     stack_down.set_defaults(handler=down_command)
 
     run = commands.add_parser("run", help="up, a headless load test, results and report, down")
-    run.add_argument("--target", help="base URL of an OpenAI-compatible server; default: the embedded engine")
+    add_model_options(run, SharedOptions)
     run.add_argument("--webhook-url", help="where Alertmanager posts alerts during the run")
     run.add_argument("--users", "-u", type=int, default=8, help="Locust users at once (concurrent streams); default 8")
     run.add_argument("--spawn-rate", "-r", type=float, default=8, help="users started per second; default 8")
     run.add_argument("--run-time", "-t", default="30s", help="how long the load runs (30s, 5m, 1h); default 30s")
-    run.add_argument("--slo", action="append", default=[], help="as locust's --slo, repeatable")
     run.add_argument("--metrics-port", type=int, default=None,
                      help=f"the load generator's metrics port (default {PORTS['client_metrics']}, or a free port when "
                           "another stack holds it; 0: a free port)")
-    run.add_argument("--locustfile", type=Path, default=assets.locustfile(), help=LOCUSTFILE_HELP)
-    run.add_argument("--out", default="runs", help="folder for the run directories")
     run.add_argument("--vllm-arg", dest="vllm_args", action="append", default=[],
                      help="extra flag for the embedded vllm serve, repeatable")
     run.add_argument("--grafana-url", help="post the run's annotations to this Grafana at the end "
@@ -333,28 +340,21 @@ def parser(light: bool = False) -> argparse.ArgumentParser:
     run.set_defaults(handler=run_command)
     search = commands.add_parser("capacity", help="the most load a server sustains within --slo, and the limit "
                                                    "that binds (the stack up, levels of load, down)")
-    search.add_argument("--target", help="base URL of an OpenAI-compatible server; default: the embedded engine")
-    search.add_argument("--slo", action="append", required=True, help="as locust's --slo, repeatable; at least one")
+    add_model_options(search, SharedOptions, required=("slo",))
     add_model_options(search, CapacityOptions)
     add_model_options(search, FleetOptions)
     search.add_argument("--scaling", action="store_true",
                         help="a fleet: the capacity of one replica first, then of all of them: capacity against "
                              "replicas and the scaling efficiency")
-    search.add_argument("--locustfile", type=Path, default=assets.locustfile(), help=LOCUSTFILE_HELP)
-    search.add_argument("--out", default="runs", help="folder for the run directories")
     search.add_argument("--vllm-arg", dest="vllm_args", action="append", default=[],
                         help="extra flag for the embedded vllm serve, repeatable")
     search.set_defaults(handler=capacity_command)
     tuning = commands.add_parser("tune", help="from the limit that binds to the vLLM flag that relieves it: "
                                               "capacity, levers tried in rounds, the best adopted, again")
-    tuning.add_argument("--target", help="base URL of an OpenAI-compatible server (with --restart); default: the "
-                                         "embedded engine")
-    tuning.add_argument("--slo", action="append", required=True, help="as locust's --slo, repeatable; at least one")
+    add_model_options(tuning, SharedOptions, required=("slo",))
     add_model_options(tuning, CapacityOptions)
     add_model_options(tuning, TuneOptions)
     add_model_options(tuning, FleetOptions)
-    tuning.add_argument("--locustfile", type=Path, default=assets.locustfile(), help=LOCUSTFILE_HELP)
-    tuning.add_argument("--out", default="runs", help="folder for the run directories")
     tuning.add_argument("--vllm-arg", dest="vllm_args", action="append", default=[],
                         help="a flag of the configuration tune starts from, repeatable (the embedded engine's, or "
                              "what --restart gives the target)")
@@ -373,8 +373,7 @@ def parser(light: bool = False) -> argparse.ArgumentParser:
     trial.add_argument("--check", action="store_true", help="validate the file and print the plan; run nothing")
     # An experiment's fleet is embedded: a fleet of your own is an arm whose target is its router.
     add_model_options(trial, FleetOptions, only=FleetOptions.EMBEDDED)
-    trial.add_argument("--locustfile", type=Path, default=assets.locustfile(), help=LOCUSTFILE_HELP)
-    trial.add_argument("--out", default="runs", help="folder for the experiment's folder")
+    add_model_options(trial, SharedOptions, only=("locustfile", "out"))
     trial.add_argument("--grafana-url", help="post each cell as a region annotation (token from $GRAFANA_TOKEN)")
     trial.set_defaults(handler=experiment_command)
     add_parsers(commands, say)

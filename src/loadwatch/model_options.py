@@ -21,22 +21,24 @@ def without_none(annotation: Any) -> Any:
 
 
 def add_model_options(parser: argparse.ArgumentParser, model: type[BaseModel],
-                      only: tuple[str, ...] | None = None) -> None:
+                      only: tuple[str, ...] | None = None, required: tuple[str, ...] = ()) -> None:
     """Every field (or those named in `only`) as `--name-with-dashes`, its value left as text for the
-    model to check (a duration is `30s`); unset options stay None and the model's default applies."""
+    model to check (a duration is `30s`); unset options stay None and the model's default applies.
+    `required`: fields this command cannot go without, though the model (shared) has a default."""
     for name, info in model.model_fields.items():
         if only is not None and name not in only:
             continue
         kind = without_none(info.annotation)
-        kwargs: dict[str, Any] = {"default": None, "dest": name}
+        kwargs: dict[str, Any] = {"default": None, "dest": name, "required": name in required}
         if typing.get_origin(kind) is Literal:
             kwargs["choices"] = list(typing.get_args(kind))
         if typing.get_origin(kind) is list:  # repeatable
             kwargs["action"] = "append"
         # A duration's default in seconds, as `30s`: the form the option takes.
         unit = "s" if any(isinstance(m, BeforeValidator) for m in info.metadata) else ""
-        default = "" if info.default in (None, []) else f" (default {info.default:g}{unit})" \
-            if isinstance(info.default, float) else f" (default {info.default})"
+        value = None if info.default_factory else info.default  # a factory's: its description says what it is
+        default = "" if value in (None, []) else f" (default {value:g}{unit})" \
+            if isinstance(value, float) else f" (default {value})"
         kwargs["help"] = f"{info.description or ''}{default}"
         parser.add_argument("--" + name.replace("_", "-"), **kwargs)
 

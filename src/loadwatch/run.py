@@ -11,6 +11,7 @@ from loadwatch.fleet.options import FleetOptions
 from loadwatch.fleet.schedule import Schedule
 from loadwatch.loadrun.locust import INTERRUPTED, Load, LocustRun
 from loadwatch.loadrun.stack import new_run_dir, running
+from loadwatch.metrics.slo import SLO
 from loadwatch.prometheus import PrometheusAPI
 from loadwatch.report.build import ReportError
 from loadwatch.report.commands import annotate, history_add, write_report
@@ -28,7 +29,7 @@ class RunOptions:
     users: int = 8
     spawn_rate: float = 8
     run_time: str = "30s"
-    slo: list[str] = field(default_factory=list)
+    slo: list[SLO] = field(default_factory=list)
     metrics_port: int | None = None  # None: its default, unless another stack holds it
     out: Path = Path("runs")
     vllm_args: list[str] = field(default_factory=list)

@@ -26,6 +26,7 @@ from loadwatch.cli import parser
 from loadwatch.fleet.options import FleetOptions
 from loadwatch.model_options import model_from_args
 from loadwatch.settings import LoadSettings
+from loadwatch.shared_options import SharedOptions
 from loadwatch.tune.options import TuneOptions
 from tests.conftest import REPO
 from tests.docs_blocks import shell_lines
@@ -100,6 +101,8 @@ def check_loadwatch(argv: list[str]) -> None:
         # A command takes the model where it has its options (a fleet's: an embedded one's at least).
         if all(hasattr(args, name) for name in getattr(model, "EMBEDDED", model.model_fields)):
             model_from_args(model, args)  # as the command validates them: ValueError names the option
+    if hasattr(args, "locustfile") or args.command == "up":  # the commands that take shared options (an SLO)
+        model_from_args(SharedOptions, args)
     if argv[cut + 1:] and args.command in ("run", "capacity", "tune", "experiment"):
         check_locust(["-f", "locustfiles/chat.py", *argv[cut + 1:]])
 

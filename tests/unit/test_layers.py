@@ -14,7 +14,7 @@ LAYERS = [
      "model_options", "interrupts"},
     {"metrics", "processes", "prometheus"},  # pure maths, child processes, the query client
     {"client"},  # the streaming HTTP client
-    {"settings"},  # the load generator's options
+    {"settings", "shared_options"},  # the load generator's options; those several commands share
     {"workloads", "exporter", "engine", "grafana", "rules", "deploy"},
     {"locust_options"},  # the load generator's options in their command-line form, without Locust
     {"fleet"},  # replicas behind a router: the embedded engines and the routers loadwatch knows

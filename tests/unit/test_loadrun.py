@@ -13,6 +13,7 @@ from loadwatch.capacity.options import CapacityOptions
 from loadwatch.durations import parse_duration
 from loadwatch.experiment.pace import MIN_COMPLETED, Pace, too_few
 from loadwatch.loadrun.locust import MAX_STRETCH, OPEN_LOOP_USERS, WATCH_SECONDS, Load, LocustRun, enough
+from loadwatch.metrics.slo import parse_slo
 from loadwatch.model_options import add_model_options, model_from_args
 
 
@@ -24,8 +25,9 @@ def test_a_level_of_users_is_a_closed_loop_and_a_rate_an_open_one_shared_by_at_m
 
 
 def test_the_command_names_every_file_and_option_once_and_keeps_the_host_out_of_argv():
-    run = LocustRun(Path("chat.py"), Path("out/r.json"), 9646, Load(users=2, duration=5), slo=["ttft_p90_ms=100"],
-                    run_name="x.r1", stage_name="level-01", checkpoint_interval=2.0, options=["--max-tokens", "8"])
+    run = LocustRun(Path("chat.py"), Path("out/r.json"), 9646, Load(users=2, duration=5),
+                    slo=[parse_slo("ttft_p90_ms=100")], run_name="x.r1", stage_name="level-01",
+                    checkpoint_interval=2.0, options=["--max-tokens", "8"])
     command = run.command()
     joined = " ".join(command)
     assert "--results-json out/r.json" in joined and "--metrics-port 9646" in joined

@@ -23,7 +23,7 @@ from loadwatch.fleet.scale import ScaleError
 from loadwatch.loadrun.locust import INTERRUPTED, MAX_STRETCH, Load, LocustRun
 from loadwatch.loadrun.stack import new_run_dir, on_stack, running
 from loadwatch.metrics.records import read_records
-from loadwatch.metrics.slo import FAILURE_RATIO, parse_slo
+from loadwatch.metrics.slo import FAILURE_RATIO, SLO
 from loadwatch.prometheus import PrometheusAPI, PrometheusError
 from loadwatch.report.engine import engine_figures, replica_peaks
 from loadwatch.report.fleet import prefix_affinity
@@ -38,11 +38,10 @@ ONE_REPLICA = "replicas-1"  # --scaling: the folder of the search on one replica
 START_MARGIN = 1.25  # a first rate this much above the one that just completes the requests needed in time
 
 
-def needed_requests(slos: list[str]) -> int:
+def needed_requests(slos: list[SLO]) -> int:
     """Requests a level must complete for its tightest percentile to mean something: 5 beyond it."""
     needed = MIN_REQUESTS
-    for text in slos:
-        slo = parse_slo(text)
+    for slo in slos:
         if slo.metric == FAILURE_RATIO or slo.stat == "mean":
             continue
         q = 0.5 if slo.stat == "median" else float(slo.stat[1:]) / 100

@@ -28,7 +28,7 @@ from scipy.stats import binomtest
 from loadwatch.capacity.probe import CHANGED
 from loadwatch.metrics.bootstrap import CONFIDENCE, request_resamples
 from loadwatch.metrics.records import CANCELLED
-from loadwatch.metrics.slo import FAILURE_RATIO, SLO, parse_slo
+from loadwatch.metrics.slo import FAILURE_RATIO, SLO
 
 Sureness = Literal["held", "broke", "in doubt"]
 # Per-request values in the records, in seconds; ITL is per gap and not in them (its SLO is judged as measured).
@@ -86,10 +86,10 @@ def level_sureness(passed: bool, stopped_early: str | None, intervals: list[SloI
     return "in doubt"
 
 
-def judge(records: list[dict], slos: list[str], passed: bool, stopped_early: str | None) -> tuple[Sureness,
+def judge(records: list[dict], slos: list[SLO], passed: bool, stopped_early: str | None) -> tuple[Sureness,
                                                                                                   list[dict]]:
     """A level's sureness and its SLOs' intervals, from its records."""
-    intervals = [slo_interval(records, parse_slo(text)) for text in slos]
+    intervals = [slo_interval(records, slo) for slo in slos]
     return level_sureness(passed, stopped_early, intervals), [i.as_dict() for i in intervals]
 
 

@@ -13,6 +13,7 @@ from loadwatch.capacity.levels import Level
 from loadwatch.capacity.probe import CHANGED
 from loadwatch.capacity.room import KEYS, sentence
 from loadwatch.metrics.records import read_records
+from loadwatch.metrics.slo import SLO
 from loadwatch.prometheus import PrometheusAPI
 from loadwatch.report.html import PAGE, capacity_charts
 from loadwatch.report.markdown import bands, table, where_the_time_goes
@@ -23,7 +24,7 @@ PLOT = "capacity.png"
 
 def conclusion(mode: str, unit: str, levels: list[Level], best: float | None, diagnosis: Diagnosis,
                headroom: float, rule: str, undecided: str | None = None, decisive: Level | None = None,
-               slos: list[str] | None = None) -> dict:
+               slos: list[SLO] | None = None) -> dict:
     """`undecided`: why the search stopped before it located the knee, if it did; `decisive`: the
     level whose figures the diagnosis read (`loadwatch explain` tells its requests' stories)."""
     at_best = next((lv for lv in levels if lv.value == best and lv.passed), None)
@@ -80,10 +81,10 @@ def plateau(levels: list[Level]) -> dict | None:
     return {"level": value, "request_throughput": rate, "most_request_throughput": most}
 
 
-def decode_unbounded(slos: list[str]) -> bool:
+def decode_unbounded(slos: list[SLO]) -> bool:
     """Whether the SLOs leave decode free: no TPOT, ITL or end-to-end objective. A users-knee then
     moves with whatever lets TTFT stay under its limit while the decode queue grows."""
-    return bool(slos) and not any(slo.split("_")[0] in DECODE_BOUNDS for slo in slos)
+    return bool(slos) and not any(slo.metric in DECODE_BOUNDS for slo in slos)
 
 
 def interval_words(result: dict) -> str:

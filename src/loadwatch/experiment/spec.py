@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 from loadwatch.capacity.options import CapacityOptions
 from loadwatch.durations import Seconds
 from loadwatch.engine.serving import engine_args
-from loadwatch.metrics.slo import parse_slo
+from loadwatch.metrics.slo import Objective
 from loadwatch.settings import LoadSettings
 from loadwatch.workloads.datasets import dataset_named
 from loadwatch.workloads.errors import DatasetError
@@ -108,8 +108,8 @@ class Experiment(Strict):
                                                                            "{dataset: random, input_len: 512}")
     baseline: str | None = Field(None, description="the arm the others are compared with; default the first")
     load: Load = Field(Load(), description="the levels each arm and workload run at (below)")
-    slo: list[str] = Field([], description="as --slo: ttft_p99_ms=500, ...; each cell's verdicts, and a capacity "
-                                           "search's limits")
+    slo: list[Objective] = Field([], description="as --slo: ttft_p99_ms=500, ...; each cell's verdicts, and a "
+                                                 "capacity search's limits")
     cool_down: Seconds = Field(6.0, ge=0, description="seconds after each cell: the engine's counters settle "
                                                     "before its figures are read")
     reset_prefix_cache: bool = Field(True, description="empty the prefix cache before each run")
@@ -121,13 +121,6 @@ class Experiment(Strict):
             if not re.match(NAME, str(name)):
                 raise ValueError(f"{name!r}: names are letters, digits, '.', '_' and '-' (they become folders)")
         return {name: {} if options is None else options for name, options in value.items()}
-
-    @field_validator("slo")
-    @classmethod
-    def _slos(cls, value: list[str]) -> list[str]:
-        for text in value:
-            parse_slo(text)
-        return value
 
     @field_validator("baseline")
     @classmethod

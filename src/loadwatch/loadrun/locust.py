@@ -21,6 +21,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from loadwatch.interrupts import held, raise_if_interrupted
+from loadwatch.metrics.slo import SLO
 from loadwatch.settings import partial_beside
 
 INTERRUPTED = 130  # as a shell reports a command ended by Ctrl-C
@@ -72,7 +73,7 @@ class LocustRun:
     results: Path = Path("results.json")
     metrics_port: int = 0
     load: Load | None = None  # None in a template that a search or an experiment fills in per run
-    slo: list[str] = field(default_factory=list)
+    slo: list[SLO] = field(default_factory=list)
     engine_metrics: str | None = None
     run_name: str | None = None
     stage_name: str | None = None

@@ -18,7 +18,7 @@ from loadwatch.fleet.options import FleetOptions
 from loadwatch.loadrun.locust import INTERRUPTED, LocustRun
 from loadwatch.loadrun.stack import new_run_dir, on_stack
 from loadwatch.metrics.repeats import times_to_resolve
-from loadwatch.metrics.slo import FAILURE_RATIO, parse_slo
+from loadwatch.metrics.slo import FAILURE_RATIO, SLO
 from loadwatch.processes import ComponentError
 from loadwatch.prometheus import PrometheusAPI
 from loadwatch.tune import output
@@ -90,11 +90,11 @@ def config_words(config: Config) -> str:
     return " ".join(parts) or "vLLM's defaults"
 
 
-def metric_of(slos: list[str], level: dict) -> str:
+def metric_of(slos: list[SLO], level: dict) -> str:
     """The SLO a trial is judged on: the one the level broke, else the first latency one."""
     broken = [s["name"] for s in level.get("slo", []) if not s["passed"]]
-    latency = [parse_slo(s).name for s in slos if parse_slo(s).name != FAILURE_RATIO]
-    return (broken or latency or [parse_slo(slos[0]).name])[0]
+    latency = [slo.name for slo in slos if slo.metric != FAILURE_RATIO]
+    return (broken or latency or [slos[0].name])[0]
 
 
 def where_it_broke(result: dict) -> dict | None:

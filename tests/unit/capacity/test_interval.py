@@ -90,5 +90,8 @@ def test_the_throughput_plateau_and_an_slo_that_leaves_decode_free():
               for i, (users, rate) in enumerate(served.items())]
     assert plateau(levels) == {"level": 32, "request_throughput": 29.8, "most_request_throughput": 29.8}
     assert plateau(levels[:1]) is None
-    assert decode_unbounded(["ttft_p90_ms=1000"]) and decode_unbounded(["ttft_p99_ms=500", "failure_ratio=0.01"])
-    assert not decode_unbounded(["ttft_p90_ms=1000", "tpot_p99_ms=50"]) and not decode_unbounded([])
+    def unbounded(*texts: str) -> bool:
+        return decode_unbounded([parse_slo(text) for text in texts])
+
+    assert unbounded("ttft_p90_ms=1000") and unbounded("ttft_p99_ms=500", "failure_ratio=0.01")
+    assert not unbounded("ttft_p90_ms=1000", "tpot_p99_ms=50") and not unbounded()

@@ -10,6 +10,7 @@ from loadwatch.capacity.options import CapacityOptions
 from loadwatch.cli import parser
 from loadwatch.fleet.options import FleetOptions
 from loadwatch.loadrun.locust import LocustRun
+from loadwatch.metrics.slo import parse_slo
 from loadwatch.model_options import model_from_args
 from loadwatch.tune.options import TuneOptions
 
@@ -19,7 +20,7 @@ LOADWATCH = parser()  # built once, at collection
 
 def test_tune_goes_on_with_the_searchs_own_options_and_explain_on_the_level_that_broke():
     options = CapacityOptions(mode="users", level_duration=20.0, start=2)
-    template = LocustRun(Path("chat.py"), slo=["ttft_p99_ms=500"], options=["--max-tokens", "64"])
+    template = LocustRun(Path("chat.py"), slo=[parse_slo("ttft_p99_ms=500")], options=["--max-tokens", "64"])
     fleet = FleetOptions(replicas=2, replica_arg=["b=--max-num-seqs=1"])
     tune, explain = next_steps(options, template, None, ["--max-num-seqs=4"], fleet, Path("runs/X"), RESULT)
     words = shlex.split(tune["command"])
@@ -35,7 +36,7 @@ def test_tune_goes_on_with_the_searchs_own_options_and_explain_on_the_level_that
 
 
 def test_against_a_target_tune_asks_for_the_restart_command_and_no_knee_means_no_tune():
-    template = LocustRun(Path("chat.py"), slo=["ttft_p99_ms=500"])
+    template = LocustRun(Path("chat.py"), slo=[parse_slo("ttft_p99_ms=500")])
     (tune, _) = next_steps(CapacityOptions(), template, "http://gpu1:8000", [], None, Path("r"), RESULT)
     assert "--target http://gpu1:8000 --restart 'YOUR-RESTART-COMMAND {vllm_args}'" in tune["command"]
     steps = next_steps(CapacityOptions(), template, None, [], None, Path("r"), {**RESULT, "max_sustainable": None})

@@ -6,10 +6,11 @@ from pathlib import Path
 
 from loadwatch.capacity.probe import WORKLOAD, of_results, probe_change, probe_run
 from loadwatch.loadrun.locust import LocustRun
+from loadwatch.metrics.slo import parse_slo
 
 
 def test_the_probe_runs_the_fixed_workload_keeping_only_which_model_to_ask():
-    template = LocustRun(Path("agent.py"), slo=["ttft_p90_ms=1000"], options=[
+    template = LocustRun(Path("agent.py"), slo=[parse_slo("ttft_p90_ms=1000")], options=[
         "--dataset", "prefix-repetition", "--prefix-len", "512", "--model", "tiny", "--endpoint=completions"])
     run = probe_run(template, Path("probe.json"))
     assert run.locustfile.name == "chat.py" and run.slo == [] and run.load.users == 1

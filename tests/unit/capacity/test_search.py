@@ -5,6 +5,7 @@ from loadwatch.capacity.diagnose import Diagnosis
 from loadwatch.capacity.levels import Level, lost
 from loadwatch.capacity.output import conclusion, markdown
 from loadwatch.capacity.search import Search
+from loadwatch.metrics.slo import parse_slo
 
 
 def knee_of(capacity: float, search: Search) -> tuple[float | None, list[float]]:
@@ -46,7 +47,7 @@ def test_a_level_is_lost_when_an_slo_is_far_over_or_the_generator_saturates():
     ([], MIN_REQUESTS), (["ttft_median_ms=500"], MIN_REQUESTS), (["ttft_p90_ms=200"], 50),
     (["ttft_p90_ms=200", "e2el_p99_ms=9000", "failure_ratio=0.01"], 500), (["tpot_mean_ms=50"], MIN_REQUESTS)])
 def test_a_level_needs_five_requests_beyond_its_tightest_percentile(slos, needed):
-    assert needed_requests(slos) == needed
+    assert needed_requests([parse_slo(text) for text in slos]) == needed
 
 
 def test_a_search_that_could_not_judge_a_level_says_so_instead_of_a_knee():
@@ -64,10 +65,10 @@ def test_a_search_that_could_not_judge_a_level_says_so_instead_of_a_knee():
 def test_a_rate_search_starts_where_its_first_level_can_complete_what_a_percentile_needs():
     from loadwatch.capacity.command import first_level
     from loadwatch.capacity.options import CapacityOptions
-    p99 = needed_requests(["ttft_p99_ms=600"])
+    p99 = needed_requests([parse_slo("ttft_p99_ms=600")])
     assert p99 == 500
     assert first_level(CapacityOptions(level_duration=15), p99) == 5.21  # 1.25 x 500 / (8 x 15 s)
-    assert first_level(CapacityOptions(level_duration=15), needed_requests(["ttft_p90_ms=600"])) == 1.0
+    assert first_level(CapacityOptions(level_duration=15), needed_requests([parse_slo("ttft_p90_ms=600")])) == 1.0
     assert first_level(CapacityOptions(level_duration=15, start=0.5), p99) == 0.5  # the user's own
     assert first_level(CapacityOptions(mode="users"), p99) == 2.0
 

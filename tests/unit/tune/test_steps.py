@@ -1,5 +1,6 @@
 """How a step is judged: the SLO a trial is judged on, the load it runs at, and its verdicts."""
 
+from loadwatch.metrics.slo import parse_slo
 from loadwatch.tune.command import metric_of, step_rows, where_it_broke
 from loadwatch.tune.config import Change, Config
 from loadwatch.tune.levers import LEVERS
@@ -10,9 +11,12 @@ LEVEL = {"name": "level-03", "level": 3.0, "unit": "users",
 
 
 def test_a_trial_is_judged_on_the_slo_that_broke_at_the_level_the_diagnosis_read():
-    assert metric_of(["failure_ratio=0.01", "e2el_p90_ms=900", "ttft_p99_ms=500"], LEVEL) == "ttft_p99_ms"
+    def slos(*texts: str) -> list:
+        return [parse_slo(text) for text in texts]
+
+    assert metric_of(slos("failure_ratio=0.01", "e2el_p90_ms=900", "ttft_p99_ms=500"), LEVEL) == "ttft_p99_ms"
     held = {**LEVEL, "slo": [{"name": "ttft_p99_ms", "passed": True}]}
-    assert metric_of(["failure_ratio=0.01", "tpot_p90_ms=50"], held) == "tpot_p90_ms"  # the first latency SLO
+    assert metric_of(slos("failure_ratio=0.01", "tpot_p90_ms=50"), held) == "tpot_p90_ms"  # the first latency SLO
     result = {"decisive_level": "level-03", "levels": [{"name": "level-02"}, LEVEL]}
     assert where_it_broke(result) is LEVEL and where_it_broke({**result, "decisive_level": None}) is None
 

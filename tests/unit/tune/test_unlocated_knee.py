@@ -8,6 +8,7 @@ from pathlib import Path
 
 from loadwatch.capacity.options import CapacityOptions
 from loadwatch.loadrun.locust import LocustRun
+from loadwatch.metrics.slo import parse_slo
 from loadwatch.tune import command
 from loadwatch.tune.options import TuneOptions
 from loadwatch.tune.output import markdown
@@ -33,8 +34,8 @@ def test_a_step_whose_capacity_after_has_no_knee_ends_tune_with_its_limit_unknow
 
     monkeypatch.setattr(command, "run_trial", trial)
     said: list[str] = []
-    code = command.tune(CapacityOptions(), TuneOptions(), LocustRun(Path("chat.py"), slo=["ttft_p90_ms=1000"]),
-                        None, ["--max-num-seqs=2"], tmp_path, said.append)
+    template = LocustRun(Path("chat.py"), slo=[parse_slo("ttft_p90_ms=1000")])
+    code = command.tune(CapacityOptions(), TuneOptions(), template, None, ["--max-num-seqs=2"], tmp_path, said.append)
     assert code == 0
     (run_dir,) = tmp_path.iterdir()
     doc = json.loads((run_dir / "tune.json").read_text())
