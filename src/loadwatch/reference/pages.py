@@ -277,8 +277,8 @@ EXIT_CODES = ((0, "ok: every SLO held (a headless run without --slo: no request 
               (1, "failed or incomplete: a request failed in a headless run without --slo (Locust's rule), a "
                   "component failed, a worker was lost, a search found no knee, `compare` cannot judge a gated "
                   "metric"),
-              (2, "bad input: a broken option or config, an unreachable server, a workload the server cannot take, "
-                  "a taken port"),
+              (2, "bad input: a broken option or config (an SLO that does not parse is refused before anything "
+                  "starts), an unreachable server, a workload the server cannot take, a taken port"),
               (3, "an SLO broken (a headless run, `loadwatch run`), or a regression beyond its margin "
                   "(`loadwatch compare`)"),
               (130, "interrupted (Ctrl-C or SIGTERM): what was measured is written first"))
