@@ -19,7 +19,7 @@ from loadwatch.engine.settings import EngineSettings
 from loadwatch.engine.setup import SetupError, ensure_engine, ensure_model, ensure_router
 from loadwatch.exporter.settings import ExporterSettings
 from loadwatch.fleet.options import FleetOptions
-from loadwatch.fleet.routers import RouterError
+from loadwatch.fleet.routers import ROUTERS, RouterError
 from loadwatch.fleet.schedule import parse_plan
 from loadwatch.interrupts import catch_interrupts
 from loadwatch.loadrun.stack import describe, new_run_dir
@@ -39,9 +39,10 @@ def engine_command(args: argparse.Namespace) -> int:
     settings = EngineSettings()
     if args.action == "setup":
         ensure_engine(settings, say)
-        ensure_router(settings, say)  # a fleet's, beside the engine: `make test` installs it before any test runs
+        for kind in ROUTERS.values():  # a fleet's, beside the engine: `make test` installs them before any test runs
+            ensure_router(settings, kind.requirement, say)
         ensure_model(settings, say)
-        say(f"engine ready: {settings.venv} (vllm-router too), model {settings.model_dir}")
+        say(f"engine ready: {settings.venv} ({', '.join(ROUTERS)} too), model {settings.model_dir}")
     elif args.action == "start":
         ensure_engine(settings, say)
         info = process.start(settings, ensure_model(settings, say), args.port, args.passthrough, say=say)
@@ -268,7 +269,7 @@ def add_light_commands(commands) -> None:
                           help="a vLLM base URL (its /metrics is read), repeatable")
     exporter.add_argument("--targets-file", type=Path, help="YAML: targets: [{name: ..., url: ...}]")
     exporter.add_argument("--router", action="append", default=[], metavar="NAME=URL",
-                          help="a fleet's router, where its /metrics is (vllm-router: its --prometheus-port), "
+                          help="a fleet's router, where its /metrics is (vllm-router, smg: its --prometheus-port), "
                                "repeatable; the replicas it names by URL are the targets with that URL")
     ExporterSettings.add_options(exporter)
     exporter.set_defaults(handler=exporter_command)

@@ -21,7 +21,7 @@ def loadwatch(tmp_path, *args: str) -> subprocess.CompletedProcess:
 
 @pytest.mark.parametrize(("args", "said"), [
     (["--replicas", "0"], "--replicas: Input should be greater than or equal to 1"),
-    (["--replicas", "2", "--router", "envoy"], "loadwatch does not know the router 'envoy'; it knows vllm-router"),
+    (["--replicas", "2", "--router", "envoy"], "loadwatch does not know the router 'envoy'; it knows smg, vllm-router"),
     (["--replicas", "2", "--replica-arg", "c=--max-num-seqs=1"], "--replica-arg names c, not one of the replicas"),
     (["--replicas", "2", "--target", "http://127.0.0.1:1"], "--replicas starts a fleet on this machine"),
     (["--replica", "a=http://127.0.0.1:1"], "give --target, its router's URL"),
@@ -42,10 +42,11 @@ def test_a_replica_that_does_not_answer_is_named(tmp_path, fake_server):
     assert "Traceback" not in refused.stdout + refused.stderr
 
 
-def test_a_policy_the_router_does_not_have_is_refused_in_its_own_words_before_any_replica_starts(tmp_path):
-    refused = loadwatch(tmp_path, "--replicas", "2", "--router-policy", "fastest")
+@pytest.mark.parametrize("kind", ["vllm-router", "smg"])
+def test_a_policy_the_router_does_not_have_is_refused_in_its_own_words_before_any_replica_starts(tmp_path, kind):
+    refused = loadwatch(tmp_path, "--replicas", "2", "--router", kind, "--router-policy", "fastest")
     assert refused.returncode == 2, refused.stdout + refused.stderr
-    assert "vllm-router refused it:" in refused.stdout and "invalid choice: 'fastest'" in refused.stdout
+    assert f"{kind} refused it:" in refused.stdout and "invalid choice: 'fastest'" in refused.stdout
     assert "Starting 2 vLLM replicas" not in refused.stdout
 
 

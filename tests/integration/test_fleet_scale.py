@@ -27,7 +27,7 @@ def behind_router(fake_server, *flags: str, names: tuple[str, ...] = ("a", "b"))
     """vllm-router (round_robin) in front of two fake replicas, a and b (or `names`), each started with
     `flags` and answering with its name."""
     settings = EngineSettings()
-    ensure_router(settings)
+    ensure_router(settings, router("vllm-router").requirement)
     replicas = {name: fake_server("--fingerprints", name, "--vllm-metrics", *flags).url for name in names}
     port, metrics = free_port(), free_port()
     command = router("vllm-router").command(settings.python, port, metrics, list(replicas.values()), "round_robin", [])

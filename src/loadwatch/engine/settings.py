@@ -16,9 +16,6 @@ class EngineSettings(BaseSettings):
     home: Path = Field(HOME, description="venv, model and engine state")
     vllm_version: str = "0.32.0"
     torch_version: str = "2.13.0"
-    # The vLLM project's router, for a fleet of embedded replicas; a manylinux wheel, installed in the
-    # engine's venv on a fleet's first start.
-    router_version: str = "0.1.17"
     # Where pip finds torch's CPU build when it is not in a local wheel folder (PyTorch's CPU index).
     torch_index_url: str | None = None
     kv_cache_gib: int = Field(1, ge=1, description="VLLM_CPU_KVCACHE_SPACE")

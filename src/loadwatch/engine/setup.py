@@ -72,11 +72,13 @@ def ensure_engine(settings: EngineSettings, say=print) -> None:
     stamp.write_text(_versions(settings))
 
 
-def ensure_router(settings: EngineSettings, say=print) -> None:
-    """vllm-router in the engine's venv, once: a fleet's first start. Its needs (aiohttp, fastapi,
-    uvicorn, orjson) are vLLM's too, so it adds little beside its own wheel."""
-    stamp = settings.venv / ".loadwatch-router"
-    wanted = f"vllm-router=={settings.router_version}\n"
+def ensure_router(settings: EngineSettings, requirement: str, say=print) -> None:
+    """A fleet's router in the engine's venv, once: `requirement` is its pinned wheel (fleet.routers
+    names each router's). Their needs are vLLM's too but for smg's grpcio-health-checking (20 kB),
+    so a router adds little beside its own wheel."""
+    project = requirement.partition("==")[0]
+    stamp = settings.venv / f".loadwatch-{project}"
+    wanted = requirement + "\n"
     if stamp.exists() and stamp.read_text() == wanted:
         return
     # One install at a time: two commands starting a fleet at once would run pip twice into one venv.
@@ -84,11 +86,14 @@ def ensure_router(settings: EngineSettings, say=print) -> None:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if stamp.exists() and stamp.read_text() == wanted:
             return
-        say(f"Installing vllm-router {settings.router_version} in {settings.venv} (once)…")
-        install = _pip(settings, "install", "-q", f"vllm-router=={settings.router_version}")
+        say(f"Installing {requirement} in {settings.venv} (once)…")
+        install = _pip(settings, "install", "-q", requirement)
         if install.returncode != 0:
-            tail = "\n".join(install.stderr.strip().splitlines()[-8:])
-            raise SetupError(f"installing vllm-router failed:\n{tail}")
+            # One line: pip's last error says why (no such version, no network, no wheel for this machine).
+            lines = install.stderr.strip().splitlines()
+            said = [line for line in lines if line.startswith("ERROR:")] or lines or ["pip said nothing"]
+            raise SetupError(f"{project} is not installed: pip could not install {requirement} in {settings.venv} "
+                             f"({said[-1]})")
         stamp.write_text(wanted)
 
 

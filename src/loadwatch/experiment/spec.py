@@ -43,8 +43,9 @@ class Arm(Strict):
     restart: str | None = Field(None, description="shell command run before this arm's cells (target arms): "
                                                   "it restarts the server with the arm's configuration")
     ready_timeout: float = Field(600.0, gt=0, description="seconds the target may take to answer after restart")
-    replicas: int | None = Field(None, ge=1, description="embedded vLLM replicas behind vllm-router for this arm, "
-                                                         "each with vllm_args (over the command line's --replicas)")
+    replicas: int | None = Field(None, ge=1, description="embedded vLLM replicas behind the router (--router) for "
+                                                         "this arm, each with vllm_args (over the command line's "
+                                                         "--replicas)")
     router_policy: str | None = Field(None, description="the embedded router's policy for this arm (round_robin, "
                                                         "power_of_two, cache_aware, ...): needs replicas here or "
                                                         "on the command line")

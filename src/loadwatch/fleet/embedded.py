@@ -40,7 +40,7 @@ def start_fleet(options: FleetOptions, vllm_args: list[str], ports: dict[str, in
     kind = router(options.kind)
     policy = options.router_policy or kind.default_policy
     ensure_engine(settings, say)
-    ensure_router(settings, say)
+    ensure_router(settings, kind.requirement, say)
     kind.check_policy(settings.python, policy, options.router_arg)
     model = ensure_model(settings, say)
     names = options.names()

@@ -21,11 +21,12 @@ class FleetOptions(BaseModel):
     EMBEDDED: ClassVar[tuple[str, ...]] = ("replicas", "router", "router_policy", "replica_arg", "router_arg")
 
     replicas: int | None = Field(None, ge=1, description="start this many embedded vLLM replicas behind the router")
-    router: str | None = Field(None, description="the router in front of the replicas (vllm-router); given "
-                                                 "with --target alone, the replicas are those it lists")
+    router: str | None = Field(None, description="the router in front of the replicas: vllm-router (the "
+                                                 "default) or smg; given with --target alone, the replicas "
+                                                 "are those it lists")
     router_policy: str | None = Field(None, description="the embedded router's policy (vllm-router: round_robin, "
-                                                        "power_of_two, cache_aware, consistent_hash, ...); "
-                                                        "default round_robin")
+                                                        "power_of_two, cache_aware, consistent_hash, ...; smg: "
+                                                        "also prefix_hash); default round_robin")
     replica_arg: list[str] = Field([], description="NAME=FLAG: a vllm serve flag for one embedded replica only "
                                                    "(b=--max-num-seqs=1), repeatable")
     router_arg: list[str] = Field([], description="a flag for the embedded router, repeatable")
@@ -34,7 +35,7 @@ class FleetOptions(BaseModel):
                                                "pattern of the names the replicas answer with ('vllm-*': "
                                                "Kubernetes pods), their metrics read where the router lists them")
     router_metrics: str | None = Field(None, description="your router's metrics base URL, read by the sidecar "
-                                                         "(vllm-router: its --prometheus-port)")
+                                                         "(vllm-router, smg: its --prometheus-port)")
     scale: str | None = Field(None, description="the command that sets your fleet's replica count, with {replicas} "
                                                 "in it (kubectl scale deployment/vllm --replicas={replicas}); "
                                                 "loadwatch then waits for the router to list that many")

