@@ -101,10 +101,11 @@ class Router:
     name of the replica a series is about, or the router's URL of it where no target has that URL)."""
 
     UP = ROUTER_PREFIX + "up"  # 1 when the sidecar's last sample of the router succeeded and is recent
-    REQUESTS = ROUTER_PREFIX + "requests"  # clients' requests it took, by route
+    REQUESTS = ROUTER_PREFIX + "requests"  # clients' requests it took, by route (smg: endpoint)
     REQUEST_ERRORS = ROUTER_PREFIX + "request_errors"  # by route and error_type
     RETRIES = ROUTER_PREFIX + "retries"  # requests it sent again, to another replica, by route
-    # Requests it sent to each replica, tries that failed included (vllm-router's processed_requests).
+    # Requests it sent to each replica, tries that failed included (vllm-router's processed_requests,
+    # smg's worker_requests).
     REPLICA_REQUESTS = ROUTER_PREFIX + "replica_requests"
     REPLICA_HEALTHY = ROUTER_PREFIX + "replica_healthy"  # 1 healthy, 0 marked unhealthy by its health checks
     REPLICA_RUNNING = ROUTER_PREFIX + "replica_requests_running"  # as the router counts them (load-aware policies)

