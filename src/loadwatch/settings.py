@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any, Literal
@@ -44,6 +44,9 @@ class ReplicaNames:
 
     exact: frozenset[str]
     patterns: tuple[str, ...] = ()
+    # --replica NAME=URL's, by URL (no trailing /): a router that names the replica it sent to by its
+    # URL (smg) names it so
+    urls: dict[str, str] = field(default_factory=dict, hash=False)
 
     def __bool__(self) -> bool:
         return bool(self.exact or self.patterns)
@@ -52,6 +55,10 @@ class ReplicaNames:
         """Whether an answer's fingerprint names a replica of the fleet."""
         return fingerprint in self.exact or (
             not VLLM_FINGERPRINT.match(fingerprint) and any(fnmatchcase(fingerprint, p) for p in self.patterns))
+
+    def routed(self, url: str) -> str | None:
+        """The replica whose URL a router named, where --replica gave it that URL."""
+        return self.urls.get(url.rstrip("/"))
 
     def listed(self, seen: set[str] | frozenset[str]) -> frozenset[str]:
         """The replicas to report: every exact name (one that served nothing too), and those seen that a
@@ -137,7 +144,8 @@ class LoadSettings(BaseSettings):
                                description="A replica behind the router, NAME or NAME=URL, repeatable: each "
                                            "request's record names the replica that served it, which vLLM "
                                            "says in system_fingerprint when started with --fingerprint-mode "
-                                           "custom --fingerprint-value NAME (docs/guides/fleet.md). A "
+                                           "custom --fingerprint-value NAME (docs/guides/fleet.md), and smg "
+                                           "by the URL in its x-smg-routed-worker-id header (NAME=URL). A "
                                            "pattern ('*', 'vllm-*') takes every name it matches: replicas "
                                            "that come and go, such as Kubernetes pods")
     request_timeout: float = Field(600.0, gt=0, description="Seconds a whole streamed request may take before it "
@@ -326,7 +334,9 @@ class LoadSettings(BaseSettings):
     def replica_names(self) -> ReplicaNames:
         names = [item.partition("=")[0].strip() for item in self.replica]
         return ReplicaNames(frozenset(n for n in names if not PATTERN.search(n)),
-                            tuple(n for n in names if PATTERN.search(n)))
+                            tuple(n for n in names if PATTERN.search(n)),
+                            {url.strip().rstrip("/"): name.strip()
+                             for name, _, url in (item.partition("=") for item in self.replica) if url.strip()})
 
     def headers(self) -> dict[str, str]:
         return {name.strip(): value.strip() for name, _, value in (h.partition(":") for h in self.header)}

@@ -34,6 +34,9 @@ from loadwatch.metrics.timing import RawTiming
 
 _NETWORK_ERRORS = (OSError, socket.timeout, HTTPParseError)
 ERROR_BODY_LIMIT = 64 * 1024  # of a non-200 answer: enough for any error message
+# Where a router says which replica it sent a request to: smg names the worker's URL on every answer
+# (vllm-router names none), so a fleet's requests are attributed where replicas set no fingerprint.
+ROUTED_TO = "x-smg-routed-worker-id"
 log = logging.getLogger(__name__)
 _logged: set[str] = set()  # exception types already logged as client_error, once each per process
 
@@ -248,13 +251,14 @@ class Streamer:
         """An embeddings or rerank request: timed to the last byte of its one answer."""
         response = self._post(endpoint, body, headers)
         headers_at = perf_counter()
+        routed_to = _first(response.get(ROUTED_TO))
         try:
             reply = response.read()
         except _NETWORK_ERRORS as exc:
             raise RequestFailed(Reason.STREAM_CUT, f"the answer was cut: {exc}") from exc
         answered_at = perf_counter()
         tokens = pooled.prompt_tokens(endpoint, reply, inputs)
-        return RawTiming(t0, (), tokens, None, headers_at, answered_at=answered_at), len(reply)
+        return RawTiming(t0, (), tokens, None, headers_at, answered_at=answered_at, routed_to=routed_to), len(reply)
 
     def _read_stream(self, endpoint: Endpoint, body: bytes, headers: dict[str, str], t0: float,
                      arrivals: list[float], hang_up_after: int | None,
@@ -265,6 +269,7 @@ class Streamer:
         ends before then was cut."""
         response = self._post(endpoint, body, headers)
         headers_at = perf_counter()
+        routed_to = _first(response.get(ROUTED_TO))
 
         decoder = SSEDecoder()
         answer_at: float | None = None  # the first answer output, after any reasoning
@@ -312,5 +317,5 @@ class Streamer:
         usage = usage or Usage(None, None)
         timing = RawTiming(t0, tuple(arrivals), usage.prompt_tokens, usage.completion_tokens, headers_at, answer_at,
                            usage.cached_tokens, usage.reasoning_tokens, answer.tool_calls, engine,
-                           served_by=served_by)
+                           served_by=served_by, routed_to=routed_to)
         return timing, received, answer, without_done

@@ -151,11 +151,17 @@ class Process:
                         "sends them with --enable-per-request-metrics; docs/guides/slow-requests.md)",
                         origin)
 
-    def replica_of(self, served_by: str | None) -> str | None:
-        """The replica that served a request, from its answer's system_fingerprint: one of --replica's
-        names, or None (outside a fleet; or a replica not started with a custom fingerprint, said once)."""
+    def replica_of(self, served_by: str | None, routed_to: str | None = None) -> str | None:
+        """The replica that served a request: the one whose URL (--replica NAME=URL) the router named in
+        its answer's headers (`routed_to`: smg's), else the one its system_fingerprint names; None
+        outside a fleet, or where neither names one of --replica's replicas (said once)."""
         names = self.replicas
-        if not names or served_by is None:
+        if not names:
+            return None
+        routed = names.routed(routed_to) if routed_to else None
+        if routed is not None:
+            return routed
+        if served_by is None:
             return None
         if names.name(served_by):
             return served_by
@@ -163,7 +169,8 @@ class Process:
             self.told_unknown_replica = True
             log.warning("An answer's system_fingerprint is %r, none of the replicas' names (%s): their requests "
                         "carry no replica. Start each replica with --fingerprint-mode custom --fingerprint-value "
-                        "NAME (docs/guides/fleet.md)", served_by, ", ".join(sorted(names.exact) + list(names.patterns)))
+                        "NAME, or put smg in front of them with --replica NAME=URL (docs/guides/fleet.md)",
+                        served_by, ", ".join(sorted(names.exact) + list(names.patterns)))
         return None
 
     def not_found(self, environment, url: str, message: str) -> None:

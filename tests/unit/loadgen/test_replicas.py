@@ -44,6 +44,19 @@ def test_a_replica_is_one_of_the_names_given_and_an_unknown_fingerprint_is_said_
     assert process().replica_of("a") is None, "outside a fleet, no request names a replica"
 
 
+def test_the_replica_a_router_names_by_its_url_in_a_header_is_taken_before_the_fingerprint():
+    """smg says on every answer which worker (its URL) it sent the request to: with --replica NAME=URL
+    that names the replica though it answers with vLLM's own fingerprint, the same on every replica."""
+    timing = RawTiming(0.0, (0.1, 0.2), 8, 2, served_by="vllm-0.32.0-4dbb0481", routed_to="http://127.0.0.1:8002")
+    assert request_metrics(timing).routed_to == "http://127.0.0.1:8002"
+    fleet = process("a=http://127.0.0.1:8001/", "b=http://127.0.0.1:8002")
+    assert fleet.replica_of("vllm-0.32.0-4dbb0481", "http://127.0.0.1:8002") == "b"
+    assert fleet.replica_of(None, "http://127.0.0.1:8001") == "a", "a URL given with its trailing / is the same"
+    assert fleet.replica_of("a", "http://127.0.0.1:9999") == "a", "a URL no replica has: the fingerprint says"
+    assert process("vllm-*").replica_of("vllm-5d8c7b9f4-x2x7k", "http://10.0.3.7:8000") == "vllm-5d8c7b9f4-x2x7k"
+    assert process().replica_of(None, "http://127.0.0.1:8001") is None, "outside a fleet, no request names a replica"
+
+
 def test_a_pattern_names_the_replicas_that_come_and_go_but_never_vllms_own_fingerprint():
     pods = process("vllm-*")
     assert pods.replica_of("vllm-5d8c7b9f4-x2x7k") == "vllm-5d8c7b9f4-x2x7k"

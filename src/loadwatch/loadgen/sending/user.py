@@ -357,7 +357,7 @@ class LLMUser(User):
             images=prompt.images,
             image_bytes=prompt.image_bytes,
             without_done=result.without_done,
-            replica=self.process.replica_of(metrics.served_by if metrics else None),
+            replica=self.process.replica_of(metrics.served_by, metrics.routed_to) if metrics else None,
             fleet=bool(settings.replica),
         )
         if self.conversation is not None:
