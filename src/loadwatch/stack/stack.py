@@ -31,7 +31,7 @@ from loadwatch.engine.setup import ensure_engine, ensure_model
 from loadwatch.fleet.embedded import start_fleet
 from loadwatch.fleet.naming import answered_name
 from loadwatch.fleet.options import Fleet, FleetOptions, replica_name
-from loadwatch.fleet.routers import RouterError, router
+from loadwatch.fleet.routers import RouterError
 from loadwatch.fleet.scale import Scaler
 from loadwatch.interrupts import held
 from loadwatch.processes import Component, ComponentError, port_or_free
@@ -220,14 +220,14 @@ def _users_fleet(target: str, options: FleetOptions) -> Fleet:
     else:
         replicas = _listed(target, options)
     _answering(replicas)
-    return Fleet(router(options.kind).name, target, replicas, options.router_metrics, patterns=list(options.patterns))
+    return Fleet(options.program.name, target, replicas, options.router_metrics, patterns=list(options.patterns))
 
 
 def _listed(target: str, options: FleetOptions, known: dict[str, str] | None = None) -> dict[str, str]:
     """The replicas the router lists now: each named by the name it answers with where --replica gives
     patterns (a pod keeps its name while others come and go), else a, b, ... in the router's order, a
     replica `known` already keeping its name and a new one taking one no replica had."""
-    listed = router(options.kind).workers(target)
+    listed = options.program.workers(target)
     if not listed:
         raise RouterError(f"the router at {target} lists no replica")
     if not options.patterns:

@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 
 from loadwatch.engine.flags import CPU_DEFAULT_MAX_NUM_SEQS
 from loadwatch.fleet.options import FleetOptions
-from loadwatch.fleet.routers import router
 from loadwatch.tune.config import Change, Config
 
 BATCH_STEP = 4  # --max-num-seqs grows at most this many times a step, and never past what the KV cache holds
@@ -40,7 +39,7 @@ class Situation:
         if self.fleet is None or self.fleet.replicas is None:
             return None
         given = self.config.value("--router-policy") or self.fleet.router_policy
-        return given or router(self.fleet.kind).default_policy
+        return given or self.fleet.program.default_policy
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ PYTHON = Path("/venv/bin/python")
 
 def test_smg_is_chosen_by_its_name_with_its_own_wheel():
     assert sorted(ROUTERS) == ["smg", "vllm-router"]
-    assert isinstance(router("smg"), Smg) and FleetOptions(replicas=2, router="smg").kind == "smg"
+    assert isinstance(router("smg"), Smg) and isinstance(FleetOptions(replicas=2, router="smg").program, Smg)
     assert {kind.requirement for kind in ROUTERS.values()} == {"smg==1.13.0", "vllm-router==0.1.17"}
     with pytest.raises(RouterError, match="it knows smg, vllm-router"):
         router("envoy")

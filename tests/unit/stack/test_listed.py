@@ -7,21 +7,12 @@ from __future__ import annotations
 import pytest
 
 from loadwatch.fleet.options import FleetOptions
-from loadwatch.fleet.routers import RouterError
+from loadwatch.fleet.routers import RouterError, VllmRouter
 from loadwatch.stack import stack
 
 
-class Listing:
-    def __init__(self, urls):
-        self.urls = urls
-        self.name = "vllm-router"
-
-    def workers(self, url):
-        return self.urls
-
-
 def listed(monkeypatch, urls, options, known=None, answers=None):
-    monkeypatch.setattr(stack, "router", lambda kind: Listing(urls))
+    monkeypatch.setattr(VllmRouter, "workers", lambda self, url: urls)  # the router as it would list them
     monkeypatch.setattr(stack, "answered_name", lambda url: (answers or {})[url])
     return stack._listed("http://router:8000", options, known)
 
