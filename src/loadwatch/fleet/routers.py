@@ -34,14 +34,27 @@ class RouterProgram(ABC):
     this is one router's executable, that is the series every router's metrics become."""
 
     name: ClassVar[str]
-    requirement: ClassVar[str]  # its wheel, pinned: installed in the engine's venv on a fleet's first start
+    # Its wheel's version, pinned: installed in the engine's venv on a fleet's first start, and the one
+    # its image (deploy/) installs; tests/unit/deploy/test_router_agrees.py holds the image to it.
+    version: ClassVar[str]
+    requirement: ClassVar[str]  # the wheel at `version`, as pip takes it
+    launcher: ClassVar[tuple[str, ...]]  # python's arguments that start it
     default_policy: ClassVar[str]
     health_path: ClassVar[str] = "/health"  # 200 once it routes
 
-    @abstractmethod
     def command(self, python: Path, port: int, metrics_port: int, workers: list[str], policy: str,
                 extra: list[str]) -> list[str]:
         """The router in front of `workers` on 127.0.0.1:`port`, its metrics on `metrics_port`."""
+        return [str(python), *self.launcher, *self.arguments("127.0.0.1", port, metrics_port, workers, policy, extra)]
+
+    def arguments(self, host: str, port: int, metrics_port: int, workers: list[str], policy: str,
+                  extra: list[str]) -> list[str]:
+        """Its options, here and in the deployed router (docker-compose.fleet.yml, deploy/kubernetes),
+        which a test holds to these. No `workers`: it finds its own, as `extra` tells it (Kubernetes'
+        service discovery); --policy is then argument 4, where tune's patch of the Kubernetes router
+        (tune/output.POLICY_ARG) replaces the policy after it."""
+        return ["--host", host, "--port", str(port), *(["--worker-urls", *workers] if workers else []),
+                "--policy", policy, "--prometheus-host", host, "--prometheus-port", str(metrics_port), *extra]
 
     @abstractmethod
     def check_policy(self, python: Path, policy: str, extra: list[str]) -> None:
@@ -66,19 +79,15 @@ class VllmRouter(RouterProgram):
     and power_of_two against (a workload of random prompts gives cache_aware nothing to hold on to)."""
 
     name = "vllm-router"
-    requirement = "vllm-router==0.1.17"
+    version = "0.1.17"
+    requirement = f"vllm-router=={version}"
+    launcher = ("-m", "vllm_router.launch_router")
     default_policy = "round_robin"
-
-    def command(self, python: Path, port: int, metrics_port: int, workers: list[str], policy: str,
-                extra: list[str]) -> list[str]:
-        return [str(python), "-m", "vllm_router.launch_router", "--host", "127.0.0.1", "--port", str(port),
-                "--prometheus-host", "127.0.0.1", "--prometheus-port", str(metrics_port),
-                "--worker-urls", *workers, "--policy", policy, *extra]
 
     def check_policy(self, python: Path, policy: str, extra: list[str]) -> None:
         # Its own parser judges, before any replica is started: argparse stops at the first bad
         # option, and at --help after every good one.
-        checked = subprocess.run([str(python), "-m", "vllm_router.launch_router", "--policy", policy, *extra,
+        checked = subprocess.run([str(python), *self.launcher, "--policy", policy, *extra,
                                   "--help"], capture_output=True, text=True, timeout=60)
         if checked.returncode != 0:
             said = [line for line in checked.stderr.splitlines() if "error:" in line]
@@ -129,18 +138,14 @@ class Smg(RouterProgram):
     fingerprint. Its default policy is cache_aware; loadwatch's is round_robin, as for vllm-router."""
 
     name = "smg"
-    requirement = "smg==1.13.0"
+    version = "1.13.0"
+    requirement = f"smg=={version}"
+    launcher = ("-m", "smg", "launch")
     default_policy = "round_robin"
     # /health answers 200 before any worker is registered; /readiness once one is healthy.
     health_path = "/readiness"
     DRAINING = "draining"  # a worker removed: no new request goes to it, and smg lists it until it is gone
     POLL_SECONDS = 0.2
-
-    def command(self, python: Path, port: int, metrics_port: int, workers: list[str], policy: str,
-                extra: list[str]) -> list[str]:
-        return [str(python), "-m", "smg", "launch", "--host", "127.0.0.1", "--port", str(port),
-                "--prometheus-host", "127.0.0.1", "--prometheus-port", str(metrics_port),
-                "--worker-urls", *workers, "--policy", policy, *extra]
 
     def check_policy(self, python: Path, policy: str, extra: list[str]) -> None:
         # smg's own parser of `smg launch`'s options judges, and launches nothing: with --help, an
