@@ -129,6 +129,11 @@ class Fleet:
     # holds what the router lists, each under the name it answered with (stack._listed).
     patterns: list[str] = field(default_factory=list)
 
+    @property
+    def program(self) -> RouterProgram:
+        """The registry's router that `router` names: stack.json keeps the name, the stack talks to this."""
+        return router(self.router)
+
     def locust_options(self) -> list[str]:
         """Locust's --replica options: each request's record names its replica."""
         if self.patterns:

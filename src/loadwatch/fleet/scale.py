@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from loadwatch.fleet.options import Fleet, FleetOptions
-from loadwatch.fleet.routers import RouterError, router
+from loadwatch.fleet.routers import RouterError
 
 REPLICAS = "{replicas}"  # where --scale's command takes the count
 POLL_SECONDS = 2.0
@@ -62,7 +62,7 @@ class Scaler:
 
     def serving(self) -> list[str]:
         """The replicas' URLs its router sends to now."""
-        return router(self.fleet.router).workers(self.fleet.url)
+        return self.fleet.program.workers(self.fleet.url)
 
     def serving_names(self) -> list[str] | None:
         """The names of the replicas its router sends to now, as the stack knows them; None where it
@@ -81,7 +81,7 @@ class Scaler:
         say(f"fleet: scaling to {count} replica{'s' if count > 1 else ''}")
         try:
             if self.embedded:
-                program = router(self.fleet.router)
+                program = self.fleet.program
                 urls = list(self.fleet.replicas.values())
                 for url in urls[:count]:
                     program.add_worker(self.fleet.url, url)
