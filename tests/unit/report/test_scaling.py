@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from loadwatch.fleet.schedule import SCALING, parse_plan
+from loadwatch.fleet.schedule import SCALING
 from loadwatch.metrics.slo import parse_slo
 from loadwatch.report.scaling import held_again, scaling_figures
 
@@ -45,10 +45,3 @@ def test_the_report_reads_the_runs_changes_and_judges_each_until_the_next(tmp_pa
     again = [e["slo_held_again_s"] for e in figures["events"]]
     assert again == [None, pytest.approx(30.0), None] and figures["judged"]
     assert scaling_figures(tmp_path / "elsewhere", records, [], 170) is None
-
-
-@pytest.mark.parametrize("item", ["60s", "60s=0", "soon=2", "-5s=2"])
-def test_a_plan_item_that_is_not_time_and_count_is_refused_by_name(item):
-    with pytest.raises(ValueError, match=f"--scale-at '{item}' is not TIME=N"):
-        parse_plan([item])
-    assert parse_plan(["2m=1", "0s=2", "30=3"]) == [(0.0, 2), (30.0, 3), (120.0, 1)]

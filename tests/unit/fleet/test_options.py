@@ -1,0 +1,69 @@
+"""How a command asks for a fleet (fleet/options.py): each option refused where it cannot be meant,
+with the words a user needs, before anything starts."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from loadwatch.fleet.options import Fleet, FleetOptions, is_pattern, replica_name
+from loadwatch.fleet.routers import Smg, VllmRouter
+
+
+def refused(match: str, **options) -> None:
+    with pytest.raises(ValidationError, match=match):
+        FleetOptions(**options)
+
+
+def test_the_router_is_one_the_registry_knows_and_vllm_router_where_none_is_named():
+    assert isinstance(FleetOptions(replicas=2).program, VllmRouter)
+    assert isinstance(FleetOptions(replicas=2, router="smg").program, Smg)
+    refused("does not know the router 'envoy'; it knows smg, vllm-router", router="envoy")
+
+
+def test_embedded_replicas_are_named_a_to_z_then_by_their_index():
+    assert FleetOptions(replicas=3).names() == ["a", "b", "c"]
+    assert [replica_name(i) for i in (0, 25, 26, 99)] == ["a", "z", "r26", "r99"]
+    assert FleetOptions().names() == []
+
+
+def test_a_replica_flag_names_a_started_replica_and_goes_to_it_alone():
+    options = FleetOptions(replicas=2, replica_arg=["b=--max-num-seqs=1", "b=--enforce-eager", "a=--seed=1"])
+    assert options.flags_of("b") == ["--max-num-seqs=1", "--enforce-eager"] and options.flags_of("a") == ["--seed=1"]
+    refused("--replica-arg names c, not one of the replicas \\(a, b\\)", replicas=2, replica_arg=["c=--seed=1"])
+    refused("none: give --replicas N", replica_arg=["a=--seed=1"])
+    refused("'b' is not NAME=VALUE \\[", replicas=2, replica_arg=["b"])  # no pattern offered: a flag names a replica
+
+
+def test_a_replica_of_your_own_is_a_name_with_a_url_or_a_pattern_of_the_names_it_answers_with():
+    assert FleetOptions(replica=["vllm-*"]).patterns == ("vllm-*",)
+    assert FleetOptions(replica=["a=http://x:8000"]).patterns == ()
+    assert is_pattern("vllm-[ab]") and is_pattern("pod?") and not is_pattern("a")
+    refused("a pattern .* takes no URL", replica=["vllm-*=http://x:8000"])
+    refused("is not NAME=VALUE or a pattern of names", replica=["http://x:8000"])
+    refused("names with URLs or patterns of names, not both", replica=["a=http://x:8000", "vllm-*"])
+
+
+def test_a_fleet_is_started_or_named_not_both():
+    refused("--replicas starts a fleet, --replica names one of yours", replicas=2, replica=["a=http://x:8000"])
+
+
+def test_the_scale_command_says_where_the_count_goes():
+    assert FleetOptions(scale="kubectl scale deployment/vllm --replicas={replicas}").scale is not None
+    refused("has no \\{replicas\\}", scale="kubectl scale deployment/vllm --replicas=2")
+    refused("greater than 0", scale_timeout="0s")
+
+
+@pytest.mark.parametrize("options", [{"replicas": 1}, {"replica": ["a=http://x:1"]}, {"router": "smg"},
+                                     {"router_metrics": "http://r:29000"}, {"scale": "s {replicas}"}])
+def test_any_fleet_option_asks_for_a_fleet(options):
+    assert FleetOptions(**options).wanted
+    assert not FleetOptions(router_policy="power_of_two").wanted  # a policy alone: of no router
+
+
+def test_locust_names_each_request_by_the_fleets_replicas_or_by_its_patterns():
+    fleet = Fleet("vllm-router", "http://r:8000", {"a": "http://x:1", "b": "http://y:1"})
+    assert fleet.locust_options() == ["--replica=a=http://x:1", "--replica=b=http://y:1"]
+    fleet.patterns = ["vllm-*"]
+    assert fleet.locust_options() == ["--replica=vllm-*"]
+    assert isinstance(fleet.program, VllmRouter)
