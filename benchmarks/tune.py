@@ -11,7 +11,7 @@ server starts and minutes tune spent, and the grid's: vLLM's auto_tune.sh runs e
 run: its cost is the number of pairs times the mean seconds of one of this run's capacity searches
 (a start included).
 
-    .venv/bin/python benchmarks/tune.py [--scenario slots|prefix|both] [--budget 20m] [--times 3]
+    .venv/bin/python benchmarks/tune.py [--scenario slots|prefix|both] [--budget 20m] [--times 3] [--max-steps 1]
 """
 
 from __future__ import annotations
@@ -42,11 +42,11 @@ GRID_BATCHED_TOKENS = (512, 1024, 2048, 4096)
 WIDE_NUM_SEQS = tuple(2 ** i for i in range(1, 9))
 
 
-def run(name: str, budget: str, out: Path) -> dict:
+def run(name: str, budget: str, out: Path, steps: list[str]) -> dict:
     flags, workload = SCENARIOS[name]
     env = {**os.environ, "LOADWATCH_STACK_HOME": str(out / "home")}
     began = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "loadwatch.cli", "tune", "--budget", budget, *SEARCH, *flags,
+    done = subprocess.run([sys.executable, "-m", "loadwatch.cli", "tune", "--budget", budget, *steps, *SEARCH, *flags,
                            "--out", str(out / name), "--", *workload], capture_output=True, text=True, env=env)
     wall = time.monotonic() - began
     print(done.stdout[-4000:])
@@ -101,11 +101,14 @@ def main() -> None:
     parser.add_argument("--times", type=int, default=1,
                         help="run each scenario this many times, each from nothing, and count what each adopted "
                              "(the issue's 3 of 3)")
+    parser.add_argument("--max-steps", help="tune's --max-steps: 1 ends each run after its first step and the "
+                                            "capacity after it, what --times counts")
     args = parser.parse_args()
+    steps = ["--max-steps", args.max_steps] if args.max_steps else []
     for name in SCENARIOS if args.scenario == "both" else [args.scenario]:
         adopted = []
         for _ in range(args.times):
-            outcome = run(name, args.budget or BUDGETS[name], args.out / time.strftime("%Y%m%dT%H%M%S"))
+            outcome = run(name, args.budget or BUDGETS[name], args.out / time.strftime("%Y%m%dT%H%M%S"), steps)
             report(name, outcome)
             first = [s for s in outcome["doc"]["steps"] if s["step"] == 1]
             adopted.append(next((s["change"]["flag"] for s in first if s["verdict"] == "adopted"),
