@@ -17,6 +17,7 @@ from loadwatch.capacity.options import CapacityOptions
 from loadwatch.capacity.probe import probe
 from loadwatch.capacity.room import Batch
 from loadwatch.capacity.search import Search
+from loadwatch.client.stream import SENT_HEADERS
 from loadwatch.engine.flags import given_max_num_seqs, max_num_seqs
 from loadwatch.fleet.options import FleetOptions
 from loadwatch.fleet.scale import ScaleError
@@ -27,6 +28,7 @@ from loadwatch.metrics.slo import FAILURE_RATIO, SLO
 from loadwatch.prometheus import PrometheusAPI, PrometheusError
 from loadwatch.report.engine import engine_figures, replica_peaks
 from loadwatch.report.fleet import prefix_affinity
+from loadwatch.report.routing import reasons, router_figures
 from loadwatch.settings import LoadSettings, records_beside
 from loadwatch.stack.stack import scaler_of
 from loadwatch.workloads.datasets import SharedPrefix, dataset_named
@@ -214,7 +216,7 @@ def search(options: CapacityOptions, template: LocustRun, api: PrometheusAPI, ta
     diagnosis = diagnose(figures, decisive.engine if decisive else {}, figures.get("saturated", {}),
                          batch or inferred_batch(levels), shared_prefix(figures), _below(levels, decisive),
                          replica_states(levels, decisive, batch), affinity_at(decisive, run_dir),
-                         _full_served(levels, decisive))
+                         _full_served(levels, decisive), routing_at(api, decisive, say))
     count = len(decisive.replicas) if decisive and decisive.replicas else 1
     scaling = scaling_of(one_replica, best, count)
     if diagnosis.limit == "replicas" and best and decisive:
@@ -309,6 +311,18 @@ def affinity_at(level: Level | None, run_dir: Path) -> dict | None:
     try:
         return prefix_affinity(read_records(records))
     except (OSError, ValueError):
+        return None
+
+
+def routing_at(api: PrometheusAPI, level: Level | None, say) -> dict | None:
+    """Why a fleet's router kept no prefix on one replica at the level, from its counters (None
+    outside a fleet, or where they say nothing)."""
+    if level is None or len(level.replicas) < 2:
+        return None
+    try:
+        return reasons(router_figures(api, level.start, level.end), SENT_HEADERS)
+    except PrometheusError as exc:
+        say(f"warning: no router figures for {level.name}: {exc}")
         return None
 
 

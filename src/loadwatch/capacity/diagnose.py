@@ -74,13 +74,14 @@ def waiting_for_capacity(engine: dict) -> bool:
 def diagnose(results: dict, engine: dict, saturated: dict[str, str], batch: Batch | None = None,
              prefix: SharedPrefix | None = None, below: tuple[dict, dict] | None = None,
              replicas: dict[str, ReplicaState] | None = None, affinity: dict | None = None,
-             full_served: float | None = None) -> Diagnosis:
+             full_served: float | None = None, routing: dict | None = None) -> Diagnosis:
     """`results`: the results of the level that broke (or the last one run); `engine`: its engine
     figures (values None without engine data); `saturated`: its load generator verdicts; `batch`:
     --max-num-seqs where known; `prefix`: what its prompts share; `below`: the results and engine
     figures of the level run just below it, if any; `replicas`: a fleet's replicas' own state, by
     name; `affinity`: where it sent each shared prefix's requests; `full_served`: the most output
-    throughput a level at or below it served with as big a batch. The engine's own evidence of a full cache, batch
+    throughput a level at or below it served with as big a batch; `routing`: why its router kept no
+    prefix on one replica (report.routing.reasons), if it says. The engine's own evidence of a full cache, batch
     or budget comes first: it holds whatever the client measured; a late load generator comes next,
     before what rests on the client's figures."""
     limit, evidence = _limit(results, engine, saturated, batch, below, full_served)
@@ -88,7 +89,9 @@ def diagnose(results: dict, engine: dict, saturated: dict[str, str], batch: Batc
         evidence.update(room(results, engine, batch, prefix))
     if replicas and len(replicas) > 1 and limit not in ("slo_only", "load_generator"):
         limit, evidence = _fleet(results, engine, limit, evidence, replicas)
-    return Diagnosis(limit, evidence, missed(results, engine, prefix, affinity))
+    if limit == "imbalance" and routing and routing["routing_reason"] == "no_hash_key":
+        evidence.update(routing)  # one replica took every request: the hash's doing, not the load's
+    return Diagnosis(limit, evidence, missed(results, engine, prefix, affinity, routing))
 
 
 @dataclass(frozen=True)
@@ -189,9 +192,11 @@ def _compute(results: dict, engine: dict, evidence: dict) -> tuple[str, dict]:
                    **evidence}
 
 
-def missed(results: dict, engine: dict, prefix: SharedPrefix | None, affinity: dict | None = None) -> list[dict]:
+def missed(results: dict, engine: dict, prefix: SharedPrefix | None, affinity: dict | None = None,
+           routing: dict | None = None) -> list[dict]:
     """What the engine could have done for this workload and did not, each with its evidence.
-    `affinity`: where a fleet sent each shared prefix's requests (report.fleet.prefix_affinity)."""
+    `affinity`: where a fleet sent each shared prefix's requests (report.fleet.prefix_affinity);
+    `routing`: why the router did not keep them together, where its counters say."""
     block_size = engine.get("kv_cache_block_size")
     if prefix is None or (block_size and prefix.tokens < block_size):
         return []  # nothing shared, or less than one block: nothing a prefix cache could keep
@@ -214,7 +219,10 @@ def missed(results: dict, engine: dict, prefix: SharedPrefix | None, affinity: d
                f"prefix's requests over the {affinity['replicas']} replicas ({affinity['top_replica_share']:.0%} on "
                "its most-used one): each replica prefilled and cached every prefix; a prefix-aware policy "
                "(vllm-router's cache_aware or consistent_hash) sends a prefix's requests to one replica")
-        return [{"item": "prefix_aware_routing", "explanation": why, "evidence": {**evidence, **affinity}}]
+        if routing:
+            why = f"{why}; it did not because {routing['why']}"
+        return [{"item": "prefix_aware_routing", "explanation": why,
+                 "evidence": {**evidence, **affinity, **{k: v for k, v in (routing or {}).items() if k != "why"}}}]
     if cacheable and hit is not None and hit < MISSED_HIT_SHARE * cacheable:
         why = (f"the prompts share a {prefix.tokens}-token prefix, {cacheable:.0%} of a prompt that a cache could "
                f"serve, but only {hit:.0%} of prompt tokens came from the cache")

@@ -146,8 +146,10 @@ def markdown(result: dict, run_dir: Path | None = None) -> str:
                       f"{p['requests']} requests): TTFT {p['ttft_ms']:.1f} ms ({p['prefill_ms_per_token']:.3f} ms a "
                       f"prompt token), TPOT {p['tpot_ms']:.2f} ms. A search whose probe differs by more than "
                       f"{CHANGED:.0%} measured another engine, whatever its flags."]
-    lines += ["", f"The limit that binds: **{result['limit_explained']}** ({_words(result['evidence'], KEYS)})."
-              + (f" {result['room']}" if result.get("room") else "")]
+    limit_words = _words(result["evidence"], (*KEYS, "why"))
+    lines += ["", f"The limit that binds: **{result['limit_explained']}** ({limit_words})."
+              + (f" {result['room']}" if result.get("room") else "")
+              + (f" The router's doing: {result['evidence']['why']}." if result["evidence"].get("why") else "")]
     if result["evidence"].get("replicas"):
         lines += ["", "The replicas at that level: " + "; ".join(
             f"{name}: {_ms(r['requests_waiting_peak'])} waiting, {_ms(r['requests_running_peak'])} running, KV cache "

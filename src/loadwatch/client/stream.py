@@ -37,6 +37,8 @@ ERROR_BODY_LIMIT = 64 * 1024  # of a non-200 answer: enough for any error messag
 # Where a router says which replica it sent a request to: smg names the worker's URL on every answer
 # (vllm-router names none), so a fleet's requests are attributed where replicas set no fingerprint.
 ROUTED_TO = "x-smg-routed-worker-id"
+# The headers every request carries beside its body's: a hash router's key where nothing else is.
+SENT_HEADERS = ("X-Request-Id",)
 log = logging.getLogger(__name__)
 _logged: set[str] = set()  # exception types already logged as client_error, once each per process
 
@@ -177,7 +179,7 @@ class Streamer:
         `hang_up`, the connection is closed early, as a client that cancels: vLLM aborts the request."""
         body = json.dumps(payload).encode()
         accept = self.stream_headers if streams(endpoint) else self.json_headers
-        headers = {**accept, "X-Request-Id": request_id} if request_id else accept
+        headers = {**accept, SENT_HEADERS[0]: request_id} if request_id else accept
         received = 0
         started_at = time()
         t0 = perf_counter()

@@ -16,12 +16,14 @@ from pathlib import Path
 
 import numpy as np
 
+from loadwatch.client.stream import SENT_HEADERS
 from loadwatch.metrics.records import read_records
 from loadwatch.metrics.ttft_split import NAMES, cause, measured, medians, parts_of
 from loadwatch.prometheus import PrometheusAPI, PrometheusError
 from loadwatch.report.build import ReportError, read_results, results_path
 from loadwatch.report.engine_at import EngineState, EngineTimeline
 from loadwatch.report.exact import records_of
+from loadwatch.report.routing import reasons, router_figures
 from loadwatch.stack.readback import DATA, data_of, prometheus_on
 
 BAD_INPUT = 2  # docs/reference/exit-codes-and-ports.md: the run, its records or the request named cannot be found
@@ -160,6 +162,19 @@ def why(record: dict, typical: dict[str, float], state: EngineState | None, ttft
     return text + "."
 
 
+def router_story(api: PrometheusAPI, start: float, end: float, records: list[dict]) -> list[str]:
+    """A fleet's router over the run, where its counters say why it kept no prefix on one replica:
+    the prefix-aware decisions it made by load, or a hash without its key. A per-request key is told
+    only where the prompts share prefixes (elsewhere nothing is lost by it)."""
+    found = reasons(router_figures(api, start, end), SENT_HEADERS)
+    shared = any(r.get("prefix") is not None for r in records)
+    if found is None or (found["routing_reason"] == "per_request_key" and not shared):
+        return []
+    counts = found.get("prefix_decisions") or found.get("replica_requests") or {}
+    return ["", f"router: it kept no prefix on one replica: {found['why']}; reason {found['routing_reason']} ("
+                + ", ".join(f"{k} {v}" for k, v in counts.items()) + ")"]
+
+
 def explain(run: Path, request_id: str | None, slowest: int, by: str, say, show=print) -> int:
     """The stories go to `show` (stdout, plain: they are the command's output); notes to `say`."""
     records, path, (start, end) = find_records(run)
@@ -205,6 +220,12 @@ def explain(run: Path, request_id: str | None, slowest: int, by: str, say, show=
                                       for name in others if name in fleet)
                 show(f"  served by replica {record['replica']} (its state above)"
                      + (f"; the others meanwhile: {meanwhile}" if meanwhile else ""))
+        if fleet:
+            try:
+                for line in router_story(api, start, end, records):
+                    show(line)
+            except PrometheusError as exc:
+                say(f"note: the router's reasons are left out: {exc}")
     return 0
 
 

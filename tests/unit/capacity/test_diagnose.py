@@ -216,6 +216,28 @@ def test_a_fleet_that_spread_each_prefix_over_its_replicas_missed_prefix_aware_r
     assert diagnose(results, engine, {}, SIX, SharedPrefix(256, 1), affinity=prefix_affinity(spread)).missed == []
 
 
+def test_missed_prefix_aware_routing_and_an_imbalance_say_the_routers_reason():
+    from loadwatch.capacity.diagnose import ReplicaState
+    from loadwatch.report.routing import reasons
+
+    engine = {**ROOMY, "prefix_caching": 1, "kv_cache_block_size": 16, "prompt_tokens_cached_share": 0.6}
+    results = {**CLIENT, "total_input_tokens": 10_000, "completed": 20}
+    spread = {"prefixes_seen": 4, "replicas": 2, "top_replica_share": 0.5}
+    renderless = reasons({"policy": "cache_aware", "sent": {"a": 9.0, "b": 11.0},
+                          "outcomes": {"missing_tokens": 20.0}}, ("X-Request-Id",))
+    (item,) = diagnose(results, engine, {}, SIX, SharedPrefix(256, 4), affinity=spread, routing=renderless).missed
+    assert item["evidence"]["routing_reason"] == "missing_tokens"
+    assert item["evidence"]["prefix_decisions"] == {"missing_tokens": 20}
+    assert "it did not because the router could not read the prompts' tokens" in item["explanation"]
+    keyless = reasons({"policy": "consistent_hash", "sent": {"a": 20.0, "b": 0.0}, "outcomes": {}}, ())
+    one_busy = {"a": ReplicaState(peaks(12.0, 6.0), SIX), "b": ReplicaState(peaks(0.0, 0.0), SIX)}
+    diagnosis = diagnose(CLIENT, {**ROOMY, **peaks(12.0, 6.0)}, {}, SIX, replicas=one_busy, routing=keyless)
+    assert diagnosis.limit == "imbalance" and diagnosis.evidence["routing_reason"] == "no_hash_key"
+    assert "x-session-id" in diagnosis.evidence["why"]
+    plain = diagnose(CLIENT, {**ROOMY, **peaks(12.0, 6.0)}, {}, SIX, replicas=one_busy, routing=renderless)
+    assert "routing_reason" not in plain.evidence, "routing by load is not a key-less hash's collapse"
+
+
 def test_a_batch_sampled_a_few_short_of_its_limit_is_full():
     """The tune guide's prefix scenario rerun (2026-11-27): the level that broke read 125 running of
     128 (the sidecar samples once a second, between a request's end and the next one's admission),
