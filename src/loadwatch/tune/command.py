@@ -179,8 +179,11 @@ def tune(capacity: CapacityOptions, options: TuneOptions, template: LocustRun, t
             if options.max_steps is not None and step >= options.max_steps:
                 doc["stopped"] = f"--max-steps ({options.max_steps}) reached"
                 break
-            situation = Situation(result["evidence"], [m["item"] for m in result.get("missed") or []], current,
-                                  embedded=target is None, kv_cache_gib=EngineSettings().kv_cache_gib, fleet=fleet)
+            missed = result.get("missed") or []
+            situation = Situation(result["evidence"], [m["item"] for m in missed], current,
+                                  embedded=target is None, kv_cache_gib=EngineSettings().kv_cache_gib, fleet=fleet,
+                                  reasons={m["item"]: m["evidence"]["routing_reason"] for m in missed
+                                           if "routing_reason" in m.get("evidence", {})})
             levers = applicable(result["limit"], situation)
             # A limit no flag relieves ends tune, unless the run missed something a lever gives back
             # (prefix caching, prefix-aware routing): that is tried first.

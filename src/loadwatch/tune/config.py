@@ -8,7 +8,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
-FLEET_FLAGS = {"--router-policy": "router_policy", "--replicas": "replicas"}  # flag -> FleetOptions field
+FLEET_FLAGS = {"--router-policy": "router_policy", "--replicas": "replicas", "--router": "router"}  # -> FleetOptions
 
 
 @dataclass(frozen=True)

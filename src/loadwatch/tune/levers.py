@@ -33,6 +33,8 @@ class Situation:
     embedded: bool  # the embedded engine (the CPU), not a --target
     kv_cache_gib: int = 1  # the embedded engine's VLLM_CPU_KVCACHE_SPACE when the configuration sets none
     fleet: FleetOptions | None = None  # an embedded fleet's options: its router policy and replicas are levers
+    # Why the router did not do a missed item (capacity's evidence `routing_reason`), by item.
+    reasons: dict[str, str] = field(default_factory=dict)
 
     def router_policy(self) -> str | None:
         """The embedded fleet's router policy in this configuration; None outside an embedded fleet."""
@@ -121,6 +123,16 @@ def _policy(policy: str) -> Callable[[Situation], Change | None]:
     return propose
 
 
+def _rendering_router(s: Situation) -> Change | None:
+    """smg, for an embedded fleet whose vllm-router could not read the prompts' tokens: smg's
+    cache_aware matches the prompt's text itself, asking the replicas for nothing. The policy stays
+    (missing_tokens is cache_aware's outcome, and smg takes that name too)."""
+    if s.fleet is None or s.fleet.replicas is None or s.reasons.get("prefix_aware_routing") != "missing_tokens":
+        return None
+    before = s.config.value("--router") or s.fleet.kind
+    return None if before == "smg" else Change("--router", before, "smg")
+
+
 def _one_more_replica(s: Situation) -> Change | None:
     """The embedded fleet's replicas, or those of your own that --scale sets (as many as the level's
     evidence names, at first)."""
@@ -162,6 +174,11 @@ LEVERS = (
           "the router spread each prefix over the replicas (an embedded fleet)", "cache_aware sends a prefix's "
           "requests to the replica that holds it, so it is prefilled once, not once per replica",
           _policy("cache_aware")),
+    Lever("missed:prefix_aware_routing", "--router", "the same, where vllm-router's cache_aware could not read "
+          "the prompts' tokens (its decisions missing_tokens: the replicas' /v1/chat/completions/render failed or "
+          "was slow)", "smg's cache_aware matches the prompt's text itself; consistent_hash is no way out, as it "
+          "needs a header shared by a prefix's requests (x-session-id) and loadwatch's workloads send only "
+          "X-Request-Id, unique to each request", _rendering_router),
     Lever("missed:prefix_cache", "--enable-prefix-caching", "prompts share prefixes while the prefix cache is "
           "off or hits little", "a shared prefix is prefilled once and then found in the cache", _prefix_caching),
 )

@@ -1,6 +1,8 @@
 """The lever catalogue: which levers a limit's evidence calls for, the step each takes, the
 configuration after it, and the docs' table in step with the code."""
 
+from dataclasses import replace
+
 import yaml
 
 from loadwatch.tune.__main__ import PAGE, render
@@ -88,6 +90,16 @@ def test_a_fleets_router_policy_and_replicas_are_levers_of_an_embedded_fleet_onl
         ("--router-policy", "round_robin", "power_of_two")]
     assert fleet_changes("outside_engine", {}, missed=("prefix_aware_routing",)) == [
         ("--router-policy", "round_robin", "cache_aware")]
+    # cache_aware already, but vllm-router could not read the tokens: smg, whose cache_aware reads the text.
+    renderless = Situation({}, ["prefix_aware_routing"], Config(fleet=(("--router-policy", "cache_aware"),)), True,
+                           fleet=two, reasons={"prefix_aware_routing": "missing_tokens"})
+    assert [(c.flag, c.before, c.after) for _, c in applicable("outside_engine", renderless)] == [
+        ("--router", "vllm-router", "smg")]
+    assert Config(fleet=(("--router", "smg"),)).fleet_options() == {"router": "smg"}
+    for other in (replace(renderless, reasons={"prefix_aware_routing": "prefix_miss"}),  # smg would miss it too
+                  replace(renderless, fleet=FleetOptions(replica=["a=http://x:1"])),  # your own router
+                  replace(renderless, fleet=FleetOptions(replicas=2, router="smg"))):
+        assert [c.flag for _, c in applicable("outside_engine", other)] == []
     # Every replica at its own full batch: one more replica, and each one's own lever on every replica.
     assert fleet_changes("replicas", {"replica_limit": "batch_slots", "max_num_seqs": 2,
                                       "kv_cache_holds_requests": 100}, Config(("--max-num-seqs=2",))) == [
