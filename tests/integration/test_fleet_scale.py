@@ -23,19 +23,19 @@ from tests.conftest import free_port, wait_for
 
 
 @contextlib.contextmanager
-def behind_router(fake_server, *flags: str, names: tuple[str, ...] = ("a", "b")):
-    """vllm-router (round_robin) in front of two fake replicas, a and b (or `names`), each started with
-    `flags` and answering with its name."""
+def behind_router(fake_server, *flags: str, names: tuple[str, ...] = ("a", "b"), policy: str = "round_robin"):
+    """vllm-router (round_robin, or `policy`) in front of two fake replicas, a and b (or `names`), each
+    started with `flags` and answering with its name."""
     settings = EngineSettings()
     ensure_router(settings, router("vllm-router").requirement)
     replicas = {name: fake_server("--fingerprints", name, "--vllm-metrics", *flags).url for name in names}
     port, metrics = free_port(), free_port()
-    command = router("vllm-router").command(settings.python, port, metrics, list(replicas.values()), "round_robin", [])
+    command = router("vllm-router").command(settings.python, port, metrics, list(replicas.values()), policy, [])
     started = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     try:
         wait_for(lambda: processes.answers(url + "/health"), 60, "vllm-router")
-        yield Fleet("vllm-router", url, replicas, f"http://127.0.0.1:{metrics}", "round_robin")
+        yield Fleet("vllm-router", url, replicas, f"http://127.0.0.1:{metrics}", policy)
     finally:
         started.terminate()
         started.wait(10)

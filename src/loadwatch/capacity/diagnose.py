@@ -22,6 +22,7 @@ MISSED_HIT_SHARE = 0.5  # a prefix cache that serves under this share of the pro
 # spread them: a prefix-aware router sends nearly all of them to one (a replica lost, or one too busy,
 # moves some).
 AFFINE = 0.8
+BY_LOAD = 0.5  # a prefix-aware router that decided over this share of requests by load held no prefix
 # A full batch binds only if a bigger one would serve more: from the level below the knee to the knee,
 # the running batch grew by GREW times or more, and the output throughput by under FLAT of that growth,
 # so the engine's steps only lengthened with more requests in them: its compute binds, not its slots.
@@ -213,12 +214,17 @@ def missed(results: dict, engine: dict, prefix: SharedPrefix | None, affinity: d
         why = (f"the prompts share a {prefix.tokens}-token prefix ({prefix.distinct} distinct), but prefix caching "
                "is off: every request prefills it again (vLLM's --enable-prefix-caching)")
         return [{"item": "prefix_cache", "explanation": why, "evidence": evidence}]
+    # A router that decided most requests by load held no prefix, whatever share its load routing
+    # happened to leave on one replica (by load, idle replicas tie and the first one wins).
+    by_load = (routing or {}).get("by_load_share") or 0.0
     if affinity and affinity["replicas"] > 1 and prefix.distinct >= affinity["replicas"] \
-            and affinity["top_replica_share"] < AFFINE:
-        why = (f"the prompts share {prefix.distinct} prefixes of {prefix.tokens} tokens, but the router spread each "
-               f"prefix's requests over the {affinity['replicas']} replicas ({affinity['top_replica_share']:.0%} on "
-               "its most-used one): each replica prefilled and cached every prefix; a prefix-aware policy "
-               "(vllm-router's cache_aware or consistent_hash) sends a prefix's requests to one replica")
+            and (affinity["top_replica_share"] < AFFINE or by_load > BY_LOAD):
+        where = (f"routed {by_load:.0%} of its prefix-aware decisions by load" if by_load > BY_LOAD else
+                 f"spread each prefix's requests over the {affinity['replicas']} replicas")
+        why = (f"the prompts share {prefix.distinct} prefixes of {prefix.tokens} tokens, but the router {where} "
+               f"({affinity['top_replica_share']:.0%} of a prefix's requests on its most-used replica): the replicas "
+               "prefilled and cached the same prefixes; a prefix-aware policy (vllm-router's cache_aware or "
+               "consistent_hash) sends a prefix's requests to one replica")
         if routing:
             why = f"{why}; it did not because {routing['why']}"
         return [{"item": "prefix_aware_routing", "explanation": why,

@@ -43,6 +43,7 @@ def prefix_reason(outcomes: dict[str, float]) -> dict | None:
         return None
     reason = max(by_load, key=lambda outcome: by_load[outcome])
     return {"routing_reason": reason, "prefix_decisions": {k: round(v) for k, v in sorted(outcomes.items())},
+            "by_load_share": sum(by_load.values()) / sum(outcomes.values()),
             "why": f"{REASONS[reason]} ({round(by_load[reason])} of {round(sum(outcomes.values()))} decisions "
                    f"{reason})"}
 

@@ -210,7 +210,8 @@ def test_a_fleet_that_spread_each_prefix_over_its_replicas_missed_prefix_aware_r
     four = SharedPrefix(256, 4)
     (item,) = diagnose(results, engine, {}, SIX, four, affinity=prefix_affinity(spread)).missed
     assert item["item"] == "prefix_aware_routing" and item["evidence"]["top_replica_share"] == 0.5
-    assert "50% on its most-used one" in item["explanation"]
+    assert "spread each prefix's requests over the 2 replicas (50% of a prefix's requests on its most-used replica)" \
+        in item["explanation"]
     assert diagnose(results, engine, {}, SIX, four, affinity=prefix_affinity(pinned)).missed == []
     # One prefix for two replicas: nothing to route by.
     assert diagnose(results, engine, {}, SIX, SharedPrefix(256, 1), affinity=prefix_affinity(spread)).missed == []
@@ -229,6 +230,13 @@ def test_missed_prefix_aware_routing_and_an_imbalance_say_the_routers_reason():
     assert item["evidence"]["routing_reason"] == "missing_tokens"
     assert item["evidence"]["prefix_decisions"] == {"missing_tokens": 20}
     assert "it did not because the router could not read the prompts' tokens" in item["explanation"]
+    # Routed by load, idle replicas tie and the first one takes most: no prefix held, whatever the share.
+    piled = {**spread, "top_replica_share": 0.83}
+    (item,) = diagnose(results, engine, {}, SIX, SharedPrefix(256, 4), affinity=piled, routing=renderless).missed
+    assert item["item"] == "prefix_aware_routing" and "routed 100% of its prefix-aware decisions by load" \
+        in item["explanation"]
+    held = reasons({"policy": "cache_aware", "sent": {}, "outcomes": {"prefix_hit": 18.0, "prefix_miss": 2.0}}, ())
+    assert diagnose(results, engine, {}, SIX, SharedPrefix(256, 4), affinity=piled, routing=held).missed == []
     keyless = reasons({"policy": "consistent_hash", "sent": {"a": 20.0, "b": 0.0}, "outcomes": {}}, ())
     one_busy = {"a": ReplicaState(peaks(12.0, 6.0), SIX), "b": ReplicaState(peaks(0.0, 0.0), SIX)}
     diagnosis = diagnose(CLIENT, {**ROOMY, **peaks(12.0, 6.0)}, {}, SIX, replicas=one_busy, routing=keyless)

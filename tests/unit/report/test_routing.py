@@ -1,6 +1,7 @@
 """Why a fleet's router kept no prefix on one replica, from its counters' values (vllm-router
 0.1.17's, recorded in front of two test replicas without /v1/chat/completions/render)."""
 
+from loadwatch.report.explain import router_story
 from loadwatch.report.routing import KEY_HEADERS, hash_reason, prefix_reason, reasons
 
 # tests/data/router/vllm-router-0.1.17-cache-aware.txt: every decision routed by load, the render missing.
@@ -13,6 +14,7 @@ def test_the_commonest_decision_by_load_is_the_reason_with_every_count_as_eviden
     assert "/v1/chat/completions/render" in found["why"] and "137 of 137 decisions missing_tokens" in found["why"]
     mixed = prefix_reason({"prefix_hit": 50.0, "prefix_miss": 30.0, "load_imbalance": 12.0})
     assert mixed["routing_reason"] == "prefix_miss" and "--cache-threshold" in mixed["why"]
+    assert mixed["by_load_share"] == 42 / 92
     assert prefix_reason({"prefix_hit": 2.0, "load_imbalance": 9.0})["routing_reason"] == "load_imbalance"
     assert prefix_reason({"prefix_hit": 40.0}) is None, "every prefix held"
     assert prefix_reason({}) is None, "a policy that counts no prefix-aware decisions"
@@ -57,3 +59,8 @@ def test_the_routers_figures_over_a_window():
     figures = router_figures(Recorded(), 100.0, 160.0)
     assert figures == {"outcomes": {"missing_tokens": 40.0}, "policy": "cache_aware", "sent": {"a": 40.0, "b": 0.0}}
     assert reasons(figures, ("X-Request-Id",))["routing_reason"] == "missing_tokens"
+
+
+def test_explain_tells_the_routers_reason_over_the_run():
+    (blank, line) = router_story(Recorded(), 100.0, 160.0, [{"prefix": 0, "replica": "a"}])
+    assert blank == "" and "reason missing_tokens (missing_tokens 40)" in line and "/render" in line
