@@ -129,7 +129,7 @@ def _rendering_router(s: Situation) -> Change | None:
     (missing_tokens is cache_aware's outcome, and smg takes that name too)."""
     if s.fleet is None or s.fleet.replicas is None or s.reasons.get("prefix_aware_routing") != "missing_tokens":
         return None
-    before = s.config.value("--router") or s.fleet.kind
+    before = s.config.value("--router") or s.fleet.program.name
     return None if before == "smg" else Change("--router", before, "smg")
 
 
