@@ -23,6 +23,7 @@ from loadwatch.fleet.options import FleetOptions
 from loadwatch.fleet.scale import ScaleError
 from loadwatch.loadrun.locust import INTERRUPTED, MAX_STRETCH, Load, LocustRun
 from loadwatch.loadrun.stack import new_run_dir, on_stack, running
+from loadwatch.metrics.capacity import Capacity, NextStep
 from loadwatch.metrics.records import read_records
 from loadwatch.metrics.slo import FAILURE_RATIO, SLO
 from loadwatch.prometheus import PrometheusAPI, PrometheusError
@@ -90,14 +91,12 @@ def capacity(options: CapacityOptions, template: LocustRun, target: str | None, 
                              serving=scaler.serving_names())
                 scaler.scale_to(count, say)
                 say(f"capacity: then the fleet's {count} replicas")
-                if options.start is None and one["max_sustainable"]:  # the fleet holds what one replica held
-                    options = options.model_copy(update={"start": one["max_sustainable"]})
-                one = {"replicas": 1, "max_sustainable": one["max_sustainable"], "limit": one["limit"],
-                       "folder": ONE_REPLICA, "fleet_replicas": count}
+                if options.start is None and one.max_sustainable:  # the fleet holds what one replica held
+                    options = options.model_copy(update={"start": one.max_sustainable})
             result = search(options, template, api, target or stack.target, run_dir, say, known, one_replica=one,
                             then=lambda found: next_steps(options, template, target, vllm_args, fleet, run_dir,
                                                           found))
-            return 0 if result["max_sustainable"] is not None and not result["undecided"] else NO_KNEE
+            return 0 if result.max_sustainable is not None and not result.undecided else NO_KNEE
         except ScaleError as exc:
             say(f"error: the fleet could not be scaled: {exc}")
             return NO_KNEE
@@ -153,8 +152,8 @@ def shared_prefix(results: dict) -> SharedPrefix | None:
 
 
 def search(options: CapacityOptions, template: LocustRun, api: PrometheusAPI, target: str, run_dir: Path,
-           say, batch: Batch | None = None, serving: list[str] | None = None, one_replica: dict | None = None,
-           then=None) -> dict:
+           say, batch: Batch | None = None, serving: list[str] | None = None, one_replica: Capacity | None = None,
+           then=None) -> Capacity:
     """Levels of load against a stack that is up, until the knee is found; the conclusion, also
     written to run_dir. Ctrl-C stops the level running and is raised again. `serving`: the embedded
     fleet's replicas its router sends to, where it does not send to all; `one_replica`: the search on
@@ -223,17 +222,17 @@ def search(options: CapacityOptions, template: LocustRun, api: PrometheusAPI, ta
         diagnosis.evidence["replicas_needed"] = replicas_for(decisive.value, best, count, scaling)
     result = output.conclusion(options.mode, options.unit, levels, best, diagnosis, options.headroom,
                                rule(options, needed), undecided, decisive, template.slo)
-    result["scaling"] = scaling
-    result["probe"] = engine_alone
-    result["max_sustainable_interval"] = list(knee_interval([(lv.value, lv.sure) for lv in levels]))
-    result["rerun_interval"] = list(rerun_interval(result["max_sustainable_interval"], options.unit)) \
-        if engine_alone else None
+    result.scaling = scaling
+    result.probe = engine_alone
+    interval = knee_interval([(lv.value, lv.sure) for lv in levels])
+    result.max_sustainable_interval = list(interval)
+    result.rerun_interval = list(rerun_interval(interval, options.unit)) if engine_alone else None
     held = next((lv for lv in levels if lv.passed and lv.value == best), None)
     found = autoscale.rule(api, diagnosis.limit, diagnosis.evidence, held, decisive if decisive is not held else None,
                            sorted(decisive.replicas) if decisive and len(decisive.replicas) > 1 else (serving or []),
                            count) if undecided is None else None
-    result["autoscaling"] = found
-    result["next"] = then(result) if then else []
+    result.autoscaling = found
+    result.next = [NextStep.model_validate(step) for step in then(result)] if then else []
     if found:
         most = max(2 * count, diagnosis.evidence.get("replicas_needed") or 0)
         autoscale.write(run_dir, found, most)
@@ -243,7 +242,7 @@ def search(options: CapacityOptions, template: LocustRun, api: PrometheusAPI, ta
             + (f"; {best:g} {options.unit} held" if best is not None else ""))
     else:
         say(f"capacity: {best:g} {options.unit} sustained{output.interval_words(result)}, "
-            f"{result['recommended']:g} {options.unit} recommended; limit: {diagnosis.explanation}"
+            f"{result.recommended:g} {options.unit} recommended; limit: {diagnosis.explanation}"
             if best is not None else "capacity: no level held its SLOs")
     for item in diagnosis.missed:
         say(f"capacity: missed: {item['explanation']}")
@@ -252,11 +251,11 @@ def search(options: CapacityOptions, template: LocustRun, api: PrometheusAPI, ta
 
 
 def next_steps(options: CapacityOptions, template: LocustRun, target: str | None, vllm_args: list[str],
-               fleet: FleetOptions | None, run_dir: Path, result: dict) -> list[dict]:
+               fleet: FleetOptions | None, run_dir: Path, result: Capacity) -> list[dict]:
     """The commands that go on from a search: tune, with this search's options, to relieve the limit
     it named; explain, on the requests of the level that broke."""
     steps = []
-    if result.get("limit") and result["max_sustainable"] is not None:
+    if result.limit and result.max_sustainable is not None:
         words = ["loadwatch", "tune", *(f"--slo={slo}" for slo in template.slo)]
         for name, value in options.model_dump(exclude_defaults=True).items():
             words += [f"--{name.replace('_', '-')}", f"{value:g}" if isinstance(value, float) else str(value)]
@@ -268,28 +267,28 @@ def next_steps(options: CapacityOptions, template: LocustRun, target: str | None
                 words += [f"--{name.replace('_', '-')}", f"{item:g}" if isinstance(item, float) else str(item)]
         if template.options:
             words += ["--", *template.options]
-        steps.append({"why": f"relieve the limit ({result['limit']}): tune tries the flags that do, in rounds, "
+        steps.append({"why": f"relieve the limit ({result.limit}): tune tries the flags that do, in rounds, "
                              "and keeps what beats the current configuration beyond doubt"
                              + (" (--restart: your command that restarts the server with the flags in place of "
                                 "{vllm_args})" if target else ""),
                       "command": shlex.join(words)})
-    if result.get("decisive_level"):
-        level = run_dir / "levels" / f"{result['decisive_level']}.json"
-        steps.append({"why": f"see why the slowest requests of {result['decisive_level']} (the level the limit was "
+    if result.decisive_level:
+        level = run_dir / "levels" / f"{result.decisive_level}.json"
+        steps.append({"why": f"see why the slowest requests of {result.decisive_level} (the level the limit was "
                              "read at) were slow, each in the engine's own account",
                       "command": shlex.join(["loadwatch", "explain", str(level), "--slowest", "5"])})
     return steps
 
 
-def scaling_of(one: dict | None, best: float | None, count: int) -> dict | None:
-    """Capacity against replicas, from the search on one replica and this one on `count`: the
-    scaling efficiency is the fleet's capacity over `count` times one replica's."""
+def scaling_of(one: Capacity | None, best: float | None, count: int) -> dict | None:
+    """Capacity against replicas, from the search on one replica (in ONE_REPLICA) and this one on
+    `count`: the scaling efficiency is the fleet's capacity over `count` times one replica's."""
     if one is None:
         return None
-    alone = one["max_sustainable"]
+    alone = one.max_sustainable
     efficiency = best / (count * alone) if best and alone else None
     return {"capacity": {"1": alone, str(count): best}, "replicas": count, "efficiency": efficiency,
-            "one_replica_limit": one["limit"], "one_replica_folder": one["folder"]}
+            "one_replica_limit": one.limit, "one_replica_folder": ONE_REPLICA}
 
 
 def replicas_for(load: float, best: float, count: int, scaling: dict | None) -> int:

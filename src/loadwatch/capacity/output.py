@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from matplotlib.figure import Figure
@@ -12,6 +11,7 @@ from loadwatch.capacity.diagnose import Diagnosis
 from loadwatch.capacity.levels import Level
 from loadwatch.capacity.probe import CHANGED
 from loadwatch.capacity.room import KEYS, sentence
+from loadwatch.metrics.capacity import Capacity
 from loadwatch.metrics.records import read_records
 from loadwatch.metrics.slo import SLO
 from loadwatch.prometheus import PrometheusAPI
@@ -24,7 +24,7 @@ PLOT = "capacity.png"
 
 def conclusion(mode: str, unit: str, levels: list[Level], best: float | None, diagnosis: Diagnosis,
                headroom: float, rule: str, undecided: str | None = None, decisive: Level | None = None,
-               slos: list[SLO] | None = None) -> dict:
+               slos: list[SLO] | None = None) -> Capacity:
     """`undecided`: why the search stopped before it located the knee, if it did; `decisive`: the
     level whose figures the diagnosis read (`loadwatch explain` tells its requests' stories)."""
     at_best = next((lv for lv in levels if lv.value == best and lv.passed), None)
@@ -32,7 +32,7 @@ def conclusion(mode: str, unit: str, levels: list[Level], best: float | None, di
     # Cost is quoted where a user runs: the held level nearest at or below the operating point, as measured.
     at_point = max((lv for lv in levels if lv.passed and recommended is not None and lv.value <= recommended),
                    key=lambda lv: lv.value, default=None)
-    return {
+    return Capacity.model_validate({
         "mode": mode,
         "unit": unit,
         "max_sustainable": best,
@@ -57,7 +57,7 @@ def conclusion(mode: str, unit: str, levels: list[Level], best: float | None, di
         "throughput_plateau": plateau(levels),
         "decode_unbounded": decode_unbounded(slos or []),
         "levels": [lv.as_dict() for lv in levels],
-    }
+    })
 
 
 def _words(evidence: dict, skip: tuple[str, ...] = ()) -> str:
@@ -87,10 +87,11 @@ def decode_unbounded(slos: list[SLO]) -> bool:
     return bool(slos) and not any(slo.metric in DECODE_BOUNDS for slo in slos)
 
 
-def interval_words(result: dict) -> str:
+def interval_words(result: Capacity | dict) -> str:
     """` (95 % interval low to high, ...)`: the loads whose verdicts were beyond doubt, and those in doubt,
     as each level's own requests tell them; then, where the engine was probed, where a second search on
     another start of it may land (interval.rerun_interval)."""
+    result = _plain(result)
     low, high = result.get("max_sustainable_interval") or (None, None)
     if high is None:
         return ""
@@ -108,8 +109,14 @@ def _ms(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.0f}"
 
 
-def markdown(result: dict, run_dir: Path | None = None) -> str:
+def _plain(result: Capacity | dict) -> dict:
+    """capacity.json's keys, as the report's renderers read them."""
+    return result.model_dump(mode="json") if isinstance(result, Capacity) else result
+
+
+def markdown(result: Capacity | dict, run_dir: Path | None = None) -> str:
     """`run_dir`: where the levels' files are, for the exact `loadwatch explain` command."""
+    result = _plain(result)
     unit, best = result["unit"], result["max_sustainable"]
     lines = ["## Capacity", ""]
     if result.get("undecided"):
@@ -259,10 +266,11 @@ def plot(result: dict, path: Path) -> Path:
     return path
 
 
-def write(run_dir: Path, result: dict, api: PrometheusAPI | None = None) -> None:
+def write(run_dir: Path, capacity: Capacity, api: PrometheusAPI | None = None) -> None:
     """capacity.json, report.md with its plot, and report.html: the same, with the curve and the
     search over time interactive (the engine's side from `api`, the stack's Prometheus)."""
-    write_atomically(run_dir / "capacity.json", json.dumps(result, indent=2) + "\n")
+    write_atomically(run_dir / "capacity.json", capacity.json_text())
+    result = capacity.model_dump(mode="json")
     plot(result, run_dir / PLOT)
     text = "# loadwatch capacity report\n\n" + markdown(result, run_dir)
     write_atomically(run_dir / "report.md",

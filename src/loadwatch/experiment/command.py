@@ -154,7 +154,7 @@ def experiment_command(options: ExperimentOptions, say) -> int:
         say(f"experiment incomplete: {len(short)} of {len(plan)} cells completed too few requests to judge "
             "(the summary says how many, and the duration that would do)")
         code = 1
-    undecided = [o for o in outcomes if o.capacity and o.capacity.get("undecided")]
+    undecided = [o for o in outcomes if o.capacity and o.capacity.undecided]
     if undecided and code == 0:
         say(f"experiment incomplete: {len(undecided)} capacity searches did not locate the knee (see the summary)")
         code = 1

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from loadwatch.experiment.cells import Cell
+from loadwatch.metrics.capacity import Capacity
 
 
 @dataclass
@@ -16,4 +17,4 @@ class Outcome:
     problem: str | None = None
     too_few: str | None = None  # the cell ran, but completed too few requests to judge: why, in words
     notes: list[str] = field(default_factory=list)
-    capacity: dict | None = None  # a capacity search's conclusion
+    capacity: Capacity | None = None  # a capacity search's conclusion

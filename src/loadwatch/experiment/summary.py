@@ -148,8 +148,8 @@ def pareto(groups: list[dict], path: Path) -> Path | None:
 def capacities(outcomes: list[Outcome]) -> list[dict]:
     """Each arm and workload's capacity search: what it sustained and what limits it."""
     return [{"arm": o.cell.arm, "workload": o.cell.workload, "folder": str(o.cell.folder),
-             **{key: o.capacity.get(key) for key in ("unit", "max_sustainable", "recommended", "undecided",
-                                                     "output_throughput_at_max", "limit", "limit_explained")}}
+             **o.capacity.model_dump(include={"unit", "max_sustainable", "recommended", "undecided",
+                                              "output_throughput_at_max", "limit", "limit_explained"})}
             for o in outcomes if o.cell.search and o.capacity is not None]
 
 

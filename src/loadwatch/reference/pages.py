@@ -232,17 +232,23 @@ def _type_name(annotation: object) -> str:
     return JSON_TYPES.get(origin, "any") if isinstance(origin, type) else "any"
 
 
+def _field_rows(model: type[BaseModel]) -> list[list[str]]:
+    return [[f"`{name}`", _type_name(field.annotation), _default(field.default) if not field.is_required()
+             else "always", field.description or ""] for name, field in model.model_fields.items()]
+
+
 def results_page() -> str:
+    from loadwatch.metrics.capacity import Capacity, CapacityLevel
     from loadwatch.tune.output import capacity_of
 
-    rows = [[f"`{name}`", _type_name(field.annotation), _default(field.default) if not field.is_required()
-             else "always", field.description or ""] for name, field in Results.model_fields.items()]
+    rows = _field_rows(Results)
     stats = ", ".join(STATS)
     latency = [f"`<stat>_{metric}_ms`" for metric in LATENCY_METRICS]
     stage_keys = ", ".join(f"`{k}`" for k in Stage.model_fields if k not in Results.model_fields)
-    capacity_keys = ", ".join(f"`{k}`" for k in capacity_of({"max_sustainable": 1, "unit": "req/s"}) or {})
+    capacity_keys = ", ".join(f"`{k}`" for k in capacity_of(Capacity(mode="rate", unit="req/s", max_sustainable=1))
+                              or {})
     return GENERATED + "\n".join([
-        "# The results JSON and tune.json", "",
+        "# The results JSON, capacity.json and tune.json", "",
         "A run's results (`--results-json`, a run folder's `results.json`), from the `Results` model "
         "(src/loadwatch/metrics/results.py). vllm bench serve's keys keep their names; loadwatch's own "
         "are beside them.", "",
@@ -251,6 +257,13 @@ def results_page() -> str:
         f"and the same for `headers`, `ttft_after_headers` and `ttfa`, where `<stat>` is one of {stats}; "
         "null where the run had no such value. Each of `scenarios` holds the same figures for one "
         f"scenario; each of `stages` adds {stage_keys}.", "",
+        "## capacity.json", "",
+        "What `loadwatch capacity` writes in its run folder (and each capacity search of `tune` and "
+        "`experiment`), from the `Capacity` model (src/loadwatch/metrics/capacity.py). Loads are in the file's "
+        "`unit`. A file written before `schema_version` existed reads as version 1.", "",
+        *_table(["key", "type", "default", "what it holds"], _field_rows(Capacity)), "",
+        "Each of `levels`:", "",
+        *_table(["key", "type", "default", "what it holds"], _field_rows(CapacityLevel)), "",
         "## tune.json", "",
         "`loadwatch tune` writes (src/loadwatch/tune/command.py):", "",
         *_table(["key", "what it holds"], [

@@ -9,7 +9,6 @@ above its median over the run.
 from __future__ import annotations
 
 import argparse
-import json
 from contextlib import ExitStack
 from datetime import UTC, datetime
 from pathlib import Path
@@ -17,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from loadwatch.client.stream import SENT_HEADERS
+from loadwatch.metrics.capacity import Capacity
 from loadwatch.metrics.records import read_records
 from loadwatch.metrics.ttft_split import NAMES, cause, measured, medians, parts_of
 from loadwatch.prometheus import PrometheusAPI, PrometheusError
@@ -41,7 +41,7 @@ def runs_in(folder: Path) -> Path:
         return results_path(folder)
     if (folder / "capacity.json").is_file():
         try:
-            decisive = json.loads((folder / "capacity.json").read_text()).get("decisive_level")
+            decisive = Capacity.read(folder / "capacity.json").decisive_level
         except (OSError, ValueError) as exc:
             raise ExplainError(f"cannot read {folder / 'capacity.json'}: {exc}") from None
         level = folder / "levels" / f"{decisive}.json"

@@ -17,6 +17,7 @@ from loadwatch.experiment.server import ServerError
 from loadwatch.fleet.options import FleetOptions
 from loadwatch.loadrun.locust import INTERRUPTED, LocustRun
 from loadwatch.loadrun.stack import new_run_dir, on_stack
+from loadwatch.metrics.capacity import Capacity, CapacityLevel
 from loadwatch.metrics.repeats import times_to_resolve
 from loadwatch.metrics.slo import FAILURE_RATIO, SLO
 from loadwatch.processes import ComponentError
@@ -44,7 +45,7 @@ class Tuner:
     def left(self) -> float:
         return self.deadline - time.monotonic()
 
-    def measure_capacity(self, config: Config, name: str) -> dict:
+    def measure_capacity(self, config: Config, name: str) -> Capacity:
         """capacity.json of the configuration, its search bounded by what is left of the budget."""
         if self.left() < MIN_SEARCH:
             raise BudgetSpent
@@ -73,11 +74,11 @@ class Tuner:
                 "capacity_searches": self.searches}
 
 
-def limit_of(result: dict) -> str | None:
+def limit_of(result: Capacity) -> str | None:
     """The limit a capacity search names, or None where it located no knee: its diagnosis then reads a
     level that held, where nothing binds yet (a search cut short by the budget named `outside_engine`
     at 2 users that way)."""
-    return None if result.get("undecided") else result["limit"]
+    return None if result.undecided else result.limit
 
 
 def duration_words(seconds: float) -> str:
@@ -90,16 +91,16 @@ def config_words(config: Config) -> str:
     return " ".join(parts) or "vLLM's defaults"
 
 
-def metric_of(slos: list[SLO], level: dict) -> str:
+def metric_of(slos: list[SLO], level: CapacityLevel) -> str:
     """The SLO a trial is judged on: the one the level broke, else the first latency one."""
-    broken = [s["name"] for s in level.get("slo", []) if not s["passed"]]
+    broken = [s["name"] for s in level.slo if not s["passed"]]
     latency = [slo.name for slo in slos if slo.metric != FAILURE_RATIO]
     return (broken or latency or [slos[0].name])[0]
 
 
-def where_it_broke(result: dict) -> dict | None:
+def where_it_broke(result: Capacity) -> CapacityLevel | None:
     """The level the trial runs at: the one the diagnosis read (the lowest that broke above the knee)."""
-    return next((lv for lv in result["levels"] if lv["name"] == result.get("decisive_level")), None)
+    return next((lv for lv in result.levels if lv.name == result.decisive_level), None)
 
 
 def _interval_words(g: dict) -> str:
@@ -134,13 +135,13 @@ def verdict_of(arm: Arm, judged: dict, rounds: int) -> tuple[str, str | None]:
                             "from none" if times else "more rounds a side would narrow it"))
 
 
-def step_rows(step: int, result: dict, arms: list[Arm], levers: list, metric: str) -> list[dict]:
+def step_rows(step: int, result: Capacity, arms: list[Arm], levers: list, metric: str) -> list[dict]:
     base = arms[0]
     rows = []
     for arm, (lever, change) in zip(arms[1:], levers, strict=True):
         judged = gain(base, arm).as_dict()
         verdict, settle = verdict_of(arm, judged, min(len(base.goodput), len(arm.goodput)))
-        rows.append({"step": step, "limit": result["limit"], "evidence": result["evidence"],
+        rows.append({"step": step, "limit": result.limit, "evidence": result.evidence,
                      "change": change.as_dict(), "reason": lever.reason,
                      "verdict": verdict, "refused": arm.refused, "settle": settle,
                      "gain": judged, "slo_change": slo_change(base, arm, metric).as_dict(),
@@ -163,36 +164,36 @@ def tune(capacity: CapacityOptions, options: TuneOptions, template: LocustRun, t
     current = Config(tuple(vllm_args))
     model = "MODEL" if target else str(EngineSettings().model_dir)
     doc: dict = {"budget_s": options.budget, "baseline": None, "steps": [], "final": None, "stopped": None}
-    result: dict | None = None
+    result: Capacity | None = None
     code = 0
     try:
         result = tuner.measure_capacity(current, "baseline")
         doc["baseline"] = {**current.as_dict(), "capacity": output.capacity_of(result), "limit": limit_of(result)}
-        baseline_probe = result.get("probe")
+        baseline_probe = result.probe
         output.write(run_dir, doc, current)
         step = 0
         while True:
-            if limit_of(result) is None:
-                doc["stopped"] = (f"the knee of {config_words(current)} was not located ({result['undecided']}), "
+            limit = limit_of(result)
+            if limit is None:
+                doc["stopped"] = (f"the knee of {config_words(current)} was not located ({result.undecided}), "
                                   "so its limit is unknown and no lever can be chosen")
                 break
             if options.max_steps is not None and step >= options.max_steps:
                 doc["stopped"] = f"--max-steps ({options.max_steps}) reached"
                 break
-            missed = result.get("missed") or []
-            situation = Situation(result["evidence"], [m["item"] for m in missed], current,
+            situation = Situation(result.evidence, [m.item for m in result.missed], current,
                                   embedded=target is None, kv_cache_gib=EngineSettings().kv_cache_gib, fleet=fleet,
-                                  reasons={m["item"]: m["evidence"]["routing_reason"] for m in missed
-                                           if "routing_reason" in m.get("evidence", {})})
-            levers = applicable(result["limit"], situation)
+                                  reasons={m.item: m.evidence["routing_reason"] for m in result.missed
+                                           if "routing_reason" in m.evidence})
+            levers = applicable(limit, situation)
             # A limit no flag relieves ends tune, unless the run missed something a lever gives back
             # (prefix caching, prefix-aware routing): that is tried first.
-            if result["limit"] in NO_LEVER and not levers:
-                doc["stopped"] = f"the limit is {result['limit']}: {NO_LEVER[result['limit']]}"
+            if limit in NO_LEVER and not levers:
+                doc["stopped"] = f"the limit is {limit}: {NO_LEVER[limit]}"
                 break
             level = where_it_broke(result)
             if not levers:
-                doc["stopped"] = f"no lever of the catalogue applies to the limit {result['limit']} any more"
+                doc["stopped"] = f"no lever of the catalogue applies to the limit {limit} any more"
                 break
             if level is None:
                 doc["stopped"] = "the last capacity search ran no level to compare at"
@@ -201,12 +202,12 @@ def tune(capacity: CapacityOptions, options: TuneOptions, template: LocustRun, t
                 raise BudgetSpent
             step += 1
             metric = metric_of(template.slo, level)
-            say(f"step {step}: {result['limit']}: trying " + "; ".join(c.words() for _, c in levers)
-                + f" at {level['level']:g} {level['unit']}, judged on {JUDGED_ON} within {metric}; about "
+            say(f"step {step}: {limit}: trying " + "; ".join(c.words() for _, c in levers)
+                + f" at {level.level:g} {level.unit}, judged on {JUDGED_ON} within {metric}; about "
                   f"{tuner.left() / 60:.0f} min of the budget left")
             arms = [Arm("current", current), *(Arm(f"{i}-{c.flag.strip('-')}", current.with_change(c))
                                                for i, (_, c) in enumerate(levers, 1))]
-            run_trial(arms, tuner.server, template, capacity, level["level"], level["unit"], metric, options.repeats,
+            run_trial(arms, tuner.server, template, capacity, level.level, level.unit, metric, options.repeats,
                       run_dir / f"step-{step}" / "trial", tuner.left, tuner.trial_share, say)
             rows = step_rows(step, result, arms, levers, metric)
             passing = [(row, arm) for row, arm in zip(rows, arms[1:], strict=True)
@@ -229,7 +230,7 @@ def tune(capacity: CapacityOptions, options: TuneOptions, template: LocustRun, t
             output.write(run_dir, doc, current)
             result = tuner.measure_capacity(current, f"step-{step}")
             row["capacity_after"], row["limit_after"] = output.capacity_of(result), limit_of(result)
-            if moved := probe_change(baseline_probe, result.get("probe")):
+            if moved := probe_change(baseline_probe, result.probe):
                 row["probe_change"] = moved
                 say(f"step {step}: the engine alone moved from the baseline's on the same probe ({moved}): the "
                     "flag changes one request's speed, or the machine changed under tune")

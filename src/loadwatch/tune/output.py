@@ -13,6 +13,7 @@ from pathlib import Path
 import yaml
 
 from loadwatch.atomic import write_atomically
+from loadwatch.metrics.capacity import Capacity
 from loadwatch.report.markdown import table
 from loadwatch.report.page import markdown_html, write_page
 from loadwatch.tune.config import Config
@@ -23,13 +24,12 @@ ROUTER_PATCH = "tuned-router-patch.yaml"  # a fleet's: deploy/kubernetes/compone
 POLICY_ARG = 4
 
 
-def capacity_of(result: dict | None) -> dict | None:
+def capacity_of(result: Capacity | None) -> dict | None:
     """A capacity as tune.json carries it: capacity.json's max_sustainable, in its unit."""
     if result is None:
         return None
-    return {"max_sustainable": result["max_sustainable"], "unit": result["unit"],
-            "undecided": result.get("undecided"),
-            "cost_per_million_output_tokens": result.get("cost_per_million_output_tokens")}
+    return {"max_sustainable": result.max_sustainable, "unit": result.unit, "undecided": result.undecided,
+            "cost_per_million_output_tokens": result.cost_per_million_output_tokens}
 
 
 def by_cost(doc: dict) -> list[tuple[str, float]]:

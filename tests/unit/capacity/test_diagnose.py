@@ -119,9 +119,10 @@ def test_the_report_gives_the_room_and_the_missed_items():
     engine = {**ROOMY, "kv_cache_blocks": 40.0, "kv_cache_block_size": 128.0, "prefix_caching": 0}
     diagnosis = diagnose(results, engine, {}, SIX, SharedPrefix(512, 1))
     result = conclusion("users", "users", [], 4.0, diagnosis, 0.8, "rule")
-    assert result["room"].startswith("The KV cache holds 6 requests at the workload's mean context of 700 tokens")
-    assert result["missed"][0]["item"] == "prefix_cache"
-    text = markdown({**result, "request_throughput_at_max": 1.0, "output_throughput_at_max": 10.0})
+    assert (result.room or "").startswith("The KV cache holds 6 requests at the workload's mean context of 700 "
+                                          "tokens")
+    assert result.missed[0].item == "prefix_cache"
+    text = markdown(result.model_copy(update={"request_throughput_at_max": 1.0, "output_throughput_at_max": 10.0}))
     assert "The KV cache holds 6 requests" in text and "Missed: **prefix cache**" in text
 
 

@@ -10,11 +10,12 @@ from loadwatch.capacity.options import CapacityOptions
 from loadwatch.cli import parser
 from loadwatch.fleet.options import FleetOptions
 from loadwatch.loadrun.locust import LocustRun
+from loadwatch.metrics.capacity import Capacity
 from loadwatch.metrics.slo import parse_slo
 from loadwatch.model_options import model_from_args
 from loadwatch.tune.options import TuneOptions
 
-RESULT = {"limit": "batch_slots", "max_sustainable": 8.0, "decisive_level": "level-05"}
+RESULT = Capacity(mode="users", unit="users", limit="batch_slots", max_sustainable=8.0, decisive_level="level-05")
 LOADWATCH = parser()  # built once, at collection
 
 
@@ -39,7 +40,8 @@ def test_against_a_target_tune_asks_for_the_restart_command_and_no_knee_means_no
     template = LocustRun(Path("chat.py"), slo=[parse_slo("ttft_p99_ms=500")])
     (tune, _) = next_steps(CapacityOptions(), template, "http://gpu1:8000", [], None, Path("r"), RESULT)
     assert "--target http://gpu1:8000 --restart 'YOUR-RESTART-COMMAND {vllm_args}'" in tune["command"]
-    steps = next_steps(CapacityOptions(), template, None, [], None, Path("r"), {**RESULT, "max_sustainable": None})
+    unlocated = RESULT.model_copy(update={"max_sustainable": None})
+    steps = next_steps(CapacityOptions(), template, None, [], None, Path("r"), unlocated)
     assert [s["command"].split()[1] for s in steps] == ["explain"]
 
 

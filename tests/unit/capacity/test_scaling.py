@@ -8,8 +8,9 @@ from loadwatch.capacity import autoscale
 from loadwatch.capacity.command import replicas_for, scaling_of
 from loadwatch.capacity.levels import Level
 from loadwatch.catalogue import Engine
+from loadwatch.metrics.capacity import Capacity
 
-ONE = {"replicas": 1, "max_sustainable": 4.0, "limit": "batch_slots", "folder": "replicas-1", "fleet_replicas": 2}
+ONE = Capacity(mode="rate", unit="req/s", max_sustainable=4.0, limit="batch_slots")  # the search on one replica
 
 
 def test_the_scaling_efficiency_is_the_fleets_capacity_over_n_times_one_replicas():
@@ -17,7 +18,7 @@ def test_the_scaling_efficiency_is_the_fleets_capacity_over_n_times_one_replicas
     assert scaling["capacity"] == {"1": 4.0, "2": 6.0}
     assert scaling["efficiency"] == 0.75
     assert scaling_of(None, 6.0, 2) is None
-    assert scaling_of({**ONE, "max_sustainable": None}, 6.0, 2)["efficiency"] is None
+    assert scaling_of(ONE.model_copy(update={"max_sustainable": None}), 6.0, 2)["efficiency"] is None
 
 
 def test_replicas_needed_follow_the_measured_scaling_not_a_proportion():

@@ -57,7 +57,7 @@ def test_a_search_that_could_not_judge_a_level_says_so_instead_of_a_knee():
     result = conclusion("users", "users", [held, unjudged], 2.0, Diagnosis("slo_only", {}), 0.8,
                         "the rule", undecided="level-02 (4 users) could not be judged: too few requests")
     text = markdown(result)
-    assert result["undecided"] and "The knee was not located" in text and "2 users held" in text
+    assert result.undecided and "The knee was not located" in text and "2 users held" in text
     assert "is the most this server sustained" not in text and "too few requests to judge: 3 of the 20" in text
 
 
@@ -102,8 +102,8 @@ def test_the_cost_per_token_is_quoted_at_the_held_level_nearest_the_operating_po
             "cost_per_million_total_tokens": cost / 10})
     levels = [level(1, 2.0, 9.0), level(2, 4.0, 5.0), level(3, 8.0, 3.0), level(4, 16.0, 2.5, passed=False)]
     result = conclusion("rate", "req/s", levels, 8.0, Diagnosis("slo_only", {}), 0.8, "the rule")
-    assert result["recommended"] == 6.4 and result["cost_level"] == 4.0
-    assert (result["cost_per_million_output_tokens"], result["cost_per_million_output_tokens_at_max"]) == (5.0, 3.0)
+    assert result.recommended == 6.4 and result.cost_level == 4.0
+    assert (result.cost_per_million_output_tokens, result.cost_per_million_output_tokens_at_max) == (5.0, 3.0)
     assert "At $4 an hour: **$5 per 1M output tokens** ($0.5 per 1M total tokens) at 4 req/s" in markdown(result)
     unpriced = conclusion("rate", "req/s", levels[:1], 2.0, Diagnosis("slo_only", {}), 0.8, "the rule")
     assert "an hour" not in markdown(unpriced)

@@ -3,6 +3,7 @@
 import json
 
 from loadwatch.cli import main
+from loadwatch.metrics.capacity import Capacity
 from tests.unit.metrics.test_ttft_split import queued
 from tests.unit.report.test_report import RESULTS
 
@@ -76,7 +77,8 @@ def capacity_folder(tmp_path, decisive):
         (level / f"{name}.json").write_text(json.dumps({**RESULTS, "records": f"{name}.requests.jsonl"}))
         (level / f"{name}.requests.jsonl").write_text("".join(
             json.dumps(r) + "\n" for r in [queued(i, 0.001) for i in range(9)] + [queued(9, slow)]))
-    (folder / "capacity.json").write_text(json.dumps({"decisive_level": decisive, "levels": []}))
+    (folder / "capacity.json").write_text(Capacity(mode="users", unit="users", max_sustainable=None,
+                                                   decisive_level=decisive).json_text())
     return folder
 
 

@@ -1,13 +1,14 @@
 """How a step is judged: the SLO a trial is judged on, the load it runs at, and its verdicts."""
 
+from loadwatch.metrics.capacity import Capacity, CapacityLevel
 from loadwatch.metrics.slo import parse_slo
 from loadwatch.tune.command import metric_of, step_rows, where_it_broke
 from loadwatch.tune.config import Change, Config
 from loadwatch.tune.levers import LEVERS
 from loadwatch.tune.trial import Arm, gain
 
-LEVEL = {"name": "level-03", "level": 3.0, "unit": "users",
-         "slo": [{"name": "e2el_p90_ms", "passed": True}, {"name": "ttft_p99_ms", "passed": False}]}
+LEVEL = CapacityLevel(name="level-03", level=3.0, unit="users", passed=False,
+                      slo=[{"name": "e2el_p90_ms", "passed": True}, {"name": "ttft_p99_ms", "passed": False}])
 
 
 def test_a_trial_is_judged_on_the_slo_that_broke_at_the_level_the_diagnosis_read():
@@ -15,10 +16,12 @@ def test_a_trial_is_judged_on_the_slo_that_broke_at_the_level_the_diagnosis_read
         return [parse_slo(text) for text in texts]
 
     assert metric_of(slos("failure_ratio=0.01", "e2el_p90_ms=900", "ttft_p99_ms=500"), LEVEL) == "ttft_p99_ms"
-    held = {**LEVEL, "slo": [{"name": "ttft_p99_ms", "passed": True}]}
+    held = LEVEL.model_copy(update={"slo": [{"name": "ttft_p99_ms", "passed": True}]})
     assert metric_of(slos("failure_ratio=0.01", "tpot_p90_ms=50"), held) == "tpot_p90_ms"  # the first latency SLO
-    result = {"decisive_level": "level-03", "levels": [{"name": "level-02"}, LEVEL]}
-    assert where_it_broke(result) is LEVEL and where_it_broke({**result, "decisive_level": None}) is None
+    result = Capacity(mode="users", unit="users", max_sustainable=2.0, decisive_level="level-03",
+                      levels=[CapacityLevel(name="level-02", level=2.0, unit="users", passed=True), LEVEL])
+    assert where_it_broke(result) == LEVEL
+    assert where_it_broke(result.model_copy(update={"decisive_level": None})) is None
 
 
 def test_each_lever_tried_is_a_row_refused_in_vllms_words_or_judged_by_its_interval():
@@ -26,8 +29,9 @@ def test_each_lever_tried_is_a_row_refused_in_vllms_words_or_judged_by_its_inter
     better = Arm("1-max-num-seqs", Config(), [50.0, 52.0, 49.0], goodput=[2.0, 2.1, 1.9])
     refused = Arm("2-kv-cache-dtype", Config(), refused="ValueError: fp8 is not supported on CPU")
     levers = [(LEVERS[0], Change("--max-num-seqs", "2", "8")), (LEVERS[4], Change("--kv-cache-dtype", None, "fp8"))]
-    rows = step_rows(1, {"limit": "batch_slots", "evidence": {"max_num_seqs": 2}}, [current, better, refused], levers,
-                     "ttft_p99_ms")
+    result = Capacity(mode="users", unit="users", max_sustainable=2.0, limit="batch_slots",
+                      evidence={"max_num_seqs": 2})
+    rows = step_rows(1, result, [current, better, refused], levers, "ttft_p99_ms")
     assert [r["verdict"] for r in rows] == ["rejected", "refused"]  # the command adopts the best that passes
     assert rows[0]["gain"]["metric"] == "request_goodput" and rows[0]["gain"]["ci_low"] > 0
     assert rows[0]["slo_change"]["metric"] == "ttft_p99_ms" and rows[0]["slo_change"]["change_pct"] < -80

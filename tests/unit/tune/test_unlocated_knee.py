@@ -8,19 +8,22 @@ from pathlib import Path
 
 from loadwatch.capacity.options import CapacityOptions
 from loadwatch.loadrun.locust import LocustRun
+from loadwatch.metrics.capacity import Capacity
 from loadwatch.metrics.slo import parse_slo
 from loadwatch.tune import command
 from loadwatch.tune.options import TuneOptions
 from loadwatch.tune.output import markdown
 
-BROKE = {"name": "level-04", "level": 4.0, "unit": "users", "slo": [{"name": "ttft_p90_ms", "passed": False}]}
+BROKE = {"name": "level-04", "level": 4.0, "unit": "users", "passed": False,
+         "slo": [{"name": "ttft_p90_ms", "passed": False}]}
 BATCH = {"max_num_seqs": 2, "max_num_seqs_source": "the server's flags", "requests_running_peak": 2.0,
          "requests_waiting_peak": 3.0, "kv_cache_holds_requests": 7281, "mean_context_tokens": 265}
 
 
-def capacity(knee: float, limit: str, undecided: str | None) -> dict:
-    return {"max_sustainable": knee, "unit": "users", "undecided": undecided, "limit": limit, "evidence": BATCH,
-            "missed": [], "levels": [BROKE], "decisive_level": "level-04"}
+def capacity(knee: float, limit: str, undecided: str | None) -> Capacity:
+    return Capacity.model_validate({"mode": "users", "max_sustainable": knee, "unit": "users", "undecided": undecided,
+                                    "limit": limit, "evidence": BATCH, "missed": [], "levels": [BROKE],
+                                    "decisive_level": "level-04"})
 
 
 def test_a_step_whose_capacity_after_has_no_knee_ends_tune_with_its_limit_unknown(tmp_path, monkeypatch):
