@@ -87,18 +87,17 @@ def decode_unbounded(slos: list[SLO]) -> bool:
     return bool(slos) and not any(slo.metric in DECODE_BOUNDS for slo in slos)
 
 
-def interval_words(result: Capacity | dict) -> str:
+def interval_words(result: Capacity) -> str:
     """` (95 % interval low to high, ...)`: the loads whose verdicts were beyond doubt, and those in doubt,
     as each level's own requests tell them; then, where the engine was probed, where a second search on
     another start of it may land (interval.rerun_interval)."""
-    result = _plain(result)
-    low, high = result.get("max_sustainable_interval") or (None, None)
+    low, high = result.max_sustainable_interval or (None, None)
     if high is None:
         return ""
-    unit = result["unit"]
+    unit = result.unit
     words = (f" (95 % interval {'below' if low is None else f'{low:g} to'} {high:g} {unit}, from its levels' own "
              "requests")
-    again_low, again_high = result.get("rerun_interval") or (None, None)
+    again_low, again_high = result.rerun_interval or (None, None)
     if again_high is not None:
         words += (f"; a second search, on an engine within {CHANGED:.0%} of this one's probe, may hold "
                   f"{'below' if again_low is None else f'{again_low:g} to'} {again_high:g} {unit}")
@@ -109,91 +108,85 @@ def _ms(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.0f}"
 
 
-def _plain(result: Capacity | dict) -> dict:
-    """capacity.json's keys, as the report's renderers read them."""
-    return result.model_dump(mode="json") if isinstance(result, Capacity) else result
-
-
-def markdown(result: Capacity | dict, run_dir: Path | None = None) -> str:
+def markdown(result: Capacity, run_dir: Path | None = None) -> str:
     """`run_dir`: where the levels' files are, for the exact `loadwatch explain` command."""
-    result = _plain(result)
-    unit, best = result["unit"], result["max_sustainable"]
+    unit, best = result.unit, result.max_sustainable
     lines = ["## Capacity", ""]
-    if result.get("undecided"):
-        lines.append(f"**The knee was not located**: {result['undecided']}. "
+    if result.undecided:
+        lines.append(f"**The knee was not located**: {result.undecided}. "
                   + (f"{best:g} {unit} held, so the server sustains at least that; " if best is not None else "")
                   + "what lies above is not known.")
     elif best is None:
         lines.append(f"No level held its SLOs: nothing is sustainable down to the lowest level tried "
-                     f"({min((lv['level'] for lv in result['levels']), default=0):g} {unit}).")
+                     f"({min((lv.level for lv in result.levels), default=0):g} {unit}).")
     else:
         lines += [f"**{best:g} {unit}**{interval_words(result)} is the most this server sustained within its SLOs "
-                  f"({result['request_throughput_at_max'] or 0:.2f} req/s, "
-                  f"{result['output_throughput_at_max'] or 0:.0f} output tok/s); run it at "
-                  f"**{result['recommended']:g} {unit}** ({result['headroom']:.0%} of it)."]
-    if result.get("cost_per_million_output_tokens") is not None:
-        lines += ["", f"At ${result['price_per_hour']:g} an hour: **${result['cost_per_million_output_tokens']:.4g} "
-                      f"per 1M output tokens** (${result['cost_per_million_total_tokens']:.4g} per 1M total tokens) "
-                      f"at {result['cost_level']:g} {unit}, the held level nearest at or below the operating point"
-                  + (f"; ${result['cost_per_million_output_tokens_at_max']:.4g} at the knee."
-                     if result.get("cost_per_million_output_tokens_at_max") is not None else ".")]
-    top = result.get("throughput_plateau")
-    if top and best is not None and top["level"] < best:
-        lines += ["", f"Throughput stopped growing at **{top['level']:g} {unit}** ({top['request_throughput']:.2f} "
-                      f"req/s, {PLATEAU:.0%} of the most any level served, {top['most_request_throughput']:.2f}): "
+                  f"({result.request_throughput_at_max or 0:.2f} req/s, "
+                  f"{result.output_throughput_at_max or 0:.0f} output tok/s); run it at "
+                  f"**{result.recommended or 0:g} {unit}** ({result.headroom:.0%} of it)."]
+    if result.cost_per_million_output_tokens is not None:
+        lines += ["", f"At ${result.price_per_hour or 0:g} an hour: **${result.cost_per_million_output_tokens:.4g} "
+                      f"per 1M output tokens** (${result.cost_per_million_total_tokens or 0:.4g} per 1M total tokens) "
+                      f"at {result.cost_level or 0:g} {unit}, the held level nearest at or below the operating point"
+                  + (f"; ${result.cost_per_million_output_tokens_at_max:.4g} at the knee."
+                     if result.cost_per_million_output_tokens_at_max is not None else ".")]
+    top = result.throughput_plateau
+    if top and best is not None and top.level < best:
+        lines += ["", f"Throughput stopped growing at **{top.level:g} {unit}** ({top.request_throughput:.2f} "
+                      f"req/s, {PLATEAU:.0%} of the most any level served, {top.most_request_throughput:.2f}): "
                       f"past it each {'user' if unit == 'users' else 'request a second'} added waiting, not "
                       "throughput, and the knee above it is where that waiting broke the SLO."]
-    if result.get("decode_unbounded"):
+    if result.decode_unbounded:
         lines += ["", "The SLOs bound no TPOT, ITL or end-to-end latency: decode is free to grow, so the knee "
                       "moves with whatever keeps TTFT under its limit while requests wait to decode. Add "
                       "`--slo tpot_p99_ms=...` or `--slo e2el_p99_ms=...` for a knee users feel."]
-    if result.get("probe"):
-        p = result["probe"]
+    if result.probe:
+        p = result.probe
         lines += ["", f"The engine alone, before the search (1 user, {p['prompt_tokens']:g} prompt tokens, "
                       f"{p['requests']} requests): TTFT {p['ttft_ms']:.1f} ms ({p['prefill_ms_per_token']:.3f} ms a "
                       f"prompt token), TPOT {p['tpot_ms']:.2f} ms. A search whose probe differs by more than "
                       f"{CHANGED:.0%} measured another engine, whatever its flags."]
-    limit_words = _words(result["evidence"], (*KEYS, "why"))
-    lines += ["", f"The limit that binds: **{result['limit_explained']}** ({limit_words})."
-              + (f" {result['room']}" if result.get("room") else "")
-              + (f" The router's doing: {result['evidence']['why']}." if result["evidence"].get("why") else "")]
-    if result["evidence"].get("replicas"):
+    evidence = result.evidence
+    limit_words = _words(evidence, (*KEYS, "why"))
+    lines += ["", f"The limit that binds: **{result.limit_explained}** ({limit_words})."
+              + (f" {result.room}" if result.room else "")
+              + (f" The router's doing: {evidence['why']}." if evidence.get("why") else "")]
+    if evidence.get("replicas"):
         lines += ["", "The replicas at that level: " + "; ".join(
             f"{name}: {_ms(r['requests_waiting_peak'])} waiting, {_ms(r['requests_running_peak'])} running, KV cache "
             + ("n/a" if r["kv_cache_usage_peak"] is None else f"{r['kv_cache_usage_peak']:.0%}")
-            for name, r in result["evidence"]["replicas"].items()) + " (peaks)."]
-    for item in result.get("missed") or []:
-        lines += ["", f"Missed: **{item['item'].replace('_', ' ')}**: {item['explanation']} "
-                      f"({_words(item['evidence'])})."]
-    lines += _scaling(result.get("scaling"), unit) + _autoscaling(result.get("autoscaling"), unit)
-    for step in result.get("next") or []:
-        lines += ["", f"Next, {step['why']}:", "", f"    {step['command']}"]
-    lines += ["", f"Each level: {result['level_rule']} A level is in doubt where an SLO's 95 % interval, from "
+            for name, r in evidence["replicas"].items()) + " (peaks)."]
+    for item in result.missed:
+        lines += ["", f"Missed: **{item.item.replace('_', ' ')}**: {item.explanation} ({_words(item.evidence)})."]
+    lines += _scaling(result.scaling, unit) + _autoscaling(result.autoscaling, unit)
+    for step in result.next:
+        lines += ["", f"Next, {step.why}:", "", f"    {step.command}"]
+    lines += ["", f"Each level: {result.level_rule} A level is in doubt where an SLO's 95 % interval, from "
                   "its own requests, spans the objective; the interval of the load sustained spans every such "
                   "level.", ""]
     rows = []
-    for lv in result["levels"]:
-        c, e = lv["client"], lv["engine"]
-        verdict = "held" if lv["passed"] else ("lost early: " + lv["stopped_early"] if lv["stopped_early"]
-                                               else lv["problem"] or "broke: " + ", ".join(
-                                                   s["name"] for s in lv["slo"] if not s["passed"]))
-        if lv.get("sure") == "in doubt":
+    for lv in result.levels:
+        c, e = lv.client, lv.engine
+        verdict = "held" if lv.passed else ("lost early: " + lv.stopped_early if lv.stopped_early
+                                            else lv.problem or "broke: " + ", ".join(
+                                                s["name"] for s in lv.slo if not s["passed"]))
+        if lv.sure == "in doubt":
             verdict += " (in doubt: " + ", ".join(f"{i['name']} {i['ci_low']:.4g} to {i['ci_high']:.4g}"
-                                                  for i in lv["slo_intervals"] if i["verdict"] == "in doubt") + ")"
-        rows.append([f"{lv['level']:g}", f"{c['request_throughput'] or 0:.2f}", f"{c['output_throughput'] or 0:.0f}",
+                                                  for i in lv.slo_intervals if i["verdict"] == "in doubt") + ")"
+        rows.append([f"{lv.level:g}", f"{c['request_throughput'] or 0:.2f}", f"{c['output_throughput'] or 0:.0f}",
                      _ms(c["median_ttft_ms"]), _ms(c["p99_ttft_ms"]), _ms(c["p99_tpot_ms"]),
                      "n/a" if e.get("kv_cache_usage_peak") is None else f"{e['kv_cache_usage_peak']:.0%}",
                      "n/a" if e.get("requests_waiting_peak") is None else f"{e['requests_waiting_peak']:.0f}",
                      verdict])
     lines += table([f"level ({unit})", "measured req/s", "output tok/s", "TTFT p50 ms", "TTFT p99 ms",
                     "TPOT p99 ms", "KV peak", "waiting peak", "verdict"], rows)
-    held = [lv for lv in result["levels"] if lv["passed"] and lv["level"] == best]
+    held = [lv for lv in result.levels if lv.passed and lv.level == best]
     if held:
         lines += ["", f"### Where the time goes at {best:g} {unit}", "",
-                  *where_the_time_goes(held[0]["client"], held[0]["engine"])]
-        if held[0].get("ttft_split"):
-            level = Path("levels") / f"{held[0]['name']}.json"
-            lines += ["", *bands(held[0]["ttft_split"]["bands"], str(run_dir / level if run_dir else level))]
+                  *where_the_time_goes(held[0].client, held[0].engine)]
+        if held[0].ttft_split:
+            level = Path("levels") / f"{held[0].name}.json"
+            lines += ["", *bands(held[0].ttft_split["bands"], str(run_dir / level if run_dir else level))]
     return "\n".join(lines) + "\n"
 
 
@@ -224,22 +217,22 @@ def _autoscaling(found: dict | None, unit: str) -> list[str]:
             "HPA (hpa.yaml, with prometheus-adapter-rules.yaml). Its query:", "", f"    {found['query']}"]
 
 
-def plot(result: dict, path: Path) -> Path:
-    levels = sorted(result["levels"], key=lambda lv: lv["level"])
-    x = [lv["level"] for lv in levels]
+def plot(result: Capacity, path: Path) -> Path:
+    levels = sorted(result.levels, key=lambda lv: lv.level)
+    x = [lv.level for lv in levels]
     fig = Figure(figsize=(10, 7))
     top, bottom = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [3, 2]})
     for key, label, style in (("median_ttft_ms", "TTFT p50", "-"), ("p99_ttft_ms", "TTFT p99", "--"),
                               ("p99_tpot_ms", "TPOT p99", ":")):
-        top.plot(x, [lv["client"][key] for lv in levels], style, marker="o", label=label)
+        top.plot(x, [lv.client[key] for lv in levels], style, marker="o", label=label)
     top.set_ylabel("latency (ms)")
     top.set_yscale("log")
     throughput = top.twinx()
-    throughput.plot(x, [lv["client"]["output_throughput"] for lv in levels], color="tab:green", marker="s",
+    throughput.plot(x, [lv.client["output_throughput"] for lv in levels], color="tab:green", marker="s",
                     label="output tok/s")
     throughput.set_ylabel("output tokens/s")
-    for value, label, colour, down in ((result["max_sustainable"], "knee", "tab:red", 12),
-                                       (result["recommended"], "operating point", "tab:green", 24)):
+    for value, label, colour, down in ((result.max_sustainable, "knee", "tab:red", 12),
+                                       (result.recommended, "operating point", "tab:green", 24)):
         if value is not None:
             for axis in (top, bottom):
                 axis.axvline(value, color=colour, linestyle="--", linewidth=1)
@@ -247,20 +240,20 @@ def plot(result: dict, path: Path) -> Path:
                          textcoords="offset points", fontsize="small", color=colour)
     lines = top.get_legend_handles_labels()[0] + throughput.get_legend_handles_labels()[0]
     top.legend(lines, [line.get_label() for line in lines], loc="upper left", fontsize="small")
-    top.set_title(f"Capacity: latency and throughput against load ({result['limit_explained'].split(':')[0]})")
-    kv = [lv["engine"].get("kv_cache_usage_peak") for lv in levels]
+    top.set_title(f"Capacity: latency and throughput against load ({result.limit_explained.split(':')[0]})")
+    kv = [lv.engine.get("kv_cache_usage_peak") for lv in levels]
     bottom.plot(x, [None if v is None else v * 100 for v in kv], color="tab:orange", marker="o",
                 label="KV cache usage peak (%)")
     bottom.set_ylabel("KV cache peak (%)")
     bottom.set_ylim(0, 105)
     waiting = bottom.twinx()
-    waiting.plot(x, [lv["engine"].get("requests_waiting_peak") for lv in levels], color="tab:red", marker="^",
+    waiting.plot(x, [lv.engine.get("requests_waiting_peak") for lv in levels], color="tab:red", marker="^",
                  label="requests waiting, peak")
     waiting.set_ylabel("requests waiting")
     waiting.set_ylim(bottom=0)
     lines = bottom.get_legend_handles_labels()[0] + waiting.get_legend_handles_labels()[0]
     bottom.legend(lines, [line.get_label() for line in lines], loc="upper left", fontsize="small")
-    bottom.set_xlabel(f"load ({result['unit']})")
+    bottom.set_xlabel(f"load ({result.unit})")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     return path
@@ -270,16 +263,15 @@ def write(run_dir: Path, capacity: Capacity, api: PrometheusAPI | None = None) -
     """capacity.json, report.md with its plot, and report.html: the same, with the curve and the
     search over time interactive (the engine's side from `api`, the stack's Prometheus)."""
     write_atomically(run_dir / "capacity.json", capacity.json_text())
-    result = capacity.model_dump(mode="json")
-    plot(result, run_dir / PLOT)
-    text = "# loadwatch capacity report\n\n" + markdown(result, run_dir)
+    plot(capacity, run_dir / PLOT)
+    text = "# loadwatch capacity report\n\n" + markdown(capacity, run_dir)
     write_atomically(run_dir / "report.md",
                      text + f"\n![latency and throughput against load, engine state beneath]({PLOT})\n")
     try:
         records = [r for path in sorted((run_dir / "levels").glob("*.requests.jsonl")) for r in read_records(path)]
     except ValueError:
         records = []
-    ran = [lv for lv in result["levels"] if lv["start"]]
-    start, end = (min(lv["start"] for lv in ran), max(lv["end"] for lv in ran)) if ran else (0.0, 0.0)
+    ran = [lv for lv in capacity.levels if lv.start]
+    start, end = (min(lv.start for lv in ran), max(lv.end for lv in ran)) if ran else (0.0, 0.0)
     write_page(run_dir / PAGE, "loadwatch capacity report", markdown_html(text, run_dir),
-               capacity_charts(result, records, api if ran else None, start, end))
+               capacity_charts(capacity.model_dump(mode="json"), records, api if ran else None, start, end))

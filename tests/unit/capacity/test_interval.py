@@ -6,6 +6,7 @@ import numpy as np
 
 from loadwatch.capacity.interval import knee_interval, level_sureness, slo_interval
 from loadwatch.capacity.output import interval_words
+from loadwatch.metrics.capacity import Capacity
 from loadwatch.metrics.slo import parse_slo
 
 
@@ -54,14 +55,18 @@ def test_the_knee_interval_spans_every_level_in_doubt():
 
 
 def test_the_interval_in_words():
-    assert interval_words({"unit": "users", "max_sustainable_interval": [139, 148]}) == \
+    def words(unit: str, **keys) -> str:
+        return interval_words(Capacity(mode="users" if unit == "users" else "rate", unit=unit, max_sustainable=None,
+                                       **keys))
+
+    assert words("users", max_sustainable_interval=[139, 148]) == \
         " (95 % interval 139 to 148 users, from its levels' own requests)"
-    assert interval_words({"unit": "users", "max_sustainable_interval": [6, 6]}) == \
+    assert words("users", max_sustainable_interval=[6, 6]) == \
         " (95 % interval 6 to 6 users, from its levels' own requests)"
-    assert interval_words({"unit": "req/s", "max_sustainable_interval": [None, 2.5]}) == \
+    assert words("req/s", max_sustainable_interval=[None, 2.5]) == \
         " (95 % interval below 2.5 req/s, from its levels' own requests)"
-    assert interval_words({"unit": "users"}) == ""
-    assert interval_words({"unit": "users", "max_sustainable_interval": [8, 9], "rerun_interval": [6, 12]}) == \
+    assert words("users") == ""
+    assert words("users", max_sustainable_interval=[8, 9], rerun_interval=[6, 12]) == \
         " (95 % interval 8 to 9 users, from its levels' own requests; a second search, on an engine within 25% " \
         "of this one's probe, may hold 6 to 12 users)"
 
