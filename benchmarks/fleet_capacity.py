@@ -27,6 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from loadwatch.metrics.capacity import Capacity
+
 CLI = [sys.executable, "-m", "loadwatch.cli"]
 SEARCH = ["--mode", "users", "--level-duration", "20s", "--max-duration", "6m"]
 PREFIX = ["--", "--dataset", "prefix-repetition", "--num-prefixes", "4", "--prefix-len", "256", "--suffix-len", "16",
@@ -46,7 +48,7 @@ def loadwatch(folder: Path, *args: str) -> tuple[Path, float]:
 
 def capacity(folder: Path, *args: str) -> dict:
     run_dir, took = loadwatch(folder, "capacity", "--replicas", "2", *args)
-    result = json.loads((run_dir / "capacity.json").read_text())
+    result = Capacity.read(run_dir / "capacity.json").model_dump(mode="json")  # validated; every key, defaults in
     evidence = result["evidence"]
     room = ", ".join(evidence.get("replicas_with_room", [])) or "none"
     busiest = (f" (replica {evidence['busiest_replica']} at its own {evidence['replica_limit']}; with room: {room})"

@@ -16,12 +16,13 @@ busier machine moves the knee and the probe.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from loadwatch.metrics.capacity import Capacity
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
@@ -47,7 +48,7 @@ def search(options: list[str], workload: list[str], out: Path) -> dict:
     done = subprocess.run([sys.executable, "-m", "loadwatch.cli", "capacity", *options, "--out", str(out), "--",
                            *workload], capture_output=True, text=True, env=env)
     (run_dir,) = [p for p in out.iterdir() if p.is_dir() and p.name != "home"]
-    result = json.loads((run_dir / "capacity.json").read_text())
+    result = Capacity.read(run_dir / "capacity.json").model_dump(mode="json")  # validated; every key, defaults in
     return {**result, "code": done.returncode, "wall": time.monotonic() - began, "folder": str(run_dir)}
 
 
