@@ -274,4 +274,4 @@ def write(run_dir: Path, capacity: Capacity, api: PrometheusAPI | None = None) -
     ran = [lv for lv in capacity.levels if lv.start]
     start, end = (min(lv.start for lv in ran), max(lv.end for lv in ran)) if ran else (0.0, 0.0)
     write_page(run_dir / PAGE, "loadwatch capacity report", markdown_html(text, run_dir),
-               capacity_charts(capacity.model_dump(mode="json"), records, api if ran else None, start, end))
+               capacity_charts(capacity, records, api if ran else None, start, end))

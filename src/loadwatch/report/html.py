@@ -13,6 +13,7 @@ from bokeh.models.annotations import Label, Span
 from bokeh.models.widgets import Div
 from bokeh.plotting import figure
 
+from loadwatch.metrics.capacity import Capacity
 from loadwatch.metrics.results import Results
 from loadwatch.metrics.ttft_split import measured
 from loadwatch.prometheus import PrometheusAPI, PrometheusError
@@ -150,32 +151,31 @@ def distributions(records: list[dict]) -> list:
     return [row(*charts)] if charts else []
 
 
-def capacity_charts(result: dict, records: list[dict], api: PrometheusAPI | None, start: float,
+def capacity_charts(result: Capacity, records: list[dict], api: PrometheusAPI | None, start: float,
                     end: float) -> list:
     """The capacity curve with the knee and operating point, then the search over time: client latency
     and throughput from the levels' records, the engine from Prometheus, each level marked."""
-    levels = sorted(result["levels"], key=lambda lv: lv["level"])
-    x = [lv["level"] for lv in levels]
+    levels = sorted(result.levels, key=lambda lv: lv.level)
+    x = [lv.level for lv in levels]
     curve = figure(title="Latency against load (ms), with the knee and the operating point", width=WIDTH,
-                   height=HEIGHT + 60, y_axis_type="log", x_axis_label=f"load ({result['unit']})", y_axis_label="ms",
+                   height=HEIGHT + 60, y_axis_type="log", x_axis_label=f"load ({result.unit})", y_axis_label="ms",
                    tools="pan,wheel_zoom,box_zoom,reset,save,hover")
     for i, (key, label) in enumerate((("median_ttft_ms", "TTFT p50"), ("p99_ttft_ms", "TTFT p99"),
                                       ("p99_tpot_ms", "TPOT p99"))):
-        ys = [lv["client"][key] for lv in levels]
+        ys = [lv.client[key] for lv in levels]
         curve.line(x, ys, legend_label=label, color=COLOURS[i], line_width=2)
         curve.scatter(x, ys, color=COLOURS[i], size=7, legend_label=label)
     curve.legend.click_policy = "hide"
-    for value, label, colour in ((result["max_sustainable"], "knee", "red"),
-                                 (result["recommended"], "operating point", "green")):
+    for value, label, colour in ((result.max_sustainable, "knee", "red"),
+                                 (result.recommended, "operating point", "green")):
         if value is not None:
             curve.add_layout(Span(location=value, dimension="height", line_dash="dashed", line_color=colour))
             curve.add_layout(Label(x=value, y=10, y_units="screen", text=f"{label} {value:g}", text_color=colour,
                                    text_font_size="9pt", x_offset=3))
     throughput = figure(title="Output tokens/s against load", width=WIDTH, height=HEIGHT, x_range=curve.x_range,
-                        x_axis_label=f"load ({result['unit']})", tools="pan,wheel_zoom,box_zoom,reset,save,hover")
-    throughput.line(x, [lv["client"]["output_throughput"] for lv in levels], color=COLOURS[2], line_width=2)
+                        x_axis_label=f"load ({result.unit})", tools="pan,wheel_zoom,box_zoom,reset,save,hover")
+    throughput.line(x, [lv.client["output_throughput"] for lv in levels], color=COLOURS[2], line_width=2)
     charts: list = [curve, throughput]
-    marks = [Mark(lv["name"], lv["start"]) for lv in sorted(result["levels"], key=lambda lv: lv["start"])
-             if lv["start"]]
+    marks = [Mark(lv.name, lv.start) for lv in sorted(result.levels, key=lambda lv: lv.start) if lv.start]
     charts += time_charts(records, api, start, end, marks, [])
     return charts
