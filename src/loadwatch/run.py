@@ -60,7 +60,7 @@ def headless_run(options: RunOptions, say) -> int:
             if schedule:
                 schedule.begin()
             try:
-                code = locust.run(options.target or stack.target, say=say).code
+                code = locust.run(stack.request_url(options.target), say=say).code
             finally:
                 if schedule:
                     schedule.end(run_dir)

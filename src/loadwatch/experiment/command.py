@@ -185,7 +185,7 @@ def run_arm(spec: Experiment, name: str, arm: Arm, cells: list[Cell], starts_lef
         except (ComponentError, ServerError, RouterError) as exc:
             return str(exc)
         api = PrometheusAPI(stack.url("prometheus"))
-        target = arm.target or stack.target
+        target = stack.request_url(arm.target)
         template = on_stack(LocustRun(options.locustfile), stack)
         paces: dict[str, Pace] = {}
         for cell in cells:

@@ -87,6 +87,11 @@ class Stack:
     def url(self, name: str) -> str:
         return next(c.url for c in self.components if c.name == name)
 
+    def request_url(self, target: str | None) -> str:
+        """The URL the load's requests go to: the user's `target` as given (with its credentials, which
+        `self.target` keeps none of), else this stack's own server (its engine, or its fleet's router)."""
+        return target or self.target
+
     def locust_options(self) -> list[str]:
         """What the load generator needs to know of the stack beyond its ports: a fleet's replicas."""
         return self.fleet.locust_options() if self.fleet else []

@@ -58,7 +58,7 @@ class Tuner:
         with self.server.serving(config, folder, lambda message: None) as stack:
             template = on_stack(self.template, stack)
             result = search(options, template, PrometheusAPI(stack.url("prometheus")),
-                            self.server.target or stack.target, folder, lambda message: self.say(f"  {message}"),
+                            stack.request_url(self.server.target), folder, lambda message: self.say(f"  {message}"),
                             batch_of(options, self.server.target, list(config.vllm_args)))
         self.searches.append({"name": name, "seconds": round(time.monotonic() - began, 1)})
         return result
