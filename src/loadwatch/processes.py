@@ -16,6 +16,7 @@ from pathlib import Path
 from loadwatch import loopback
 from loadwatch.atomic import write_atomically
 from loadwatch.credentials import SECRET_VARIABLES
+from loadwatch.defaults import LOOPBACK
 from loadwatch.interrupts import held
 
 
@@ -35,14 +36,14 @@ class Component:
 
 
 def port_or_free(preferred: int = 0, avoid: Collection[int] = ()) -> int:
-    """The preferred port on 127.0.0.1 when it is free, else any free one; never one of `avoid` (ports
+    """The preferred port on LOOPBACK when it is free, else any free one; never one of `avoid` (ports
     that another stack has claimed but whose server has not bound them yet)."""
     candidates = (preferred, 0) if preferred and preferred not in avoid else (0,)
     for port in candidates:
         for _ in range(100):  # the kernel may hand out a claimed port that is still free
             with socket.socket() as s:
                 try:
-                    s.bind(("127.0.0.1", port))
+                    s.bind((LOOPBACK, port))
                 except OSError:
                     break
                 chosen = s.getsockname()[1]
@@ -50,7 +51,7 @@ def port_or_free(preferred: int = 0, avoid: Collection[int] = ()) -> int:
                 return chosen
             if port:
                 break
-    raise OSError("no free port on 127.0.0.1")
+    raise OSError(f"no free port on {LOOPBACK}")
 
 
 def alive(pid: int) -> bool:

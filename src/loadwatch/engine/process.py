@@ -10,6 +10,7 @@ from pathlib import Path
 
 from loadwatch import processes
 from loadwatch.credentials import read_secret
+from loadwatch.defaults import LOOPBACK
 from loadwatch.engine.settings import EngineSettings
 from loadwatch.processes import Component, ComponentError, port_or_free
 
@@ -39,7 +40,7 @@ def command(settings: EngineSettings, model_dir: Path, port: int, extra: list[st
     return [
         str(settings.python), "-m", "vllm.entrypoints.openai.api_server",
         "--model", str(model_dir), "--served-model-name", settings.served_model_name,
-        "--host", "127.0.0.1", "--port", str(port),
+        "--host", LOOPBACK, "--port", str(port),
         "--enforce-eager", "--enable-prefix-caching",
         # The CPU default block is 128 tokens; 32 lets short shared prefixes hit the cache. The tiny
         # model's whole context: the seeds' agent session alone is over 2,048 tokens.
@@ -104,7 +105,7 @@ def start(settings: EngineSettings, model_dir: Path, port: int | None = None, ex
     log_path.unlink(missing_ok=True)  # the last start's only: it lives in the cache, not in a run's folder
     allowed, cpus = sorted(os.sched_getaffinity(0)), engine_cpus(settings)
     env = environment(settings, dev_endpoints)
-    url = f"http://127.0.0.1:{port}"
+    url = f"http://{LOOPBACK}:{port}"
     started = time.monotonic()
     say(f"Starting vLLM on {url} (log {log_path})")
     try:

@@ -67,7 +67,7 @@ class ExporterSettings(BaseSettings):
 def parse_target(text: str) -> dict:
     name, sep, url = text.partition("=")
     if not sep:
-        raise ValueError(f"{text!r}: expected NAME=URL, e.g. vllm-0=http://127.0.0.1:8000")
+        raise ValueError(f"{text!r}: expected NAME=URL, e.g. vllm-0=http://{LOOPBACK}:8000")
     return {"name": name, "url": url}
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from loadwatch import processes
+from loadwatch.defaults import LOOPBACK
 from loadwatch.engine import process as engine
 from loadwatch.engine.settings import EngineSettings
 from loadwatch.engine.setup import ensure_engine, ensure_model, ensure_router
@@ -48,7 +49,7 @@ def start_fleet(options: FleetOptions, vllm_args: list[str], ports: dict[str, in
     say(f"Starting {len(names)} vLLM replicas ({', '.join(names)}) behind {program.name} ({policy})")
     started = []
     for name, own in zip(names, cores, strict=True):
-        url = f"http://127.0.0.1:{ports['replica-' + name]}"
+        url = f"http://{LOOPBACK}:{ports['replica-' + name]}"
         flags = [*vllm_args, *options.flags_of(name), "--fingerprint-mode", "custom", "--fingerprint-value", name]
         started.append(launch(f"replica-{name}", engine.command(settings, model, ports["replica-" + name], flags), url,
                               {**env, "VLLM_CPU_OMP_THREADS_BIND": ",".join(map(str, own))}, set(own)))
@@ -56,8 +57,8 @@ def start_fleet(options: FleetOptions, vllm_args: list[str], ports: dict[str, in
         processes.await_ready(spawned, "/health", START_TIMEOUT,
                               on_wait=lambda waited: say(f"  still waiting for the replicas to load ({waited:.0f} s)…"))
     replicas = {name: spawned.component.url for name, spawned in zip(names, started, strict=True)}
-    url = f"http://127.0.0.1:{ports['router']}"
-    metrics = f"http://127.0.0.1:{ports['router-metrics']}"
+    url = f"http://{LOOPBACK}:{ports['router']}"
+    metrics = f"http://{LOOPBACK}:{ports['router-metrics']}"
     routed = launch("router", program.command(settings.python, ports["router"], ports["router-metrics"],
                                            list(replicas.values()), policy, options.router_arg), url, None, None)
     processes.await_ready(routed, program.health_path, 120.0)

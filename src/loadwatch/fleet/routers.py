@@ -22,6 +22,7 @@ from urllib.parse import urlencode
 from urllib.request import Request
 
 from loadwatch import loopback
+from loadwatch.defaults import LOOPBACK
 
 
 class RouterError(Exception):
@@ -44,8 +45,8 @@ class RouterProgram(ABC):
 
     def command(self, python: Path, port: int, metrics_port: int, workers: list[str], policy: str,
                 extra: list[str]) -> list[str]:
-        """The router in front of `workers` on 127.0.0.1:`port`, its metrics on `metrics_port`."""
-        return [str(python), *self.launcher, *self.arguments("127.0.0.1", port, metrics_port, workers, policy, extra)]
+        """The router in front of `workers` on LOOPBACK:`port`, its metrics on `metrics_port`."""
+        return [str(python), *self.launcher, *self.arguments(LOOPBACK, port, metrics_port, workers, policy, extra)]
 
     def arguments(self, host: str, port: int, metrics_port: int, workers: list[str], policy: str,
                   extra: list[str]) -> list[str]:

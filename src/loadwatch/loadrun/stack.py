@@ -9,6 +9,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
+from loadwatch.defaults import LOOPBACK
 from loadwatch.fleet.options import FleetOptions
 from loadwatch.loadrun.locust import LocustRun
 from loadwatch.processes import log_tail
@@ -24,7 +25,7 @@ def describe(stack: Stack, say) -> None:
     say(f"target (vLLM): {stack.target}" + (f" ({stack.fleet.router})" if stack.fleet else ""))
     for name, url in (stack.fleet.replicas if stack.fleet else {}).items():
         say(f"replica {name}: {url}")
-    say(f"load generator metrics: http://127.0.0.1:{stack.client_port}/metrics")
+    say(f"load generator metrics: http://{LOOPBACK}:{stack.client_port}/metrics")
     for component in stack.components:
         say(f"{component.name}: {component.url} (pid {component.pid}, log {component.log})")
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from loadwatch.atomic import write_atomically
 from loadwatch.credentials import CredentialError, read_secret, refused_on_command_line
-from loadwatch.defaults import PORTS
+from loadwatch.defaults import LOOPBACK, PORTS
 from loadwatch.grafana.annotate import AnnotateError, post_annotations
 from loadwatch.metrics.bootstrap import Change
 from loadwatch.prometheus import PrometheusAPI, PrometheusError
@@ -226,7 +226,7 @@ def add_parsers(commands, say) -> None:
 
     posting = commands.add_parser("annotate", help="post a run and its stages as Grafana annotations")
     posting.add_argument("run", type=Path, help="a run folder or a results JSON")
-    posting.add_argument("--grafana-url", required=True, help=f"e.g. http://127.0.0.1:{PORTS['grafana']}")
+    posting.add_argument("--grafana-url", required=True, help=f"e.g. http://{LOOPBACK}:{PORTS['grafana']}")
     posting.add_argument("--token-file", type=Path, help="file holding the Grafana service-account token; "
                                                          "default $GRAFANA_TOKEN_FILE, else $GRAFANA_TOKEN")
     posting.add_argument("--token", help=argparse.SUPPRESS, action=refused_on_command_line(

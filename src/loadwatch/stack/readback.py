@@ -7,6 +7,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from loadwatch import processes
+from loadwatch.defaults import LOOPBACK
 from loadwatch.processes import ComponentError, port_or_free
 from loadwatch.prometheus import PrometheusAPI, PrometheusError
 
@@ -38,12 +39,12 @@ def prometheus_on(data_dir: Path, log_dir: Path, binary: str = "prometheus") -> 
     log_dir.mkdir(parents=True, exist_ok=True)
     config.write_text("global: {}\n")
     port = port_or_free()
-    url = f"http://127.0.0.1:{port}"
+    url = f"http://{LOOPBACK}:{port}"
     try:
         component = processes.start(
             "prometheus-readback",
             [binary, f"--config.file={config}", f"--storage.tsdb.path={data_dir}",
-             f"--web.listen-address=127.0.0.1:{port}", "--storage.tsdb.retention.time=100y", EXEMPLARS],
+             f"--web.listen-address={LOOPBACK}:{port}", "--storage.tsdb.retention.time=100y", EXEMPLARS],
             url, "/-/ready", log_dir / "prometheus-readback.log", timeout=120)
     except ComponentError as exc:
         raise PrometheusError(str(exc)) from None

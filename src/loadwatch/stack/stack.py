@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 
 from loadwatch import processes
 from loadwatch.credentials import split_credentials
-from loadwatch.defaults import PORTS
+from loadwatch.defaults import LOOPBACK, PORTS
 from loadwatch.engine import process as engine
 from loadwatch.engine.settings import EngineSettings
 from loadwatch.engine.setup import ensure_engine, ensure_model
@@ -149,7 +149,7 @@ def _choose_ports(settings: StackSettings, client_port: int | None, fleet: Fleet
 
 def _start_all(stack: Stack, settings: StackSettings, run_dir: Path) -> None:
     ports = stack.ports
-    urls = {name: f"http://127.0.0.1:{port}" for name, port in ports.items()}
+    urls = {name: f"http://{LOOPBACK}:{port}" for name, port in ports.items()}
 
     spawned: list[tuple[processes.Spawned, str]] = []
 
@@ -160,7 +160,7 @@ def _start_all(stack: Stack, settings: StackSettings, run_dir: Path) -> None:
     # they took twice as long (each Python one a second or two of imports).
     launch("exporter", _exporter_command(stack, settings), "/metrics")
     if not settings.webhook_url:  # alerts go to a log of the run, not nowhere
-        launch("alert-log", [sys.executable, "-m", "loadwatch.cli", "alert-log", "--host", "127.0.0.1",
+        launch("alert-log", [sys.executable, "-m", "loadwatch.cli", "alert-log", "--host", LOOPBACK,
                              "--port", str(ports["alert-log"])], "/-/ready")
     am_config = render_alertmanager(settings, run_dir / "alertmanager",
                                     settings.webhook_url or f"{urls['alert-log']}/alerts")
@@ -168,12 +168,12 @@ def _start_all(stack: Stack, settings: StackSettings, run_dir: Path) -> None:
     launch(
         "alertmanager",
         [settings.alertmanager_bin, f"--config.file={am_config}", f"--storage.path={run_dir / 'alertmanager-data'}",
-         f"--web.listen-address=127.0.0.1:{ports['alertmanager']}", "--cluster.listen-address="],
+         f"--web.listen-address={LOOPBACK}:{ports['alertmanager']}", "--cluster.listen-address="],
         "/-/ready")
     launch(
         "prometheus",
         [settings.prometheus_bin, f"--config.file={prom_config}", f"--storage.tsdb.path={run_dir / 'prometheus-data'}",
-         f"--web.listen-address=127.0.0.1:{ports['prometheus']}", EXEMPLARS],
+         f"--web.listen-address={LOOPBACK}:{ports['prometheus']}", EXEMPLARS],
         "/-/ready")
     for started, ready_path in spawned:
         try:
@@ -189,7 +189,7 @@ def _exporter_command(stack: Stack, settings: StackSettings) -> list[str]:
     targets = [f"{name}={url}" for name, url in fleet.replicas.items()] if fleet else [f"vllm={stack.target}"]
     routers = [f"{fleet.router}={fleet.metrics}"] if fleet and fleet.metrics else []
     return [sys.executable, "-m", "loadwatch.cli", "exporter", *(f"--target={t}" for t in targets),
-            *(f"--router={r}" for r in routers), "--host", "127.0.0.1", "--port", str(stack.ports["exporter"]),
+            *(f"--router={r}" for r in routers), "--host", LOOPBACK, "--port", str(stack.ports["exporter"]),
             "--interval", str(settings.exporter_interval), "--window", str(settings.exporter_window),
             "--timeout", str(settings.exporter_timeout)]
 
@@ -198,10 +198,10 @@ def _prometheus_config(stack: Stack, settings: StackSettings, run_dir: Path) -> 
     """The run's Prometheus config: every engine scraped directly too (each replica of a fleet)."""
     fleet = stack.fleet
     return render_prometheus(
-        settings, run_dir / "prometheus", client=f"127.0.0.1:{stack.client_port}",
-        exporter=f"127.0.0.1:{stack.ports['exporter']}",
+        settings, run_dir / "prometheus", client=f"{LOOPBACK}:{stack.client_port}",
+        exporter=f"{LOOPBACK}:{stack.ports['exporter']}",
         vllm=[urlsplit(url).netloc for url in (fleet.replicas.values() if fleet else [stack.target])],
-        alertmanager=f"127.0.0.1:{stack.ports['alertmanager']}")
+        alertmanager=f"{LOOPBACK}:{stack.ports['alertmanager']}")
 
 
 def _launch(stack: Stack, run_dir: Path, name: str, command: list[str], url: str, env: dict[str, str] | None = None,
