@@ -19,6 +19,26 @@ PORTS: dict[str, int] = {
     "alert_log": 9095,
 }
 
+
+class Part:
+    """Each part of a stack by name: its key in the stack's ports (saved in stack.json, so
+    never renamed) and, but for the two ports that are no process of their own, its component's name
+    (its log: logs/NAME.log)."""
+
+    CLIENT = "client"  # the load generator's metrics (Locust is no component of the stack)
+    EXPORTER = "exporter"  # the sidecar
+    PROMETHEUS = "prometheus"
+    ALERTMANAGER = "alertmanager"
+    ALERT_LOG = "alert-log"
+    ROUTER = "router"  # an embedded fleet's router...
+    ROUTER_METRICS = "router-metrics"  # ...and its metrics listener (no component of its own)
+
+    @staticmethod
+    def replica(name: str) -> str:
+        """An embedded fleet's replica `name`."""
+        return f"replica-{name}"
+
+
 # Every server loadwatch starts listens here unless its user names another address: nothing is
 # open to the network unless asked.
 LOOPBACK = "127.0.0.1"

@@ -6,6 +6,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from loadwatch.defaults import Part
 from loadwatch.durations import parse_duration
 from loadwatch.fleet.options import FleetOptions
 from loadwatch.fleet.schedule import Schedule
@@ -66,7 +67,7 @@ def headless_run(options: RunOptions, say) -> int:
                     schedule.end(run_dir)
             if code != INTERRUPTED:
                 time.sleep(parse_duration(settings.scrape_interval))  # Prometheus' last look at the run
-            _after_run(run_dir, stack.url("prometheus"), options.grafana_url, say)
+            _after_run(run_dir, stack.url(Part.PROMETHEUS), options.grafana_url, say)
         except KeyboardInterrupt:
             code = INTERRUPTED
             say("interrupted again: no report; stopping everything")

@@ -18,6 +18,7 @@ from loadwatch.capacity.probe import probe
 from loadwatch.capacity.room import Batch
 from loadwatch.capacity.search import Search
 from loadwatch.client.stream import SENT_HEADERS
+from loadwatch.defaults import Part
 from loadwatch.engine.flags import given_max_num_seqs, max_num_seqs
 from loadwatch.fleet.options import FleetOptions
 from loadwatch.fleet.scale import ScaleError
@@ -80,7 +81,7 @@ def capacity(options: CapacityOptions, template: LocustRun, target: str | None, 
         try:
             template = on_stack(template, stack)
             known = batch_of(options, target, vllm_args)
-            api = PrometheusAPI(stack.url("prometheus"))
+            api = PrometheusAPI(stack.url(Part.PROMETHEUS))
             one = None
             if scaling and stack.fleet is not None:
                 scaler = scaler_of(stack, fleet, run_dir, say)

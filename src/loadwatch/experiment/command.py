@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from loadwatch.capacity.command import batch_of, search
+from loadwatch.defaults import Part
 from loadwatch.durations import parse_duration
 from loadwatch.engine.serving import engine_args
 from loadwatch.experiment import cells as cells_of
@@ -184,7 +185,7 @@ def run_arm(spec: Experiment, name: str, arm: Arm, cells: list[Cell], starts_lef
                                                     fleet=arm_fleet(arm, options.fleet)))
         except (ComponentError, ServerError, RouterError) as exc:
             return str(exc)
-        api = PrometheusAPI(stack.url("prometheus"))
+        api = PrometheusAPI(stack.url(Part.PROMETHEUS))
         target = stack.request_url(arm.target)
         template = on_stack(LocustRun(options.locustfile), stack)
         paces: dict[str, Pace] = {}

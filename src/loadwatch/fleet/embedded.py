@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from loadwatch import processes
-from loadwatch.defaults import LOOPBACK
+from loadwatch.defaults import LOOPBACK, Part
 from loadwatch.engine import process as engine
 from loadwatch.engine.settings import EngineSettings
 from loadwatch.engine.setup import ensure_engine, ensure_model, ensure_router
@@ -49,17 +49,18 @@ def start_fleet(options: FleetOptions, vllm_args: list[str], ports: dict[str, in
     say(f"Starting {len(names)} vLLM replicas ({', '.join(names)}) behind {program.name} ({policy})")
     started = []
     for name, own in zip(names, cores, strict=True):
-        url = f"http://{LOOPBACK}:{ports['replica-' + name]}"
+        part, port = Part.replica(name), ports[Part.replica(name)]
+        url = f"http://{LOOPBACK}:{port}"
         flags = [*vllm_args, *options.flags_of(name), "--fingerprint-mode", "custom", "--fingerprint-value", name]
-        started.append(launch(f"replica-{name}", engine.command(settings, model, ports["replica-" + name], flags), url,
+        started.append(launch(part, engine.command(settings, model, port, flags), url,
                               {**env, "VLLM_CPU_OMP_THREADS_BIND": ",".join(map(str, own))}, set(own)))
     for spawned in started:
         processes.await_ready(spawned, "/health", START_TIMEOUT,
                               on_wait=lambda waited: say(f"  still waiting for the replicas to load ({waited:.0f} s)…"))
     replicas = {name: spawned.component.url for name, spawned in zip(names, started, strict=True)}
-    url = f"http://{LOOPBACK}:{ports['router']}"
-    metrics = f"http://{LOOPBACK}:{ports['router-metrics']}"
-    routed = launch("router", program.command(settings.python, ports["router"], ports["router-metrics"],
+    url = f"http://{LOOPBACK}:{ports[Part.ROUTER]}"
+    metrics = f"http://{LOOPBACK}:{ports[Part.ROUTER_METRICS]}"
+    routed = launch(Part.ROUTER, program.command(settings.python, ports[Part.ROUTER], ports[Part.ROUTER_METRICS],
                                            list(replicas.values()), policy, options.router_arg), url, None, None)
     processes.await_ready(routed, program.health_path, 120.0)
     say(f"{program.name} ready on {url}, in front of " + ", ".join(f"{n} {u}" for n, u in replicas.items()))

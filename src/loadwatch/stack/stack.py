@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 
 from loadwatch import processes
 from loadwatch.credentials import split_credentials
-from loadwatch.defaults import LOOPBACK, PORTS
+from loadwatch.defaults import LOOPBACK, PORTS, Part
 from loadwatch.engine import process as engine
 from loadwatch.engine.settings import EngineSettings
 from loadwatch.engine.setup import ensure_engine, ensure_model
@@ -52,8 +52,8 @@ class WhichStack(StackError):
 
 STATE = "stack.json"  # in the run folder
 
-DEFAULT_PORTS = {"exporter": PORTS["sidecar"], "prometheus": PORTS["prometheus"], "alertmanager": PORTS["alertmanager"],
-                 "alert-log": PORTS["alert_log"]}
+DEFAULT_PORTS = {Part.EXPORTER: PORTS["sidecar"], Part.PROMETHEUS: PORTS["prometheus"],
+                 Part.ALERTMANAGER: PORTS["alertmanager"], Part.ALERT_LOG: PORTS["alert_log"]}
 
 
 @dataclass
@@ -99,7 +99,7 @@ class Stack:
     @property
     def engine_metrics(self) -> str:
         """The sidecar's /metrics: what a Locust master's web UI charts the engine from."""
-        return self.url("exporter") + "/metrics"
+        return self.url(Part.EXPORTER) + "/metrics"
 
     def dead(self) -> list[Component]:
         return [c for c in self.components if not c.alive()]
@@ -135,11 +135,11 @@ def _choose_ports(settings: StackSettings, client_port: int | None, fleet: Fleet
     router take free ones, as the embedded engine does."""
     claimed = {port for other in running_stacks(settings) for port in (*other.ports.values(), other.client_port)}
     ports: dict[str, int] = {}
-    embedded = [f"replica-{name}" for name in fleet.names()] + ["router", "router-metrics"] \
+    embedded = [Part.replica(name) for name in fleet.names()] + [Part.ROUTER, Part.ROUTER_METRICS] \
         if fleet is not None and fleet.replicas else []
-    wanted = {"client": PORTS["client_metrics"], **DEFAULT_PORTS, **dict.fromkeys(embedded, 0)}
+    wanted = {Part.CLIENT: PORTS["client_metrics"], **DEFAULT_PORTS, **dict.fromkeys(embedded, 0)}
     for name, port in wanted.items():
-        if name == "client" and client_port is not None:
+        if name == Part.CLIENT and client_port is not None:
             ports[name] = client_port or port_or_free(0, claimed)  # named by the user: as named
         else:
             ports[name] = port_or_free(0 if settings.free_ports else port, claimed)
@@ -158,29 +158,29 @@ def _start_all(stack: Stack, settings: StackSettings, run_dir: Path) -> None:
 
     # All four at once, then awaited: none needs another to be up to start, and one after the other
     # they took twice as long (each Python one a second or two of imports).
-    launch("exporter", _exporter_command(stack, settings), "/metrics")
+    launch(Part.EXPORTER, _exporter_command(stack, settings), "/metrics")
     if not settings.webhook_url:  # alerts go to a log of the run, not nowhere
-        launch("alert-log", [sys.executable, "-m", "loadwatch.cli", "alert-log", "--host", LOOPBACK,
-                             "--port", str(ports["alert-log"])], "/-/ready")
+        launch(Part.ALERT_LOG, [sys.executable, "-m", "loadwatch.cli", "alert-log", "--host", LOOPBACK,
+                                "--port", str(ports[Part.ALERT_LOG])], "/-/ready")
     am_config = render_alertmanager(settings, run_dir / "alertmanager",
-                                    settings.webhook_url or f"{urls['alert-log']}/alerts")
+                                    settings.webhook_url or f"{urls[Part.ALERT_LOG]}/alerts")
     prom_config = _prometheus_config(stack, settings, run_dir)
     launch(
-        "alertmanager",
+        Part.ALERTMANAGER,
         [settings.alertmanager_bin, f"--config.file={am_config}", f"--storage.path={run_dir / 'alertmanager-data'}",
-         f"--web.listen-address={LOOPBACK}:{ports['alertmanager']}", "--cluster.listen-address="],
+         f"--web.listen-address={LOOPBACK}:{ports[Part.ALERTMANAGER]}", "--cluster.listen-address="],
         "/-/ready")
     launch(
-        "prometheus",
+        Part.PROMETHEUS,
         [settings.prometheus_bin, f"--config.file={prom_config}", f"--storage.tsdb.path={run_dir / 'prometheus-data'}",
-         f"--web.listen-address={LOOPBACK}:{ports['prometheus']}", EXEMPLARS],
+         f"--web.listen-address={LOOPBACK}:{ports[Part.PROMETHEUS]}", EXEMPLARS],
         "/-/ready")
     for started, ready_path in spawned:
         try:
             processes.await_ready(started, ready_path, settings.start_timeout)
         except ComponentError as exc:
             raise StackError(str(exc)) from None
-    _wait_for_first_scrape(urls["prometheus"], settings.start_timeout)
+    _wait_for_first_scrape(urls[Part.PROMETHEUS], settings.start_timeout)
 
 
 def _exporter_command(stack: Stack, settings: StackSettings) -> list[str]:
@@ -189,7 +189,7 @@ def _exporter_command(stack: Stack, settings: StackSettings) -> list[str]:
     targets = [f"{name}={url}" for name, url in fleet.replicas.items()] if fleet else [f"vllm={stack.target}"]
     routers = [f"{fleet.router}={fleet.metrics}"] if fleet and fleet.metrics else []
     return [sys.executable, "-m", "loadwatch.cli", "exporter", *(f"--target={t}" for t in targets),
-            *(f"--router={r}" for r in routers), "--host", LOOPBACK, "--port", str(stack.ports["exporter"]),
+            *(f"--router={r}" for r in routers), "--host", LOOPBACK, "--port", str(stack.ports[Part.EXPORTER]),
             "--interval", str(settings.exporter_interval), "--window", str(settings.exporter_window),
             "--timeout", str(settings.exporter_timeout)]
 
@@ -199,9 +199,9 @@ def _prometheus_config(stack: Stack, settings: StackSettings, run_dir: Path) -> 
     fleet = stack.fleet
     return render_prometheus(
         settings, run_dir / "prometheus", client=f"{LOOPBACK}:{stack.client_port}",
-        exporter=f"{LOOPBACK}:{stack.ports['exporter']}",
+        exporter=f"{LOOPBACK}:{stack.ports[Part.EXPORTER]}",
         vllm=[urlsplit(url).netloc for url in (fleet.replicas.values() if fleet else [stack.target])],
-        alertmanager=f"{LOOPBACK}:{stack.ports['alertmanager']}")
+        alertmanager=f"{LOOPBACK}:{stack.ports[Part.ALERTMANAGER]}")
 
 
 def _launch(stack: Stack, run_dir: Path, name: str, command: list[str], url: str, env: dict[str, str] | None = None,
@@ -274,16 +274,17 @@ def relist(stack: Stack, options: FleetOptions, say) -> None:
     fleet.replicas = replicas
     settings = StackSettings()  # the sidecar's and Prometheus' own settings, as the stack started them
     run_dir = Path(stack.run_dir)
-    exporter = next(c for c in stack.components if c.name == "exporter")
+    exporter = next(c for c in stack.components if c.name == Part.EXPORTER)
     processes.stop_group(exporter.pid, 20.0)
     stack.components.remove(exporter)
     restarted = time.time()
     try:
-        started = _launch(stack, run_dir, "exporter", _exporter_command(stack, settings), exporter.url)
+        started = _launch(stack, run_dir, Part.EXPORTER, _exporter_command(stack, settings), exporter.url)
         _prometheus_config(stack, settings, run_dir)
-        os.kill(next(c.pid for c in stack.components if c.name == "prometheus"), signal.SIGHUP)  # reloads its config
+        # Prometheus reloads its config
+        os.kill(next(c.pid for c in stack.components if c.name == Part.PROMETHEUS), signal.SIGHUP)
         processes.await_ready(started, "/metrics", settings.start_timeout)
-        _wait_for_first_scrape(stack.url("prometheus"), settings.start_timeout, after=restarted)
+        _wait_for_first_scrape(stack.url(Part.PROMETHEUS), settings.start_timeout, after=restarted)
     except ComponentError as exc:
         raise RouterError(f"the sidecar could not read the replicas listed now: {exc}") from None
     stack.save(stack.state_file)
@@ -356,7 +357,7 @@ def up(settings: StackSettings, run_dir: Path, target: str | None = None, vllm_a
         run_dir.mkdir(parents=True, exist_ok=True)
         ports = _choose_ports(settings, client_port, fleet)
         # Without credentials: vLLM's /metrics needs none, and stack.json, logs and configs keep none.
-        stack = Stack(str(run_dir), split_credentials(target)[0] if target else "", ports["client"],
+        stack = Stack(str(run_dir), split_credentials(target)[0] if target else "", ports[Part.CLIENT],
                       engine_started=target is None, ports=ports, own_engine=False)
         stack.save(stack.state_file)
         processes.write_state(_entry(settings, run_dir), {"run_dir": str(run_dir.resolve())})

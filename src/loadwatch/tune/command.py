@@ -12,6 +12,7 @@ from pathlib import Path
 from loadwatch.capacity.command import batch_of, search
 from loadwatch.capacity.options import CapacityOptions
 from loadwatch.capacity.probe import probe_change
+from loadwatch.defaults import Part
 from loadwatch.engine.settings import EngineSettings
 from loadwatch.experiment.server import ServerError
 from loadwatch.fleet.options import FleetOptions
@@ -57,7 +58,7 @@ class Tuner:
         began = time.monotonic()
         with self.server.serving(config, folder, lambda message: None) as stack:
             template = on_stack(self.template, stack)
-            result = search(options, template, PrometheusAPI(stack.url("prometheus")),
+            result = search(options, template, PrometheusAPI(stack.url(Part.PROMETHEUS)),
                             stack.request_url(self.server.target), folder, lambda message: self.say(f"  {message}"),
                             batch_of(options, self.server.target, list(config.vllm_args)))
         self.searches.append({"name": name, "seconds": round(time.monotonic() - began, 1)})
