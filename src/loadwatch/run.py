@@ -55,7 +55,7 @@ def headless_run(options: RunOptions, say) -> int:
             stop_timeout=STOP_TIMEOUT, options=[*options.locust_args, *stack.locust_options()])
         schedule = None
         if options.scale_at and stack.fleet is not None:
-            schedule = Schedule(scaler_of(stack, options.fleet, run_dir, say), options.scale_at, say)
+            schedule = Schedule(scaler_of(stack, say), options.scale_at, say)
         try:
             say(f"load test: {options.users} users for {options.run_time} against {stack.target}")
             if schedule:

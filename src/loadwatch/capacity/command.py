@@ -84,7 +84,7 @@ def capacity(options: CapacityOptions, template: LocustRun, target: str | None, 
             api = PrometheusAPI(stack.url(Part.PROMETHEUS))
             one = None
             if scaling and stack.fleet is not None:
-                scaler = scaler_of(stack, fleet, run_dir, say)
+                scaler = scaler_of(stack, say)
                 count = scaler.most or len(scaler.serving())
                 scaler.scale_to(1, say)
                 say(f"capacity: one replica first, in {run_dir / ONE_REPLICA}")

@@ -128,6 +128,17 @@ class Fleet:
     # --replica's patterns: Locust names each request by the name its answer gives (a pod's); `replicas`
     # holds what the router lists, each under the name it answered with (stack._listed).
     patterns: list[str] = field(default_factory=list)
+    # What scaling it takes, from the command's FleetOptions (fleet.scale.Scaler.of): --scale's command
+    # (None: the embedded fleet's router is told which replicas to use) and its timeout; `named`: its
+    # replicas named with --replica NAME=URL, kept as named rather than read anew from the router.
+    scale: str | None = None
+    scale_timeout: float = FleetOptions.model_fields["scale_timeout"].default
+    named: bool = False
+
+    def scaling(self, options: FleetOptions) -> None:
+        """Keeps what scaling takes of the options the fleet was started or found with."""
+        self.scale, self.scale_timeout = options.scale, options.scale_timeout
+        self.named = bool(options.replica) and not options.patterns
 
     @property
     def program(self) -> RouterProgram:

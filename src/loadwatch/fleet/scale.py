@@ -45,11 +45,10 @@ class Scaler:
     relisted: Callable[[], None] | None = None
 
     @classmethod
-    def of(cls, fleet: Fleet, options: FleetOptions | None, run_dir: Path) -> Scaler:
-        """The scaler of the fleet a stack runs, as the command's fleet options ask (--scale and its
-        timeout), its command's output in the run folder's scale.log."""
-        options = options or FleetOptions()
-        return cls(fleet, options.scale, options.scale_timeout, run_dir / "scale.log")
+    def of(cls, fleet: Fleet, run_dir: Path) -> Scaler:
+        """The scaler of the fleet a stack runs, as the command's fleet options asked (--scale and its
+        timeout, kept on the fleet), its command's output in the run folder's scale.log."""
+        return cls(fleet, fleet.scale, fleet.scale_timeout, run_dir / "scale.log")
 
     @property
     def embedded(self) -> bool:

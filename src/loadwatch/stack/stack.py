@@ -16,7 +16,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -31,7 +31,7 @@ from loadwatch.engine.setup import ensure_engine, ensure_model
 from loadwatch.fleet.embedded import start_fleet
 from loadwatch.fleet.naming import answered_name
 from loadwatch.fleet.options import Fleet, FleetOptions, replica_name
-from loadwatch.fleet.routers import RouterError
+from loadwatch.fleet.routers import RouterError, RouterProgram
 from loadwatch.fleet.scale import Scaler
 from loadwatch.interrupts import held
 from loadwatch.processes import Component, ComponentError, port_or_free
@@ -223,29 +223,30 @@ def _users_fleet(target: str, options: FleetOptions) -> Fleet:
     if options.replica and not options.patterns:
         replicas = {name: url for name, _, url in (item.partition("=") for item in options.replica)}
     else:
-        replicas = _listed(target, options)
+        replicas = _listed(target, options.program, options.patterns)
     _answering(replicas)
     return Fleet(options.program.name, target, replicas, options.router_metrics, patterns=list(options.patterns))
 
 
-def _listed(target: str, options: FleetOptions, known: dict[str, str] | None = None) -> dict[str, str]:
+def _listed(target: str, program: RouterProgram, patterns: Sequence[str],
+            known: dict[str, str] | None = None) -> dict[str, str]:
     """The replicas the router lists now: each named by the name it answers with where --replica gives
     patterns (a pod keeps its name while others come and go), else a, b, ... in the router's order, a
     replica `known` already keeping its name and a new one taking one no replica had."""
-    listed = options.program.workers(target)
+    listed = program.workers(target)
     if not listed:
         raise RouterError(f"the router at {target} lists no replica")
-    if not options.patterns:
+    if not patterns:
         by_url = {url: name for name, url in (known or {}).items()}
         free = (replica_name(i) for i in range(len(listed) + len(by_url)) if replica_name(i) not in by_url.values())
         return {by_url.get(url) or next(free): url for url in listed}
-    names = ReplicaNames(frozenset(), options.patterns)
+    names = ReplicaNames(frozenset(), tuple(patterns))
     replicas = {}
     for url in listed:
         name = answered_name(url)
         if not names.name(name):
             raise RouterError(f"the replica at {url} answers as {name!r}, which --replica "
-                              f"{' '.join(options.patterns)} does not name")
+                              f"{' '.join(patterns)} does not name")
         replicas[name] = url
     return replicas
 
@@ -257,7 +258,7 @@ def _answering(replicas: dict[str, str]) -> None:
                               "(as this machine reaches it, not as the router does)")
 
 
-def relist(stack: Stack, options: FleetOptions, say) -> None:
+def relist(stack: Stack, say) -> None:
     """After a fleet of the user's own was scaled: the replicas its router lists now, read by the sidecar
     and Prometheus (a pod scaled in and out again has a new address; one scaled away is not read, so
     it is not taken for lost). The next load waits for Prometheus' first scrape of the restarted
@@ -265,9 +266,9 @@ def relist(stack: Stack, options: FleetOptions, say) -> None:
     missing, and on a busy machine found no autoscaling signal at the knee. Replicas named with
     --replica NAME=URL stay as named. RouterError where they cannot be read."""
     fleet = stack.fleet
-    if fleet is None or (options.replica and not options.patterns):
+    if fleet is None or fleet.named:
         return
-    replicas = _listed(fleet.url, options, fleet.replicas)
+    replicas = _listed(fleet.url, fleet.program, fleet.patterns, fleet.replicas)
     if replicas == fleet.replicas:
         return
     _answering(replicas)
@@ -291,12 +292,13 @@ def relist(stack: Stack, options: FleetOptions, say) -> None:
     say(f"fleet: reading the replicas the router lists now: {', '.join(sorted(replicas))}")
 
 
-def scaler_of(stack: Stack, options: FleetOptions | None, run_dir: Path, say) -> Scaler:
-    """The scaler of the stack's fleet; a fleet of the user's own is read anew after each change."""
+def scaler_of(stack: Stack, say) -> Scaler:
+    """The scaler of the stack's fleet, as the fleet options it was started with asked (kept on its
+    Fleet); a fleet of the user's own is read anew after each change."""
     assert stack.fleet is not None
-    scaler = Scaler.of(stack.fleet, options, run_dir)
-    if not scaler.embedded and options is not None:
-        scaler.relisted = lambda: relist(stack, options, say)
+    scaler = Scaler.of(stack.fleet, Path(stack.run_dir))
+    if not scaler.embedded:
+        scaler.relisted = lambda: relist(stack, say)
     return scaler
 
 
@@ -370,6 +372,8 @@ def up(settings: StackSettings, run_dir: Path, target: str | None = None, vllm_a
             stack.target = stack.fleet.url
         elif fleet is not None and target is not None:
             stack.fleet = _users_fleet(stack.target, fleet)
+        if fleet is not None and stack.fleet is not None:
+            stack.fleet.scaling(fleet)
         elif target is None:
             ensure_engine(engine_settings, say)
             stack.own_engine = True

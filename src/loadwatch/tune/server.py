@@ -75,7 +75,7 @@ class Server:
             with running(folder, self.target, [] if self.target else list(config.vllm_args), say,
                          fleet=fleet) as stack:
                 if self.target is not None and fleet is not None and fleet.scale and stack.fleet is not None:
-                    self._scale(scaler_of(stack, fleet, folder, say), wanted, say)
+                    self._scale(scaler_of(stack, say), wanted, say)
                 yield stack
 
     def _scale(self, scaler: Scaler, wanted: str | None, say) -> None:

@@ -44,7 +44,9 @@ def test_the_count_goes_into_the_users_command_quoted():
     assert scale_command("kubectl scale deployment/vllm --replicas={replicas}", 3) == \
         "kubectl scale deployment/vllm --replicas=3"
     options = FleetOptions(scale="scale.sh {replicas}", scale_timeout="2m")
-    scaler = Scaler.of(Fleet("vllm-router", "http://r:8000"), options, Path("/run"))
+    fleet = Fleet("vllm-router", "http://r:8000")
+    fleet.scaling(options)
+    scaler = Scaler.of(fleet, Path("/run"))
     assert (scaler.command, scaler.timeout, str(scaler.log), scaler.embedded, scaler.most) == \
         ("scale.sh {replicas}", 120.0, "/run/scale.log", False, None)
 

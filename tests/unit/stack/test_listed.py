@@ -14,7 +14,7 @@ from loadwatch.stack import stack
 def listed(monkeypatch, urls, options, known=None, answers=None):
     monkeypatch.setattr(VllmRouter, "workers", lambda self, url: urls)  # the router as it would list them
     monkeypatch.setattr(stack, "answered_name", lambda url: (answers or {})[url])
-    return stack._listed("http://router:8000", options, known)
+    return stack._listed("http://router:8000", options.program, options.patterns, known)
 
 
 def test_listed_replicas_keep_their_names_and_new_ones_take_a_new_one(monkeypatch):
