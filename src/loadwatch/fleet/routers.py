@@ -74,6 +74,16 @@ class RouterProgram(ABC):
         """The router at `url` sends no new request to `worker`; RouterError where it refuses."""
 
 
+
+def _workers_json(where: str, timeout: float) -> object:
+    """A router's list of its workers, as JSON; RouterError where it does not answer one."""
+    try:
+        with loopback.urlopen(where, timeout=timeout) as response:
+            return json.loads(response.read())
+    except (OSError, ValueError) as exc:
+        raise RouterError(f"{where} did not list the router's workers ({exc}): name them with "
+                          "--replica NAME=URL") from None
+
 class VllmRouter(RouterProgram):
     """vllm-router 0.1.x. Its default policy is cache_aware; loadwatch's is round_robin: stateless and
     even, it measures the replicas, not the routing, and it is the baseline tune measures cache_aware
@@ -96,12 +106,7 @@ class VllmRouter(RouterProgram):
 
     def workers(self, url: str, timeout: float = 5.0) -> list[str]:
         where = url.rstrip("/") + "/list_workers"
-        try:
-            with loopback.urlopen(where, timeout=timeout) as response:
-                listed = json.loads(response.read())
-        except (OSError, ValueError) as exc:
-            raise RouterError(f"{where} did not list the router's workers ({exc}): name them with "
-                              "--replica NAME=URL") from None
+        listed = _workers_json(where, timeout)
         urls = listed.get("urls") if isinstance(listed, dict) else None
         if not isinstance(urls, list) or not all(isinstance(u, str) for u in urls):
             raise RouterError(f"{where} answered {str(listed)[:200]!r}, not vllm-router's list of workers")
@@ -184,12 +189,7 @@ class Smg(RouterProgram):
         """Each worker's URL -> smg's entry for it: its `id` (which DELETE takes) and `status` (ready;
         not_ready: unhealthy; draining: being removed)."""
         where = url.rstrip("/") + "/workers"
-        try:
-            with loopback.urlopen(where, timeout=timeout) as response:
-                listed = json.loads(response.read())
-        except (OSError, ValueError) as exc:
-            raise RouterError(f"{where} did not list the router's workers ({exc}): name them with "
-                              "--replica NAME=URL") from None
+        listed = _workers_json(where, timeout)
         workers = listed.get("workers") if isinstance(listed, dict) else None
         if not isinstance(workers, list) or not all(isinstance(w, dict) and isinstance(w.get("url"), str)
                                                     for w in workers):
