@@ -84,6 +84,19 @@ def _workers_json(where: str, timeout: float) -> object:
         raise RouterError(f"{where} did not list the router's workers ({exc}): name them with "
                           "--replica NAME=URL") from None
 
+
+def _send(request: Request, timeout: float, refused: str) -> None:
+    """A router's worker management call; RouterError in its words (`refused`: who refused what)
+    where it answers an error, or where it does not answer."""
+    try:
+        with loopback.urlopen(request, timeout=timeout) as response:
+            response.read()
+    except HTTPError as exc:
+        said = exc.read().decode(errors="replace").strip()[:200]
+        raise RouterError(f"{refused}: HTTP {exc.code} {said}") from None
+    except OSError as exc:
+        raise RouterError(f"{request.full_url} did not answer ({exc})") from None
+
 class VllmRouter(RouterProgram):
     """vllm-router 0.1.x. Its default policy is cache_aware; loadwatch's is round_robin: stateless and
     even, it measures the replicas, not the routing, and it is the baseline tune measures cache_aware
@@ -125,14 +138,7 @@ class VllmRouter(RouterProgram):
         # vllm-router's worker management: POST /add_worker?url=W, /remove_worker?url=W (it health-checks
         # a worker it adds before it answers).
         where = f"{url.rstrip('/')}/{action}?{urlencode({'url': worker})}"
-        try:
-            with loopback.urlopen(Request(where, method="POST"), timeout=timeout) as response:
-                response.read()
-        except HTTPError as exc:
-            said = exc.read().decode(errors="replace").strip()[:200]
-            raise RouterError(f"vllm-router refused {action} {worker}: HTTP {exc.code} {said}") from None
-        except OSError as exc:
-            raise RouterError(f"{where} did not answer ({exc})") from None
+        _send(Request(where, method="POST"), timeout, f"vllm-router refused {action} {worker}")
 
 
 class Smg(RouterProgram):
@@ -212,14 +218,7 @@ class Smg(RouterProgram):
         where = url.rstrip("/") + path
         data = None if body is None else json.dumps(body).encode()
         request = Request(where, data=data, method=method, headers={"Content-Type": "application/json"})
-        try:
-            with loopback.urlopen(request, timeout=30.0) as response:
-                response.read()
-        except HTTPError as exc:
-            said = exc.read().decode(errors="replace").strip()[:200]
-            raise RouterError(f"smg refused {method} {path} for {worker}: HTTP {exc.code} {said}") from None
-        except OSError as exc:
-            raise RouterError(f"{where} did not answer ({exc})") from None
+        _send(request, 30.0, f"smg refused {method} {path} for {worker}")
 
 
 ROUTERS: dict[str, type[RouterProgram]] = {cls.name: cls for cls in (VllmRouter, Smg)}
