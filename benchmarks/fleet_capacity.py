@@ -8,12 +8,17 @@ round_robin), in the scenarios of docs/guides/fleet.md.
   round robin. Printed: the limit, the missed items (prefix_aware_routing expected, with the share of
   a prefix's requests on its most-used replica), then one step of tune: the levers it tried
   (cache_aware among them), each with its gain and interval, and what tune spent (time, server starts).
+- **routers**: the prefix scenario's capacity under three routings: vllm-router round_robin,
+  vllm-router cache_aware and smg cache_aware. Printed for each: the limit, the missed items, and why
+  the router did not hold the prefixes (its `routing_reason`), where it did not. smg's cache_aware
+  (on the prompt's text) should miss nothing; vllm-router's round_robin should miss prefix-aware
+  routing, and its cache_aware should say why it routed by load.
 - **scaling**: `capacity --replicas 2 --scaling`: one replica's capacity, the fleet's, the scaling
   efficiency and the autoscaling rule (signal, threshold, the files written); then `run --scale-at`:
   1.5 times one replica's capacity in users, on one replica for 45 s, then on two: each change and the
   seconds until the SLO held again.
 
-    .venv/bin/python benchmarks/fleet_capacity.py [--scenario imbalance|prefix|scaling|all]
+    .venv/bin/python benchmarks/fleet_capacity.py [--scenario imbalance|prefix|routers|scaling|all]
 """
 
 from __future__ import annotations
@@ -88,6 +93,25 @@ def prefix() -> None:
               f"stopped: {doc['stopped']}")
 
 
+ROUTINGS = (("vllm-router", "round_robin"), ("vllm-router", "cache_aware"), ("smg", "cache_aware"))
+
+
+def routers() -> None:
+    print("routers: the prefix scenario (4 shared prefixes of 256 tokens, prefix caching on), SLO TTFT p99 1.5 s")
+    for router, policy in ROUTINGS:
+        print(f" {router} {policy}:")
+        with tempfile.TemporaryDirectory() as tmp:
+            result = capacity(Path(tmp), "--router", router, "--router-policy", policy, "--slo", "ttft_p99_ms=1500",
+                              *SEARCH, *PREFIX)
+        missed = [item for item in result["missed"] if item["item"] == "prefix_aware_routing"]
+        for item in missed:
+            evidence = item["evidence"]
+            print(f"  prefix_aware_routing: top_replica_share {evidence.get('top_replica_share')}, "
+                  f"routing_reason {evidence.get('routing_reason')}, decisions {evidence.get('prefix_decisions')}")
+        if not missed:
+            print("  prefix_aware_routing: not missed")
+
+
 def scaling() -> None:
     slo = "ttft_p99_ms=500"
     print(f"scaling: one replica, then two, round_robin, SLO {slo.replace('_ms=', ' ')} ms")
@@ -118,12 +142,14 @@ def scaling() -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--scenario", choices=["imbalance", "prefix", "scaling", "all"], default="all")
+    parser.add_argument("--scenario", choices=["imbalance", "prefix", "routers", "scaling", "all"], default="all")
     args = parser.parse_args()
     if args.scenario in ("imbalance", "all"):
         imbalance()
     if args.scenario in ("prefix", "all"):
         prefix()
+    if args.scenario in ("routers", "all"):
+        routers()
     if args.scenario in ("scaling", "all"):
         scaling()
 
