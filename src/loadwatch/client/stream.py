@@ -34,8 +34,10 @@ from loadwatch.metrics.timing import RawTiming
 
 _NETWORK_ERRORS = (OSError, socket.timeout, HTTPParseError)
 ERROR_BODY_LIMIT = 64 * 1024  # of a non-200 answer: enough for any error message
-# Where a router says which replica it sent a request to: smg names the worker's URL on every answer
-# (vllm-router names none), so a fleet's requests are attributed where replicas set no fingerprint.
+# Where a router says which replica it sent a request to: smg names the worker's URL on every answer a
+# worker gave, its error statuses passed through included (vllm-router names none), so a fleet's requests,
+# failed ones too, are attributed where replicas set no fingerprint. An error smg makes itself (no worker
+# answered, none serves the model) carries x-smg-error-code instead, and names no replica.
 ROUTED_TO = "x-smg-routed-worker-id"
 # The headers every request carries beside its body's: a hash router's key where nothing else is.
 SENT_HEADERS = ("X-Request-Id",)
@@ -76,6 +78,16 @@ class StreamResult:
     cancelled: bool = False  # the client hung up on purpose (HangUp)
     first_chunk: float | None = None  # a cancelled request's TTFT, where it got that far
     without_done: bool = False  # complete, though its body ended without `data: [DONE]`
+    # The replica a router named in the answer's headers (ROUTED_TO), wherever they came: of a failed
+    # request too (an error status, a stream cut after its headers). None where they named none.
+    routed_to: str | None = None
+
+
+@dataclass
+class _Heard:
+    """What one request's answer said in its headers, once they came: kept for a request that fails after."""
+
+    routed_to: str | None = None
 
 
 @dataclass(frozen=True)
@@ -189,17 +201,21 @@ class Streamer:
         if hang is not None:
             hang.start()
         arrivals: list[float] = []
+        heard = _Heard()
         try:
             if streams(endpoint):
                 wants_usage = bool((payload.get("stream_options") or {}).get("include_usage"))
                 timing, received, answer, without_done = self._read_stream(
-                    endpoint, body, headers, t0, arrivals, hang_up.after_chunks if hang_up else None, wants_usage)
+                    endpoint, body, headers, t0, arrivals, hang_up.after_chunks if hang_up else None, wants_usage,
+                    heard)
             else:
-                timing, received = self._read_answer(endpoint, body, headers, t0, inputs_of(endpoint, payload))
+                timing, received = self._read_answer(endpoint, body, headers, t0, inputs_of(endpoint, payload),
+                                                     heard)
                 answer, without_done = None, False
         except RequestFailed as failure:
             self.close()
-            return StreamResult(started_at, perf_counter() - t0, received, failure=failure)
+            return StreamResult(started_at, perf_counter() - t0, received, failure=failure,
+                                routed_to=heard.routed_to)
         except _HungUp:
             return self._hung_up(started_at, t0, received, arrivals)
         except gevent.Timeout as fired:
@@ -209,7 +225,8 @@ class Streamer:
                 raise
             self.close()
             timed_out = RequestFailed(Reason.TIMEOUT, f"no complete response within {self.timeout:g} s")
-            return StreamResult(started_at, perf_counter() - t0, received, failure=timed_out)
+            return StreamResult(started_at, perf_counter() - t0, received, failure=timed_out,
+                                routed_to=heard.routed_to)
         except Exception as exc:  # whatever else: the request still ends, counted once
             self.close()
             kind = type(exc).__name__
@@ -218,26 +235,29 @@ class Streamer:
                 log.exception("a request failed inside the load generator (%s); such requests count as "
                               "client_error, and this is logged once", kind)
             failed = RequestFailed(Reason.CLIENT_ERROR, f"{kind}: {exc}")
-            return StreamResult(started_at, perf_counter() - t0, received, failure=failed)
+            return StreamResult(started_at, perf_counter() - t0, received, failure=failed,
+                                routed_to=heard.routed_to)
         finally:
             timer.close()
             if hang is not None:
                 hang.close()
         return StreamResult(started_at, perf_counter() - t0, received, timing=timing, answer=answer,
                             text_without_usage=answer.text() if answer and timing.completion_tokens is None else None,
-                            without_done=without_done)
+                            without_done=without_done, routed_to=heard.routed_to)
 
     def _hung_up(self, started_at: float, t0: float, received: int, arrivals: list[float]) -> StreamResult:
         self.close()  # the server sees the connection go, and aborts the request
         return StreamResult(started_at, perf_counter() - t0, received, cancelled=True,
                             first_chunk=arrivals[0] - t0 if arrivals else None)
 
-    def _post(self, endpoint: Endpoint, body: bytes, headers: dict[str, str]):
-        """The response, once its headers are in; RequestFailed for anything but a 200."""
+    def _post(self, endpoint: Endpoint, body: bytes, headers: dict[str, str], heard: _Heard):
+        """The response, once its headers are in (what they said in `heard`, a non-200's too);
+        RequestFailed for anything but a 200."""
         try:
             response = self._http().post(self.prefix + PATHS[endpoint], body, headers=headers)
         except _NETWORK_ERRORS as exc:
             raise RequestFailed(Reason.CONNECTION, f"{self.origin}: {exc}") from exc
+        heard.routed_to = _first(response.get(ROUTED_TO))
         if response.status_code != 200:
             try:
                 error_body = response.read(ERROR_BODY_LIMIT)
@@ -249,11 +269,11 @@ class Streamer:
         return response
 
     def _read_answer(self, endpoint: Endpoint, body: bytes, headers: dict[str, str], t0: float,
-                     inputs: int) -> tuple[RawTiming, int]:
+                     inputs: int, heard: _Heard) -> tuple[RawTiming, int]:
         """An embeddings or rerank request: timed to the last byte of its one answer."""
-        response = self._post(endpoint, body, headers)
+        response = self._post(endpoint, body, headers, heard)
         headers_at = perf_counter()
-        routed_to = _first(response.get(ROUTED_TO))
+        routed_to = heard.routed_to
         try:
             reply = response.read()
         except _NETWORK_ERRORS as exc:
@@ -264,14 +284,14 @@ class Streamer:
 
     def _read_stream(self, endpoint: Endpoint, body: bytes, headers: dict[str, str], t0: float,
                      arrivals: list[float], hang_up_after: int | None,
-                     wants_usage: bool) -> tuple[RawTiming, int, Answer, bool]:
+                     wants_usage: bool, heard: _Heard) -> tuple[RawTiming, int, Answer, bool]:
         """The stream read to its end. One whose body ends without `[DONE]` is still complete after
         its finish_reason, and its usage where it was asked for (SGLang's and others' streams, kept
         or proxied, may lack the marker; `vllm bench serve` takes the body's end as the end). One that
         ends before then was cut."""
-        response = self._post(endpoint, body, headers)
+        response = self._post(endpoint, body, headers, heard)
         headers_at = perf_counter()
-        routed_to = _first(response.get(ROUTED_TO))
+        routed_to = heard.routed_to
 
         decoder = SSEDecoder()
         answer_at: float | None = None  # the first answer output, after any reasoning

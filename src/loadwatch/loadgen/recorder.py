@@ -48,7 +48,7 @@ class LLMRequest:
     images: int = 0  # sent with it (random-mm), and their encoded bytes
     image_bytes: int = 0
     without_done: bool = False  # complete, its body ended without [DONE] (after its finish_reason)
-    replica: str | None = None  # of a fleet, the replica that served it (its answer names it)
+    replica: str | None = None  # of a fleet, the replica that served it or failed it (its answer names it)
     prefix: int | None = None  # which of the workload's shared prefixes its prompt starts with
     fleet: bool = False  # sent to a fleet (--replica): its outcome is tallied by the second it ended
 
@@ -69,7 +69,8 @@ class Recorder:
         self.counts = MetricCounts()
         self.samples = Samples()
         # A fleet's requests by the replica that served them (its answer names it), as `samples` are
-        # by scenario: exact across workers, merged the same way. A failure names no replica.
+        # by scenario: exact across workers, merged the same way. A failure is its replica's where its
+        # answer named one (smg's header on an error status or a cut stream), else no replica's.
         self.by_replica = Samples()
         # A fleet's requests by the second they ended (wall clock) -> [successes, failures]: when a
         # replica is lost, which failures fell in its outage and when the client's success rate came back.
@@ -137,6 +138,8 @@ class Recorder:
             reason = req.failure_reason or "unknown"
             self.counts.inc(Client.FAILURES, (*labels, reason))
             series.add_failure(req.started_at, req.elapsed, reason)
+            if req.replica is not None:
+                self.by_replica.of((req.replica,)).add_failure(req.started_at, req.elapsed, reason)
             return
         by_turn = (*labels, d.turn_bucket(req.turn), req.replica or "")
         rid, last_at = req.request_id, req.started_at + m.e2e

@@ -105,7 +105,8 @@ class Stage(Figures):
 
 
 class Replica(Figures):
-    """A fleet's replica: the figures of the requests it served (its answers named it)."""
+    """A fleet's replica: the figures of the requests it served, and of those that failed where their
+    answer named it (an error status or a cut stream behind smg, whose header names the replica)."""
 
     share: float = Field(0.0, description="of the run's successful requests that named their replica")
 
@@ -151,7 +152,9 @@ class Results(Figures):
                                                   " it is under it")
     scenarios: dict[str, Figures] = Field({}, description="the same figures for each scenario (a locustfile's task)")
     replicas: dict[str, Replica] = Field({}, description="a fleet's (--replica): each replica's figures over the "
-                                                         "run's window, with its `share` of the successful requests")
+                                                         "run's window, with its `share` of the successful requests; "
+                                                         "its `failed` and `failures`: the failed requests whose "
+                                                         "answer named it (smg's header)")
     unattributed: int = Field(0, description="successful requests whose answer named none of the replicas")
     busiest_share_ratio: float | None = Field(None, description="the busiest replica's share over an even share (1: "
                                                                 "even, 2: twice its share)")

@@ -122,13 +122,15 @@ def replica_figures(by_replica: Samples, names: frozenset[str], duration: float)
 
 
 def format_replicas(result: Results) -> list[str]:
-    """A line per replica: its share of the requests, and its TTFT and TPOT medians and p99s."""
+    """A line per replica: its share of the requests, its TTFT and TPOT medians and p99s, and the failed
+    requests whose answer named it (smg's header), where there were any."""
     def ms(value: float | None) -> str:
         return "-" if value is None else f"{value:.1f}"
 
     lines = [f"{name}: {r.completed} ({r.share:.0%}), TTFT median/p99 {ms(r.latency('ttft', 'median'))}/"
              f"{ms(r.latency('ttft', 'p99'))} ms, TPOT {ms(r.latency('tpot', 'median'))}/"
-             f"{ms(r.latency('tpot', 'p99'))} ms" for name, r in result.replicas.items()]
+             f"{ms(r.latency('tpot', 'p99'))} ms" + (f", {r.failed} failed" if r.failed else "")
+             for name, r in result.replicas.items()]
     if result.busiest_share_ratio is not None:
         lines.append(_row("Busiest replica's share (even = 1):", result.busiest_share_ratio))
     if result.unattributed:

@@ -22,7 +22,7 @@ def fleet_figures(results: Results, api: PrometheusAPI | None, start: float, end
             state = EngineTimeline(api, start, end, name).around(start, end) if api is not None else None
         except PrometheusError:
             state = None
-        rows.append({"replica": name, "completed": r.completed, "share": r.share,
+        rows.append({"replica": name, "completed": r.completed, "failed": r.failed, "share": r.share,
                      **{key: r.field(key) for key in (latency_key("ttft", "median"), latency_key("ttft", "p99"),
                                                       latency_key("tpot", "median"))},
                      "running_peak": state.running if state else None, "waiting_peak": state.waiting if state else None,

@@ -59,10 +59,11 @@ def _summary(report: dict) -> str:
         f"{c['cost_per_million_total_tokens'] or 0:.4g}"]]) if c.get("price_per_hour") else ""
     fleet = report.get("fleet")
     replicas = "<h2>Replicas</h2>" + html_table(
-        ["replica", "requests", "share", "TTFT median", "TTFT p99", "TPOT median", "running, peak", "waiting, peak",
-         "KV cache, peak"],
-        [[r["replica"], f"{r['completed']:,}", f"{r['share']:.0%}", _ms(r["median_ttft_ms"]), _ms(r["p99_ttft_ms"]),
-          _ms(r["median_tpot_ms"]), "n/a" if r["running_peak"] is None else f"{r['running_peak']:.0f}",
+        ["replica", "requests", "failed", "share", "TTFT median", "TTFT p99", "TPOT median", "running, peak",
+         "waiting, peak", "KV cache, peak"],
+        [[r["replica"], f"{r['completed']:,}", f"{r.get('failed', 0):,}", f"{r['share']:.0%}", _ms(r["median_ttft_ms"]),
+          _ms(r["p99_ttft_ms"]), _ms(r["median_tpot_ms"]),
+          "n/a" if r["running_peak"] is None else f"{r['running_peak']:.0f}",
           "n/a" if r["waiting_peak"] is None else f"{r['waiting_peak']:.0f}",
           "n/a" if r["kv_cache_peak"] is None else f"{r['kv_cache_peak']:.0%}"] for r in fleet["replicas"]]) + "".join(
         f"<p>{html.escape(line, quote=False)}.</p>" for line in fleet["lost"]) if fleet else ""

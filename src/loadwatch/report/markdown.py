@@ -133,12 +133,13 @@ def load_generator_words(load_generator: dict) -> list[str]:
 
 
 def replica_rows(fleet: dict) -> list[str]:
-    """A fleet's replicas side by side: what each served (the client's figures of the requests its
-    answers named) and its engine's peaks over the run; then the spread and the replicas lost."""
-    lines = table(["replica", "requests", "share", "TTFT median", "TTFT p99", "TPOT median", "running, peak",
-                   "waiting, peak", "KV cache, peak"],
-                  [[r["replica"], str(r["completed"]), share(r["share"]), ms(r[latency_key("ttft", "median")]),
-                    ms(r[latency_key("ttft", "p99")]), ms(r[latency_key("tpot", "median")]),
+    """A fleet's replicas side by side: what each served and failed (the client's figures of the requests
+    its answers named) and its engine's peaks over the run; then the spread and the replicas lost."""
+    lines = table(["replica", "requests", "failed", "share", "TTFT median", "TTFT p99", "TPOT median",
+                   "running, peak", "waiting, peak", "KV cache, peak"],
+                  [[r["replica"], str(r["completed"]), str(r.get("failed", 0)), share(r["share"]),
+                    ms(r[latency_key("ttft", "median")]), ms(r[latency_key("ttft", "p99")]),
+                    ms(r[latency_key("tpot", "median")]),
                     number(r["running_peak"], 0), number(r["waiting_peak"], 0), share(r["kv_cache_peak"])]
                    for r in fleet["replicas"]])
     if fleet["busiest_share_ratio"] is not None:

@@ -12,6 +12,7 @@ from loadwatch.loadgen.process import Process
 from loadwatch.loadgen.recorder import LLMRequest, Recorder
 from loadwatch.loadgen.replica_watch import Outage, ReplicaWatch, outage_figures
 from loadwatch.loadgen.state import RunState
+from loadwatch.loadgen.webui.tab import tab_rows
 from loadwatch.metrics.results import Results
 from loadwatch.metrics.summary import format_replicas, replica_figures
 from loadwatch.metrics.timing import RawTiming, request_metrics
@@ -152,3 +153,34 @@ def test_an_outages_failures_are_those_until_the_clients_success_rate_recovered(
     assert outage_figures(Outage("b", 100.9), cut, ended_at=119.0)["failed_in_window"] == 2
     still = outage_figures(Outage("b", 100.4, last_sent_at=118.5), outcomes, ended_at=119.0)
     assert still["router_stopped_after_s"] is None, "still sending to it at the end"
+
+
+def test_a_failure_whose_answer_named_its_replica_counts_against_that_replica_and_no_other():
+    """Behind smg a failed request's answer names its replica (an error status passed on, a cut stream):
+    its failure is that replica's, in the results and the web UI's rows; one that named none is only the
+    run's, and a URL that is none of the replicas' names none."""
+    fleet = process("a=http://127.0.0.1:8001", "b=http://127.0.0.1:8002")
+    assert fleet.replica_of(None, "http://127.0.0.1:8002") == "b"
+    assert fleet.replica_of(None, None) is None and fleet.replica_of(None, "http://127.0.0.1:9999") is None
+    worker, master = Recorder(), fleet.state.recorder
+    worker.keep_records = master.keep_records = True
+    worker.record(served("a", 0.1))
+    worker.record(served("b", 0.2))
+    for replica, reason in (("b", "http_500"), ("b", "stream_error"), (None, "http_500")):
+        worker.record(LLMRequest("tiny", "chat", 100.0, 1.0, None, failure_reason=reason, replica=replica))
+    master.merge(worker.report())
+    assert [r.get("replica") for r in master.records] == ["a", "b", "b", "b", None]
+
+    figures = replica_figures(master.by_replica, frozenset({"a", "b"}), duration=10.0)
+    a, b = figures["replicas"]["a"], figures["replicas"]["b"]
+    assert (a["completed"], a["failed"], a["failures"]) == (1, 0, {})
+    assert (b["completed"], b["failed"], b["failures"]) == (1, 2, {"http_500": 1, "stream_error": 1})
+    assert b["failure_ratio"] == pytest.approx(2 / 3) and b["share"] == pytest.approx(0.5), "share: of successes"
+    assert master.samples.total().completed - master.by_replica.total().completed == 0, "no success unattributed"
+    rows = {row["name"]: row for row in tab_rows(fleet.state)}
+    assert (rows["replica a"]["requests"], rows["replica a"]["failures"]) == (1, "")
+    assert (rows["replica b"]["requests"], rows["replica b"]["failures"]) == (3, 2)
+    assert rows["chat (tiny)"]["failures"] == 3
+    lines = format_replicas(Results.model_validate({"run_id": "r", "started_at": 0, "ended_at": 1, "completed": 2,
+                                                    "failed": 3, **figures}))
+    assert lines[0].endswith(" ms") and lines[1].endswith(" ms, 2 failed"), lines

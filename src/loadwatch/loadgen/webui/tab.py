@@ -42,12 +42,13 @@ COLUMNS = [
 
 
 def tab_rows(state: RunState) -> list[dict]:
-    """A row per scenario, then, in a fleet, a row per replica: its requests, latencies and throughput
-    (a failure names no replica: its failures are the scenario's)."""
+    """A row per scenario, then, in a fleet, a row per replica: its requests, failures, latencies and
+    throughput (a failure is a replica's where its answer named it: smg's header; else only the scenario's)."""
     recorder = state.recorder
     rows = [_row(f"{scenario} ({model})", series)
             for (model, scenario), series in sorted(recorder.samples.by_scenario().items())]
-    rows += [_row(f"replica {name}", series) | {"failures": ""}
+    # blank rather than 0 where none was named: behind vllm-router no failure can be (its errors carry no fingerprint)
+    rows += [(row := _row(f"replica {name}", series)) | {"failures": row["failures"] or ""}
              for (name, *_), series in sorted(recorder.by_replica.by_key.items())]
     return rows
 

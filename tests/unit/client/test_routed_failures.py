@@ -1,0 +1,82 @@
+"""A failed request keeps the replica a router named in its answer's headers (smg's x-smg-routed-worker-id):
+an error status the replica sent and smg passed on, a stream cut after its headers; an error smg made
+itself, or a connection lost before any header, names none. The answers are written as smg 1.13 sends
+them (checked with the real smg in front of tests/sse_server.py), read through a socket pair: no process."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+from geventhttpclient.response import HTTPSocketResponse
+
+from loadwatch.client.stream import ROUTED_TO, Streamer
+
+WORKER = "http://127.0.0.1:8001"
+CHUNK = (b'data: {"id":"x","object":"chat.completion.chunk","model":"m","choices":[{"index":0,'
+         b'"delta":{"content":"hi "}}]}\n\n')
+DONE_STREAM = (CHUNK + b'data: {"id":"x","object":"chat.completion.chunk","model":"m","choices":[{"index":0,'
+               b'"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1,'
+               b'"total_tokens":4}}\n\ndata: [DONE]\n\n')
+# A replica's stream cut mid-way: smg ends its 200 with an error event of its own, and [DONE].
+SMG_CUT = (CHUNK + b'data: {"error":{"message":"Stream error: error decoding response body: unexpected EOF during '
+           b'chunk size line","type":"stream_error"}}\n\ndata: [DONE]\n\n')
+
+
+def answer(status: str, headers: dict[str, str], body: bytes, *, cut: bool = False) -> bytes:
+    head = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
+    if cut:  # chunked, and the connection closes in the middle of the body
+        return (f"HTTP/1.1 {status}\r\n{head}content-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+                ).encode() + f"{len(body):x}\r\n".encode() + body + b"\r\n" + b"400\r\npartial"
+    return f"HTTP/1.1 {status}\r\n{head}content-length: {len(body)}\r\n\r\n".encode() + body
+
+
+class OneAnswer:
+    """Stands in for geventhttpclient's client: each post answers with these bytes (or raises)."""
+
+    def __init__(self, raw: bytes | None) -> None:
+        self.raw = raw
+
+    def post(self, *_args, **_kwargs) -> HTTPSocketResponse:
+        if self.raw is None:
+            raise ConnectionRefusedError("refused")
+        ours, theirs = socket.socketpair()
+        theirs.sendall(self.raw)
+        theirs.close()
+        return HTTPSocketResponse(ours, method="POST")
+
+    def close(self) -> None:
+        pass
+
+
+def streamed(raw: bytes | None):
+    streamer = Streamer("http://127.0.0.1:8000", None, timeout=10.0, max_line_bytes=1 << 20)
+    client = OneAnswer(raw)
+    streamer._http = lambda: client  # type: ignore[method-assign]
+    return streamer.stream("chat", {"model": "m", "messages": [], "stream": True})
+
+
+ERROR = b'{"error": {"message": "injected", "code": 500}}'
+
+
+@pytest.mark.parametrize(("raw", "reason", "routed_to"), [
+    (answer("500 Internal Server Error", {ROUTED_TO: WORKER}, ERROR), "http_500", WORKER),
+    (answer("400 Bad Request", {ROUTED_TO: WORKER}, ERROR), "http_400", WORKER),
+    (answer("429 Too Many Requests", {ROUTED_TO: WORKER, "retry-after": "1"}, ERROR), "http_429", WORKER),
+    (answer("200 OK", {ROUTED_TO: WORKER, "content-type": "text/event-stream"}, SMG_CUT), "stream_error", WORKER),
+    (answer("200 OK", {ROUTED_TO: WORKER}, CHUNK, cut=True), "stream_cut", WORKER),
+    # smg's own errors: no worker answered (call_upstream_request_error), none serves the model
+    (answer("500 Internal Server Error", {"x-smg-error-code": "call_upstream_request_error"}, ERROR), "http_500", None),
+    (answer("404 Not Found", {"x-smg-error-code": "model_not_found"}, ERROR), "http_404", None),
+    (None, "connection", None),
+], ids=["500", "400", "429", "smg-cut-event", "cut", "smg-upstream-error", "smg-no-worker", "refused"])
+def test_a_failed_request_keeps_the_replica_its_answers_headers_named_and_no_other(raw, reason, routed_to):
+    result = streamed(raw)
+    assert result.failure is not None and result.failure.reason == reason, result.failure
+    assert result.routed_to == routed_to and result.timing is None
+
+
+def test_a_success_names_its_replica_in_its_timing_and_its_result_alike():
+    result = streamed(answer("200 OK", {ROUTED_TO: WORKER, "content-type": "text/event-stream"}, DONE_STREAM))
+    assert result.failure is None and result.timing is not None
+    assert result.timing.routed_to == result.routed_to == WORKER
