@@ -276,7 +276,9 @@ def results_page() -> str:
                         "rejected, undecided or refused), `settle` (undecided only: what would settle it), "
                         "`refused` (vLLM's words), `gain` (the verdict's: `metric` `request_goodput`, "
                         "`change_pct`, `ci_low`, `ci_high`), `slo_change` (the same for the SLO's own metric, shown "
-                        "beside it), `capacity_after` and `limit_after` (adopted only; the limit null where the "
+                        "beside it), `decided_by` (the metric whose interval decided: `request_goodput`, or the SLO's "
+                        "metric as second witness where goodput's spans no change but points the same way; null "
+                        "where undecided), `capacity_after` and `limit_after` (adopted only; the limit null where the "
                         "search after it located no knee), `runs` (each round's values: `current` and `with_change` "
                         "of the SLO's metric, `current_goodput` and `with_change_goodput`)"],
             ["`final`", "as `baseline`, with `command_line` (the `vllm serve` line)"],

@@ -28,7 +28,7 @@ from loadwatch.tune.config import Config
 from loadwatch.tune.levers import NO_LEVER, Situation, applicable
 from loadwatch.tune.options import TuneOptions
 from loadwatch.tune.server import ARGS, Server, why_refused
-from loadwatch.tune.trial import JUDGED_ON, Arm, BudgetSpent, gain, run_trial, slo_change
+from loadwatch.tune.trial import JUDGED_ON, Arm, BudgetSpent, better, decide, gain, run_trial, slo_change
 
 BAD_INPUT, INCOMPLETE = 2, 1
 MIN_SEARCH = 30.0  # seconds of budget below which no capacity search is started
@@ -115,37 +115,42 @@ def gain_words(row: dict) -> str:
     """The verdict's figure (goodput), then the SLO metric's change beside it."""
     if row["verdict"] == "refused":
         return f"refused by the server: {row['refused']}"
-    return _interval_words(row["gain"]) + (f"; {_interval_words(row['slo_change'])}" if row.get("slo_change") else "")
+    witness = row.get("decided_by") not in (None, JUDGED_ON)
+    return _interval_words(row["gain"]) + (f"; {_interval_words(row['slo_change'])}" if row.get("slo_change") else "") \
+        + (f" (decided by {row['decided_by']}: {JUDGED_ON}'s interval too wide, pointing the same way)"
+           if witness else "")
 
 
-def verdict_of(arm: Arm, judged: dict, rounds: int) -> tuple[str, str | None]:
-    """A lever's verdict before the best is adopted: refused; rejected where its goodput interval
-    decides (less beyond doubt, or more beyond doubt: the best of those is then adopted, the others
-    beaten by it stay rejected); undecided where the interval spans no change, with what would settle
-    it. An undecided trial is never reported as a rejection."""
+def verdict_of(base: Arm, arm: Arm, metric: str) -> tuple[str, str | None, str | None]:
+    """A lever's verdict before the best is adopted, with what would settle it and the metric that
+    decided it: refused; rejected where it is decided (worse beyond doubt, or better beyond doubt:
+    the best of those is then adopted, the others beaten by it stay rejected); undecided where
+    neither goodput nor its second witness decides, with what would settle it. An undecided trial is
+    never reported as a rejection."""
     if arm.refused:
-        return "refused", None
-    low, high, change = judged["ci_low"], judged["ci_high"], judged["change_pct"]
+        return "refused", None, None
+    if (decided := decide(base, arm, metric)) is not None:
+        return "rejected", None, decided.metric
+    judged, rounds = gain(base, arm), min(len(base.goodput), len(arm.goodput))
+    low, high, change = judged.ci_low, judged.ci_high, judged.change_pct
     if low is None or high is None:
-        return "undecided", f"{rounds} round(s) a side gave no interval: repeat each at least 2 times"
-    if high < 0 or low > 0:
-        return "rejected", None
+        return "undecided", f"{rounds} round(s) a side gave no interval: repeat each at least 2 times", None
     times = times_to_resolve((high - low) / 2, change) if change else None
-    return "undecided", (f"its interval [{low:+.1f} %, {high:+.1f} %] spans no change; "
+    return "undecided", (f"its interval [{low:+.1f} %, {high:+.1f} %] spans no change, nor does {metric}'s decide it; "
                          + (f"about {times} times the {rounds} rounds a side would tell a change of {change:+.1f} % "
-                            "from none" if times else "more rounds a side would narrow it"))
+                            "from none" if times else "more rounds a side would narrow it")), None
 
 
 def step_rows(step: int, result: Capacity, arms: list[Arm], levers: list, metric: str) -> list[dict]:
     base = arms[0]
     rows = []
     for arm, (lever, change) in zip(arms[1:], levers, strict=True):
-        judged = gain(base, arm).as_dict()
-        verdict, settle = verdict_of(arm, judged, min(len(base.goodput), len(arm.goodput)))
+        verdict, settle, decided_by = verdict_of(base, arm, metric)
         rows.append({"step": step, "limit": result.limit, "evidence": result.evidence,
                      "change": change.as_dict(), "reason": lever.reason,
                      "verdict": verdict, "refused": arm.refused, "settle": settle,
-                     "gain": judged, "slo_change": slo_change(base, arm, metric).as_dict(),
+                     "gain": gain(base, arm).as_dict(), "slo_change": slo_change(base, arm, metric).as_dict(),
+                     "decided_by": decided_by,
                      "capacity_after": None, "limit_after": None,
                      "runs": {"current": base.values, "with_change": arm.values,
                               "current_goodput": base.goodput, "with_change_goodput": arm.goodput}})
@@ -212,7 +217,7 @@ def tune(capacity: CapacityOptions, options: TuneOptions, template: LocustRun, t
                       run_dir / f"step-{step}" / "trial", tuner.left, tuner.trial_share, say)
             rows = step_rows(step, result, arms, levers, metric)
             passing = [(row, arm) for row, arm in zip(rows, arms[1:], strict=True)
-                       if arm.refused is None and gain(arms[0], arm).passes]
+                       if arm.refused is None and better(arms[0], arm, metric)]
             for row in rows:
                 say(f"step {step}: {row['change']['flag']}: " + gain_words(row)
                     + (f": undecided ({row['settle']})" if row["verdict"] == "undecided" else ""))

@@ -37,7 +37,7 @@ def test_each_lever_tried_is_a_row_refused_in_vllms_words_or_judged_by_its_inter
     assert rows[0]["slo_change"]["metric"] == "ttft_p99_ms" and rows[0]["slo_change"]["change_pct"] < -80
     assert rows[1]["refused"] == "ValueError: fp8 is not supported on CPU" and rows[1]["gain"]["change_pct"] is None
     assert rows[0]["change"] == {"flag": "--max-num-seqs", "from": "2", "to": "8"}
-    assert not gain(current, Arm("x", Config(), [401.0], goodput=[3.0])).passes  # one run: no interval
+    assert gain(current, Arm("x", Config(), [401.0], goodput=[3.0])).open  # one run: no interval
 
 
 def test_the_configurations_measured_are_ranked_by_cost_per_output_token_where_priced():
@@ -66,15 +66,39 @@ def test_a_trial_whose_interval_spans_no_change_is_undecided_never_rejected():
     """The tune page's prefix scenario: both levers' intervals spanned 0, and both were reported rejected."""
     from loadwatch.tune.command import verdict_of
 
-    arm = Arm("1-x", Config(), [1.0, 2.0, 3.0])
-    verdict, settle = verdict_of(arm, {"change_pct": 21.9, "ci_low": -78.0, "ci_high": 574.3}, 3)
-    assert verdict == "undecided" and "[-78.0 %, +574.3 %] spans no change" in settle and "the 3 rounds" in settle
-    assert verdict_of(arm, {"change_pct": 36.9, "ci_low": -41.8, "ci_high": 221.9}, 3)[0] == "undecided"
-    assert verdict_of(arm, {"change_pct": 40.0, "ci_low": 10.0, "ci_high": 80.0}, 3) == ("rejected", None)  # worse
-    assert verdict_of(arm, {"change_pct": -60.0, "ci_low": -70.0, "ci_high": -50.0}, 3) == ("rejected", None)
-    assert verdict_of(arm, {"change_pct": None, "ci_low": None, "ci_high": None}, 1)[0] == "undecided"
-    refused = Arm("2-y", Config(), refused="ValueError")
-    assert verdict_of(refused, {"change_pct": None, "ci_low": None, "ci_high": None}, 0) == ("refused", None)
+    current = Arm("current", Config(), [409.0, 509.0, 882.0], goodput=[30.0, 20.0, 40.0])
+    spread = Arm("1-x", Config(), [300.0, 700.0, 500.0], goodput=[15.0, 45.0, 35.0])
+    verdict, settle, by = verdict_of(current, spread, "ttft_p90_ms")
+    assert verdict == "undecided" and by is None
+    assert "spans no change, nor does ttft_p90_ms's decide it" in settle and "the 3 rounds" in settle
+    worse = Arm("2-y", Config(), [900.0, 950.0, 990.0], goodput=[10.0, 11.0, 9.0])
+    assert verdict_of(current, worse, "ttft_p90_ms") == ("rejected", None, "request_goodput")  # worse beyond doubt
+    one = Arm("3-z", Config(), [100.0], goodput=[50.0])
+    verdict, settle, _ = verdict_of(current, one, "ttft_p90_ms")
+    assert verdict == "undecided" and "gave no interval" in settle
+    refused = Arm("4-w", Config(), refused="ValueError")
+    assert verdict_of(current, refused, "ttft_p90_ms") == ("refused", None, None)
+
+
+def test_where_goodput_is_too_spread_to_tell_a_decisive_slo_metric_pointing_the_same_way_decides():
+    """The tune guide's slots scenario, 2026-11-27, four rounds on a busy machine: the current
+    configuration served 0.007 to 2.5 req/s within the SLO, so goodput's interval spanned everything
+    while TTFT p90 fell 97 % beyond doubt."""
+    from loadwatch.tune.command import gain_words, step_rows
+    from loadwatch.tune.trial import better, decide
+
+    current = Arm("current", Config(), [2065.6, 2989.2, 937.1, 1011.0], goodput=[0.684, 0.0073, 2.475, 2.426])
+    seqs = Arm("1-max-num-seqs", Config(), [45.1, 75.4, 22.8, 81.9], goodput=[2.861, 2.324, 5.366, 1.664])
+    assert gain(current, seqs).open and gain(current, seqs).change_pct > 0
+    assert decide(current, seqs, "ttft_p90_ms").metric == "ttft_p90_ms" and better(current, seqs, "ttft_p90_ms")
+    result = Capacity(mode="users", unit="users", max_sustainable=3.0, limit="batch_slots")
+    row = step_rows(1, result, [current, seqs], [(LEVERS[0], Change("--max-num-seqs", "2", "8"))], "ttft_p90_ms")[0]
+    assert row["decided_by"] == "ttft_p90_ms" and row["verdict"] == "rejected"  # until the command adopts the best
+    assert "(decided by ttft_p90_ms" in gain_words(row)
+    # A witness against goodput's own direction is no witness: a lower TTFT bought with less served.
+    traded = Arm("2-x", Config(), [45.1, 75.4, 22.8, 81.9], goodput=[0.3, 0.002, 1.9, 1.5])
+    assert gain(current, traded).change_pct < 0 and decide(current, traded, "ttft_p90_ms") is None
+    assert not better(current, traded, "ttft_p90_ms")
 
 
 def test_a_trial_goes_on_for_the_undecided_levers_while_its_share_lasts_then_stops():
@@ -83,23 +107,25 @@ def test_a_trial_goes_on_for_the_undecided_levers_while_its_share_lasts_then_sto
     EXTENSION times the rounds asked are not spent."""
     from loadwatch.tune.trial import EXTENSION, next_round
 
+    M = "ttft_p90_ms"  # the arms carry no SLO metric's values: goodput alone decides here
+
     current = Arm("current", Config(), goodput=[1.0, 1.2, 0.8])
     decided = Arm("1-a", Config(), goodput=[3.0, 3.1, 2.9])
     undecided = Arm("2-b", Config(), goodput=[0.9, 1.4, 1.1])
     refused = Arm("3-c", Config(), refused="no")
     arms = [current, decided, undecided, refused]
-    assert next_round(arms, 0, 3, 0.0, 0.0) == [current, decided, undecided]  # the rounds asked: all that start
-    assert next_round(arms, 1, 3, 60.0, 0.0) == [undecided, decided, current]  # backwards on even rounds
-    assert next_round(arms, 3, 3, 60.0, 600.0) == []  # 1-a is better beyond doubt, and 2-b points lower
+    assert next_round(arms, 0, 3, 0.0, 0.0, M) == [current, decided, undecided]  # the rounds asked: all that start
+    assert next_round(arms, 1, 3, 60.0, 0.0, M) == [undecided, decided, current]  # backwards on even rounds
+    assert next_round(arms, 3, 3, 60.0, 600.0, M) == []  # 1-a is better beyond doubt, and 2-b points lower
     hopeful = Arm("2-b", Config(), goodput=[1.0, 4.0, 9.0])  # undecided, but pointing above 1-a's +200 %
     arms = [current, decided, hopeful, refused]
-    assert next_round(arms, 3, 3, 60.0, 600.0) == [hopeful, current]  # round 4: the open lever, backwards
-    assert next_round(arms, 4, 3, 60.0, 600.0) == [current, hopeful]
-    assert next_round([current, undecided], 3, 3, 60.0, 600.0) == [undecided, current]  # nothing passes yet
-    assert next_round(arms, 3, 3, 60.0, 100.0) == []  # two runs of 60 s do not fit in 100 s
-    assert next_round(arms, EXTENSION * 3, 3, 60.0, 10_000.0) == []
-    assert next_round([current, decided], 3, 3, 60.0, 10_000.0) == []  # nothing open
-    assert next_round([current, refused], 0, 3, 0.0, 0.0) == []  # no lever started: nothing to compare
+    assert next_round(arms, 3, 3, 60.0, 600.0, M) == [hopeful, current]  # round 4: the open lever, backwards
+    assert next_round(arms, 4, 3, 60.0, 600.0, M) == [current, hopeful]
+    assert next_round([current, undecided], 3, 3, 60.0, 600.0, M) == [undecided, current]  # nothing passes yet
+    assert next_round(arms, 3, 3, 60.0, 100.0, M) == []  # two runs of 60 s do not fit in 100 s
+    assert next_round(arms, EXTENSION * 3, 3, 60.0, 10_000.0, M) == []
+    assert next_round([current, decided], 3, 3, 60.0, 10_000.0, M) == []  # nothing open
+    assert next_round([current, refused], 0, 3, 0.0, 0.0, M) == []  # no lever started: nothing to compare
 
 
 def test_goodput_is_judged_with_a_run_that_met_no_slo_counted_as_half_a_request():
