@@ -129,8 +129,8 @@ def up_command(args: argparse.Namespace) -> int:
     stack = up(settings, new_run_dir(shared.out), shared.target, args.passthrough, client_port=args.metrics_port,
                say=say, fleet=fleet)
     describe(stack, say)
-    say(f"load it with: locust -f locustfiles/chat.py -H {stack.target} --metrics-port {stack.client_port} "
-        f"--engine-metrics {stack.engine_metrics} {' '.join(stack.locust_options())}".rstrip())
+    say(f"load it with: locust -f locustfiles/chat.py -H {stack.servers.url} --metrics-port {stack.client_port} "
+        f"--engine-metrics {stack.engine_metrics} {' '.join(stack.servers.locust_options())}".rstrip())
     say(f"stop everything with `loadwatch down {stack.run_dir}`")
     return 0
 

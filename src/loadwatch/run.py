@@ -52,12 +52,12 @@ def headless_run(options: RunOptions, say) -> int:
             options.locustfile, run_dir / "results.json", stack.client_port,
             Load(users=options.users, spawn_rate=options.spawn_rate, duration=parse_duration(options.run_time)),
             slo=options.slo, engine_metrics=stack.engine_metrics, csv_prefix=run_dir / "locust",
-            stop_timeout=STOP_TIMEOUT, options=[*options.locust_args, *stack.locust_options()])
+            stop_timeout=STOP_TIMEOUT, options=[*options.locust_args, *stack.servers.locust_options()])
         schedule = None
-        if options.scale_at and stack.fleet is not None:
+        if options.scale_at and stack.servers.fleet:
             schedule = Schedule(scaler_of(stack, say), options.scale_at, say)
         try:
-            say(f"load test: {options.users} users for {options.run_time} against {stack.target}")
+            say(f"load test: {options.users} users for {options.run_time} against {stack.servers.url}")
             if schedule:
                 schedule.begin()
             try:

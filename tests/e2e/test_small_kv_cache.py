@@ -82,7 +82,7 @@ def test_tiny_kv_cache_fires_saturation_alert_through_alertmanager_and_resolves(
     load = None
     try:
         load = subprocess.Popen(
-            [sys.executable, "-m", "locust", "-f", str(REPO / "locustfiles" / "chat.py"), "-H", stack.target,
+            [sys.executable, "-m", "locust", "-f", str(REPO / "locustfiles" / "chat.py"), "-H", stack.servers.url,
              "--headless", "-u", "12", "-r", "12", "-t", "90s", "--metrics-port", "0", "--max-tokens", "200",
              "--ignore-eos"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -129,7 +129,7 @@ def test_ttft_rises_in_the_web_ui_as_the_kv_cache_fills(small_engine, tmp_path):
     stack = up(settings, tmp_path / "run", target=small_engine.url, client_port=0)
     web_port = free_port()
     locust = subprocess.Popen(
-        locust_command("-H", stack.target, "--web-host", "127.0.0.1", "--web-port", str(web_port),
+        locust_command("-H", stack.servers.url, "--web-host", "127.0.0.1", "--web-port", str(web_port),
                        "--metrics-port", "0", "--autostart", "--shape", "step", "-u", "8", "--step-size", "2",
                        "--stage-duration", f"{STAGE:g}", "--max-tokens", "200", "--ignore-eos",
                        "--engine-metrics", stack.engine_metrics),

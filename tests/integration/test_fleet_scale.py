@@ -15,10 +15,10 @@ import pytest
 from loadwatch import processes
 from loadwatch.engine.settings import EngineSettings
 from loadwatch.engine.setup import ensure_router
-from loadwatch.fleet.options import Fleet
 from loadwatch.fleet.routers import router
 from loadwatch.fleet.scale import ScaleError, Scaler
 from loadwatch.fleet.schedule import SCALING
+from loadwatch.fleet.servers import HERE, Router, Servers
 from tests.conftest import free_port, wait_for
 
 
@@ -35,7 +35,8 @@ def behind_router(fake_server, *flags: str, names: tuple[str, ...] = ("a", "b"),
     url = f"http://127.0.0.1:{port}"
     try:
         wait_for(lambda: processes.answers(url + "/health"), 60, "vllm-router")
-        yield Fleet("vllm-router", url, replicas, f"http://127.0.0.1:{metrics}", policy)
+        yield Servers(owner=HERE, url=url, replicas=replicas,
+                      router=Router(program="vllm-router", metrics=f"http://127.0.0.1:{metrics}", policy=policy))
     finally:
         started.terminate()
         started.wait(10)

@@ -14,9 +14,9 @@ import sys
 from loadwatch import processes
 from loadwatch.engine.settings import EngineSettings
 from loadwatch.engine.setup import ensure_router
-from loadwatch.fleet.options import Fleet
 from loadwatch.fleet.routers import router
 from loadwatch.fleet.scale import Scaler
+from loadwatch.fleet.servers import HERE, Router, Servers
 from loadwatch.metrics.records import read_records
 from loadwatch.settings import records_beside
 from tests.conftest import free_port, headless_run, scrape, total, wait_for
@@ -38,19 +38,20 @@ def behind_smg(fake_server, faults: dict[str, tuple[str, ...]] | None = None):
     url = f"http://127.0.0.1:{port}"
     try:
         wait_for(lambda: processes.answers(url + smg.health_path), 60, "smg")
-        yield Fleet("smg", url, replicas, f"http://127.0.0.1:{metrics}", smg.default_policy)
+        yield Servers(owner=HERE, url=url, replicas=replicas,
+                      router=Router(program="smg", metrics=f"http://127.0.0.1:{metrics}", policy=smg.default_policy))
     finally:
         started.terminate()
         started.wait(30)  # it drains for about 5 s first
 
 
 @contextlib.contextmanager
-def sidecar(fleet: Fleet):
+def sidecar(fleet: Servers):
     """The sidecar as a stack starts it for a fleet: each replica a target, the router by its kind."""
     port = free_port()
     started = subprocess.Popen(
-        [sys.executable, "-m", "loadwatch.cli", "exporter", *(f"--target={n}={u}" for n, u in fleet.replicas.items()),
-         f"--router={fleet.router}={fleet.metrics}", "--host", "127.0.0.1", "--port", str(port)],
+        [sys.executable, "-m", "loadwatch.cli", "exporter", *fleet.exporter_options(), "--host", "127.0.0.1",
+         "--port", str(port)],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_for(lambda: processes.answers(f"http://127.0.0.1:{port}/metrics"), 60, "the sidecar")

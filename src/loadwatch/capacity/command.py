@@ -83,7 +83,7 @@ def capacity(options: CapacityOptions, template: LocustRun, target: str | None, 
             known = batch_of(options, target, vllm_args)
             api = PrometheusAPI(stack.url(Part.PROMETHEUS))
             one = None
-            if scaling and stack.fleet is not None:
+            if scaling and stack.servers.fleet:
                 scaler = scaler_of(stack, say)
                 count = scaler.most or len(scaler.serving())
                 scaler.scale_to(1, say)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from loadwatch.capacity.command import batch_of, search
+from loadwatch.credentials import split_credentials
 from loadwatch.defaults import Part
 from loadwatch.durations import parse_duration
 from loadwatch.engine.serving import engine_args
@@ -218,9 +219,10 @@ def arm_fleet(arm: Arm, fleet: FleetOptions | None) -> FleetOptions | None:
 
 
 def reset_prefix_caches(stack: Stack, target: str) -> str | None:
-    """Empty the prefix cache of the server, or of each replica of a fleet (a router answers for none of
-    them); None once done, else why not."""
-    urls = list(stack.fleet.replicas.values()) if stack.fleet else [target]
+    """Empty the prefix cache of each replica (a fleet's router answers for none of them), the one that
+    `target` reaches at `target`, with its credentials (stack.json keeps none); None once done, else why not."""
+    bare = split_credentials(target)[0]
+    urls = [target if url == bare else url for url in stack.servers.replicas.values()]
     return next((why for url in urls if (why := reset_prefix_cache(url))), None)
 
 

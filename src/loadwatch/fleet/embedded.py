@@ -16,7 +16,8 @@ from loadwatch.defaults import LOOPBACK, Part
 from loadwatch.engine import process as engine
 from loadwatch.engine.settings import EngineSettings
 from loadwatch.engine.setup import ensure_engine, ensure_model, ensure_router
-from loadwatch.fleet.options import Fleet, FleetOptions
+from loadwatch.fleet.options import FleetOptions
+from loadwatch.fleet.servers import HERE, Router, Scaling, Servers
 
 START_TIMEOUT = 600.0  # replicas load side by side on the same cores: slower than one engine alone
 # launch(name, command, url, env, cpus) -> the spawned server, recorded by the stack before it is awaited
@@ -33,7 +34,7 @@ def core_sets(cores: list[int], replicas: int) -> list[list[int]]:
 
 
 def start_fleet(options: FleetOptions, vllm_args: list[str], ports: dict[str, int], launch: Launch, say,
-                dev_endpoints: bool = False) -> Fleet:
+                dev_endpoints: bool = False) -> Servers:
     """The replicas, awaited, then the router, awaited. ComponentError (with the end of its log) when
     one does not start; RouterError for a policy or flag the router refuses, before anything starts."""
     settings = EngineSettings()
@@ -64,4 +65,5 @@ def start_fleet(options: FleetOptions, vllm_args: list[str], ports: dict[str, in
                                            list(replicas.values()), policy, options.router_arg), url, None, None)
     processes.await_ready(routed, program.health_path, 120.0)
     say(f"{program.name} ready on {url}, in front of " + ", ".join(f"{n} {u}" for n, u in replicas.items()))
-    return Fleet(program.name, url, replicas, metrics, policy)
+    return Servers(owner=HERE, url=url, replicas=replicas, router=Router(program=program.name, metrics=metrics,
+                   policy=policy), scaling=Scaling.of(options))

@@ -1,10 +1,9 @@
-"""How a command asks for a fleet: the options shared by run, capacity, experiment, tune and up, and
-what a stack records of the fleet it runs against."""
+"""How a command asks for a fleet: the options shared by run, capacity, experiment, tune and up (what
+a stack records of the servers it runs against is fleet.servers.Servers)."""
 
 from __future__ import annotations
 
 import string
-from dataclasses import dataclass, field
 from typing import ClassVar
 
 from pydantic import BaseModel, Field, ValidationInfo, field_validator, model_validator
@@ -114,39 +113,3 @@ def is_pattern(name: str) -> bool:
 
 def replica_name(index: int) -> str:
     return string.ascii_lowercase[index] if index < 26 else f"r{index}"
-
-
-@dataclass
-class Fleet:
-    """The fleet a stack runs against, as stack.json keeps it."""
-
-    router: str  # its kind, a name of fleet.routers.ROUTERS
-    url: str  # where clients send: the router
-    replicas: dict[str, str] = field(default_factory=dict)  # name -> base URL
-    metrics: str | None = None  # the router's /metrics base URL, where known
-    policy: str | None = None  # an embedded router's
-    # --replica's patterns: Locust names each request by the name its answer gives (a pod's); `replicas`
-    # holds what the router lists, each under the name it answered with (stack._listed).
-    patterns: list[str] = field(default_factory=list)
-    # What scaling it takes, from the command's FleetOptions (fleet.scale.Scaler.of): --scale's command
-    # (None: the embedded fleet's router is told which replicas to use) and its timeout; `named`: its
-    # replicas named with --replica NAME=URL, kept as named rather than read anew from the router.
-    scale: str | None = None
-    scale_timeout: float = FleetOptions.model_fields["scale_timeout"].default
-    named: bool = False
-
-    def scaling(self, options: FleetOptions) -> None:
-        """Keeps what scaling takes of the options the fleet was started or found with."""
-        self.scale, self.scale_timeout = options.scale, options.scale_timeout
-        self.named = bool(options.replica) and not options.patterns
-
-    @property
-    def program(self) -> RouterProgram:
-        """The registry's router that `router` names: stack.json keeps the name, the stack talks to this."""
-        return router(self.router)
-
-    def locust_options(self) -> list[str]:
-        """Locust's --replica options: each request's record names its replica."""
-        if self.patterns:
-            return [f"--replica={pattern}" for pattern in self.patterns]
-        return [f"--replica={name}={url}" for name, url in self.replicas.items()]

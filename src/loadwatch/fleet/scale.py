@@ -18,8 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from loadwatch.fleet.options import Fleet, FleetOptions
+from loadwatch.fleet.options import FleetOptions
 from loadwatch.fleet.routers import RouterError
+from loadwatch.fleet.servers import Servers
 
 REPLICAS = "{replicas}"  # where --scale's command takes the count
 POLL_SECONDS = 2.0
@@ -37,7 +38,7 @@ def scale_command(template: str, replicas: int) -> str:
 class Scaler:
     """Sets the replica count of the fleet a stack runs against."""
 
-    fleet: Fleet
+    fleet: Servers
     command: str | None = None  # the user's --scale template; None for the embedded fleet
     timeout: float = FleetOptions.model_fields["scale_timeout"].default
     log: Path | None = None  # where the command's output goes
@@ -45,10 +46,10 @@ class Scaler:
     relisted: Callable[[], None] | None = None
 
     @classmethod
-    def of(cls, fleet: Fleet, run_dir: Path) -> Scaler:
+    def of(cls, fleet: Servers, run_dir: Path) -> Scaler:
         """The scaler of the fleet a stack runs, as the command's fleet options asked (--scale and its
-        timeout, kept on the fleet), its command's output in the run folder's scale.log."""
-        return cls(fleet, fleet.scale, fleet.scale_timeout, run_dir / "scale.log")
+        timeout, kept in its scaling), its command's output in the run folder's scale.log."""
+        return cls(fleet, fleet.scaling.command, fleet.scaling.timeout, run_dir / "scale.log")
 
     @property
     def embedded(self) -> bool:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from loadwatch.defaults import LOOPBACK
 from loadwatch.fleet.options import FleetOptions
+from loadwatch.fleet.servers import HERE
 from loadwatch.loadrun.locust import LocustRun
 from loadwatch.processes import log_tail
 from loadwatch.stack.settings import StackSettings
@@ -22,8 +23,9 @@ def new_run_dir(out: Path) -> Path:
 
 
 def describe(stack: Stack, say) -> None:
-    say(f"target (vLLM): {stack.target}" + (f" ({stack.fleet.router})" if stack.fleet else ""))
-    for name, url in (stack.fleet.replicas if stack.fleet else {}).items():
+    servers = stack.servers
+    say(f"target (vLLM): {servers.url}" + (f" ({servers.router.program})" if servers.router else ""))
+    for name, url in servers.replicas.items() if servers.fleet else ():
         say(f"replica {name}: {url}")
     say(f"load generator metrics: http://{LOOPBACK}:{stack.client_port}/metrics")
     for component in stack.components:
@@ -46,11 +48,11 @@ def running(run_dir: Path, target: str | None, vllm_args: list[str], say, settin
         for component in stack.dead():
             say(f"error: {component.name} died during the run; end of {component.log}:\n{log_tail(component.log)}")
         down(settings, run_dir)
-        say("stack stopped" + (" (embedded engine included)" if stack.engine_started else ""))
+        say("stack stopped" + (" (embedded engine included)" if stack.servers.owner == HERE else ""))
 
 
 def on_stack(template: LocustRun, stack: Stack) -> LocustRun:
     """A Locust run as it runs on the stack: the client port and sidecar the stack gave it, and a
     fleet's replicas, so that each request's record names the one that served it."""
     return replace(template, metrics_port=stack.client_port, engine_metrics=stack.engine_metrics,
-                   stack_options=stack.locust_options())
+                   stack_options=stack.servers.locust_options())

@@ -30,9 +30,10 @@ from loadwatch.engine.settings import EngineSettings
 from loadwatch.engine.setup import ensure_engine, ensure_model
 from loadwatch.fleet.embedded import start_fleet
 from loadwatch.fleet.naming import answered_name
-from loadwatch.fleet.options import Fleet, FleetOptions, replica_name
+from loadwatch.fleet.options import FleetOptions, replica_name
 from loadwatch.fleet.routers import RouterError, RouterProgram
 from loadwatch.fleet.scale import Scaler
+from loadwatch.fleet.servers import HERE, USER, Router, Scaling, Servers
 from loadwatch.interrupts import held
 from loadwatch.processes import Component, ComponentError, port_or_free
 from loadwatch.prometheus import PrometheusAPI, PrometheusError
@@ -51,6 +52,7 @@ class WhichStack(StackError):
 
 
 STATE = "stack.json"  # in the run folder
+BEFORE_SERVERS = ("target", "engine_started", "own_engine", "fleet")  # an older stack.json's, now its servers
 
 DEFAULT_PORTS = {Part.EXPORTER: PORTS["sidecar"], Part.PROMETHEUS: PORTS["prometheus"],
                  Part.ALERTMANAGER: PORTS["alertmanager"], Part.ALERT_LOG: PORTS["alert_log"]}
@@ -62,19 +64,13 @@ class Stack:
     interrupted `up`, finds every PID there."""
 
     run_dir: str
-    target: str
     client_port: int
-    engine_started: bool
+    servers: Servers  # the servers under test: the embedded engine or fleet, or the user's
     components: list[Component] = field(default_factory=list)
     owner: int = field(default_factory=os.getpid)  # the loadwatch process that started it
     # Every port it claimed, its client's included, saved before any of them is bound: a stack that
     # starts meanwhile avoids them (a free port is free only until its server binds it).
     ports: dict[str, int] = field(default_factory=dict)
-    fleet: Fleet | None = None  # replicas behind a router: its own (embedded) or the user's
-    # Whether this stack started the embedded engine of engine.json (its home's one engine), which is
-    # then its own to stop; a fleet's replicas are among its components instead. None: a state file of
-    # before fleets, whose embedded engine was always its own.
-    own_engine: bool | None = None
 
     @property
     def state_file(self) -> Path:
@@ -89,12 +85,8 @@ class Stack:
 
     def request_url(self, target: str | None) -> str:
         """The URL the load's requests go to: the user's `target` as given (with its credentials, which
-        `self.target` keeps none of), else this stack's own server (its engine, or its fleet's router)."""
-        return target or self.target
-
-    def locust_options(self) -> list[str]:
-        """What the load generator needs to know of the stack beyond its ports: a fleet's replicas."""
-        return self.fleet.locust_options() if self.fleet else []
+        the servers' URL keeps none of), else this stack's own server (its engine, or its fleet's router)."""
+        return target or self.servers.url
 
     @property
     def engine_metrics(self) -> str:
@@ -105,7 +97,7 @@ class Stack:
         return [c for c in self.components if not c.alive()]
 
     def save(self, path: Path) -> None:
-        processes.write_state(path, asdict(self))
+        processes.write_state(path, {**asdict(self), "servers": self.servers.model_dump(mode="json")})
 
     @classmethod
     def load(cls, path: Path) -> Stack | None:
@@ -114,8 +106,9 @@ class Stack:
         except (OSError, ValueError):
             return None
         data["components"] = [Component(**c) for c in data["components"]]
-        if data.get("fleet"):
-            data["fleet"] = Fleet(**data["fleet"])
+        # A state file of before Servers keeps its fields side by side: its validator reads them.
+        data["servers"] = Servers.model_validate(
+            data["servers"] if "servers" in data else {key: data.pop(key, None) for key in BEFORE_SERVERS})
         return cls(**data)
 
 
@@ -184,23 +177,19 @@ def _start_all(stack: Stack, settings: StackSettings, run_dir: Path) -> None:
 
 
 def _exporter_command(stack: Stack, settings: StackSettings) -> list[str]:
-    """The sidecar's command line: every replica of a fleet as a target (or the one engine), its router."""
-    fleet = stack.fleet
-    targets = [f"{name}={url}" for name, url in fleet.replicas.items()] if fleet else [f"vllm={stack.target}"]
-    routers = [f"{fleet.router}={fleet.metrics}"] if fleet and fleet.metrics else []
-    return [sys.executable, "-m", "loadwatch.cli", "exporter", *(f"--target={t}" for t in targets),
-            *(f"--router={r}" for r in routers), "--host", LOOPBACK, "--port", str(stack.ports[Part.EXPORTER]),
+    """The sidecar's command line: every replica a target, and a fleet's router."""
+    return [sys.executable, "-m", "loadwatch.cli", "exporter", *stack.servers.exporter_options(),
+            "--host", LOOPBACK, "--port", str(stack.ports[Part.EXPORTER]),
             "--interval", str(settings.exporter_interval), "--window", str(settings.exporter_window),
             "--timeout", str(settings.exporter_timeout)]
 
 
 def _prometheus_config(stack: Stack, settings: StackSettings, run_dir: Path) -> Path:
-    """The run's Prometheus config: every engine scraped directly too (each replica of a fleet)."""
-    fleet = stack.fleet
+    """The run's Prometheus config: every replica scraped directly too."""
     return render_prometheus(
         settings, run_dir / "prometheus", client=f"{LOOPBACK}:{stack.client_port}",
         exporter=f"{LOOPBACK}:{stack.ports[Part.EXPORTER]}",
-        vllm=[urlsplit(url).netloc for url in (fleet.replicas.values() if fleet else [stack.target])],
+        vllm=[urlsplit(url).netloc for url in stack.servers.replicas.values()],
         alertmanager=f"{LOOPBACK}:{stack.ports[Part.ALERTMANAGER]}")
 
 
@@ -217,7 +206,7 @@ def _launch(stack: Stack, run_dir: Path, name: str, command: list[str], url: str
     return started
 
 
-def _users_fleet(target: str, options: FleetOptions) -> Fleet:
+def _users_fleet(target: str, options: FleetOptions) -> Servers:
     """The user's own fleet behind `target`: the replicas named, or those its router lists; each must
     answer, or the run would measure a fleet it cannot see."""
     if options.replica and not options.patterns:
@@ -225,7 +214,9 @@ def _users_fleet(target: str, options: FleetOptions) -> Fleet:
     else:
         replicas = _listed(target, options.program, options.patterns)
     _answering(replicas)
-    return Fleet(options.program.name, target, replicas, options.router_metrics, patterns=list(options.patterns))
+    return Servers(owner=USER, url=target, replicas=replicas,
+                   router=Router(program=options.program.name, metrics=options.router_metrics),
+                   scaling=Scaling.of(options))
 
 
 def _listed(target: str, program: RouterProgram, patterns: Sequence[str],
@@ -265,14 +256,14 @@ def relist(stack: Stack, say) -> None:
     sidecar: without it a search that scaled 2 -> 1 -> 2 replicas began a level with its engine series
     missing, and on a busy machine found no autoscaling signal at the knee. Replicas named with
     --replica NAME=URL stay as named. RouterError where they cannot be read."""
-    fleet = stack.fleet
-    if fleet is None or fleet.named:
+    servers = stack.servers
+    if not servers.fleet or servers.scaling.named:
         return
-    replicas = _listed(fleet.url, fleet.program, fleet.patterns, fleet.replicas)
-    if replicas == fleet.replicas:
+    replicas = _listed(servers.url, servers.program, servers.scaling.patterns, servers.replicas)
+    if replicas == servers.replicas:
         return
     _answering(replicas)
-    fleet.replicas = replicas
+    servers.replicas = replicas
     settings = StackSettings()  # the sidecar's and Prometheus' own settings, as the stack started them
     run_dir = Path(stack.run_dir)
     exporter = next(c for c in stack.components if c.name == Part.EXPORTER)
@@ -293,10 +284,10 @@ def relist(stack: Stack, say) -> None:
 
 
 def scaler_of(stack: Stack, say) -> Scaler:
-    """The scaler of the stack's fleet, as the fleet options it was started with asked (kept on its
-    Fleet); a fleet of the user's own is read anew after each change."""
-    assert stack.fleet is not None
-    scaler = Scaler.of(stack.fleet, Path(stack.run_dir))
+    """The scaler of the stack's fleet, as the fleet options it was started with asked (kept in its
+    servers' scaling); a fleet of the user's own is read anew after each change."""
+    assert stack.servers.fleet
+    scaler = Scaler.of(stack.servers, Path(stack.run_dir))
     if not scaler.embedded:
         scaler.relisted = lambda: relist(stack, say)
     return scaler
@@ -351,7 +342,7 @@ def up(settings: StackSettings, run_dir: Path, target: str | None = None, vllm_a
     here (`fleet.replicas`, without a target) or the user's own behind `target`."""
     fleet = fleet if fleet is not None and fleet.wanted else None
     with _claiming(settings):
-        engines = [s for s in running_stacks(settings) if s.engine_started]
+        engines = [s for s in running_stacks(settings) if s.servers.owner == HERE]
         if target is None and engines:
             raise StackError(f"the stack of {engines[0].run_dir} already runs the embedded engine, and two would "
                              "share this machine's cores, each measuring the other: give --target, or stop it with "
@@ -359,27 +350,25 @@ def up(settings: StackSettings, run_dir: Path, target: str | None = None, vllm_a
         run_dir.mkdir(parents=True, exist_ok=True)
         ports = _choose_ports(settings, client_port, fleet)
         # Without credentials: vLLM's /metrics needs none, and stack.json, logs and configs keep none.
-        stack = Stack(str(run_dir), split_credentials(target)[0] if target else "", ports[Part.CLIENT],
-                      engine_started=target is None, ports=ports, own_engine=False)
+        servers = Servers(owner=HERE) if target is None else Servers.engine(split_credentials(target)[0], USER)
+        stack = Stack(str(run_dir), ports[Part.CLIENT], servers, ports=ports)
         stack.save(stack.state_file)
         processes.write_state(_entry(settings, run_dir), {"run_dir": str(run_dir.resolve())})
     engine_settings = EngineSettings()
     try:
         if fleet is not None and target is None:
-            stack.fleet = start_fleet(
+            stack.servers = start_fleet(
                 fleet, vllm_args or [], ports, say=say, dev_endpoints=dev_endpoints,
                 launch=lambda name, command, url, env, cpus: _launch(stack, run_dir, name, command, url, env, cpus))
-            stack.target = stack.fleet.url
-        elif fleet is not None and target is not None:
-            stack.fleet = _users_fleet(stack.target, fleet)
-        if fleet is not None and stack.fleet is not None:
-            stack.fleet.scaling(fleet)
+        elif fleet is not None:
+            stack.servers = _users_fleet(stack.servers.url, fleet)
         elif target is None:
             ensure_engine(engine_settings, say)
-            stack.own_engine = True
+            stack.servers.home_engine = True
             stack.save(stack.state_file)
-            stack.target = engine.start(engine_settings, ensure_model(engine_settings, say), extra=vllm_args,
-                                        say=say, dev_endpoints=dev_endpoints).url
+            url = engine.start(engine_settings, ensure_model(engine_settings, say), extra=vllm_args, say=say,
+                               dev_endpoints=dev_endpoints).url
+            stack.servers = Servers.engine(url, HERE, home_engine=True)
         stack.save(stack.state_file)
         _start_all(stack, settings, run_dir)
     except BaseException:
@@ -395,7 +384,7 @@ def _stop(stack: Stack, engine_settings: EngineSettings) -> None:
         processes.stop_group(component.pid, 20.0)
     # Only an engine of its own: a fleet's stack that failed or went down had stopped another stack's
     # (a CI run: a fleet refused for its policy stopped the engine another run was loading).
-    if stack.own_engine or (stack.own_engine is None and stack.engine_started):
+    if stack.servers.home_engine:
         engine.stop(engine_settings)
 
 

@@ -74,7 +74,7 @@ class Server:
                 fleet = FleetOptions.model_validate({**fleet.model_dump(), **settings})
             with running(folder, self.target, [] if self.target else list(config.vllm_args), say,
                          fleet=fleet) as stack:
-                if self.target is not None and fleet is not None and fleet.scale and stack.fleet is not None:
+                if self.target is not None and fleet is not None and fleet.scale and stack.servers.fleet:
                     self._scale(scaler_of(stack, say), wanted, say)
                 yield stack
 

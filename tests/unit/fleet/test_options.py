@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from loadwatch.fleet.options import Fleet, FleetOptions, is_pattern, replica_name
+from loadwatch.fleet.options import FleetOptions, is_pattern, replica_name
 from loadwatch.fleet.routers import Smg, VllmRouter
 
 
@@ -61,9 +61,3 @@ def test_any_fleet_option_asks_for_a_fleet(options):
     assert not FleetOptions(router_policy="power_of_two").wanted  # a policy alone: of no router
 
 
-def test_locust_names_each_request_by_the_fleets_replicas_or_by_its_patterns():
-    fleet = Fleet("vllm-router", "http://r:8000", {"a": "http://x:1", "b": "http://y:1"})
-    assert fleet.locust_options() == ["--replica=a=http://x:1", "--replica=b=http://y:1"]
-    fleet.patterns = ["vllm-*"]
-    assert fleet.locust_options() == ["--replica=vllm-*"]
-    assert isinstance(fleet.program, VllmRouter)

@@ -6,6 +6,7 @@ import os
 
 import pytest
 
+from loadwatch.fleet.servers import HERE, USER, Servers
 from loadwatch.processes import write_state
 from loadwatch.stack.settings import StackSettings
 from loadwatch.stack.stack import STATE, Stack, StackError, WhichStack, _entry, down, running_stacks, up
@@ -13,7 +14,8 @@ from loadwatch.stack.stack import STATE, Stack, StackError, WhichStack, _entry, 
 
 def started(settings: StackSettings, run_dir, engine: bool, owner: int) -> None:
     """A stack's files as `up` leaves them, its owner the given process."""
-    Stack(str(run_dir), "http://127.0.0.1:8000", 0, engine_started=engine, owner=owner).save(run_dir / STATE)
+    servers = Servers.engine("http://127.0.0.1:8000", HERE if engine else USER, home_engine=engine)
+    Stack(str(run_dir), 0, servers, owner=owner).save(run_dir / STATE)
     write_state(_entry(settings, run_dir), {"run_dir": str(run_dir)})
 
 
@@ -67,6 +69,10 @@ def test_a_fleets_stack_that_fails_to_start_stops_no_engine_of_anothers(tmp_path
         up(settings, tmp_path / "fleet", fleet=FleetOptions(replicas=2))
     assert stopped == [] and not (tmp_path / "fleet" / STATE).exists()
 
-    old = Stack(str(tmp_path / "old"), "http://127.0.0.1:8000", 0, engine_started=True)  # a state file of before
-    stack_module._stop(old, object())  # type: ignore[arg-type]
+    old = tmp_path / "old" / STATE  # a state file of before fleets
+    write_state(old, {"run_dir": str(old.parent), "target": "http://127.0.0.1:8000", "client_port": 0,
+                      "engine_started": True, "components": [], "owner": 1, "ports": {}})
+    stack = Stack.load(old)
+    assert stack is not None
+    stack_module._stop(stack, object())  # type: ignore[arg-type]
     assert stopped == ["engine"], "a stack of before fleets started its embedded engine itself"
