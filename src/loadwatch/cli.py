@@ -18,7 +18,7 @@ from loadwatch.engine.serving import endpoint_of, engine_args
 from loadwatch.engine.settings import EngineSettings
 from loadwatch.engine.setup import SetupError, ensure_engine, ensure_model, ensure_router
 from loadwatch.exporter.settings import ExporterSettings
-from loadwatch.fleet.options import FleetOptions
+from loadwatch.fleet.options import FleetOptions, ServerOptions
 from loadwatch.fleet.routers import ROUTERS, RouterError
 from loadwatch.fleet.schedule import parse_plan
 from loadwatch.interrupts import catch_interrupts
@@ -96,26 +96,13 @@ def alert_log_command(args: argparse.Namespace) -> int:
 def shared_options(args: argparse.Namespace) -> SharedOptions:
     """The shared options this command offers, checked (an SLO parsed); ValueError naming the bad option."""
     shared = model_from_args(SharedOptions, args)
-    assert isinstance(shared, SharedOptions)
     return shared
 
 
-def fleet_options(args: argparse.Namespace) -> FleetOptions:
-    """ValueError naming the bad option."""
-    fleet = model_from_args(FleetOptions, args)
-    assert isinstance(fleet, FleetOptions)
-    if not hasattr(args, "target"):  # an experiment: its arms name their servers, its options only EMBEDDED's
-        return fleet
-    if fleet.replicas is not None and args.target:
-        raise ValueError("--replicas starts a fleet on this machine; against your own, give --target ROUTER with "
-                         "--replica NAME=URL (or --router vllm-router, to use the replicas it lists)")
-    if (fleet.replica or fleet.router_metrics or fleet.scale) and not args.target:
-        raise ValueError("--replica, --router-metrics and --scale are for your own fleet: give --target, its "
-                         "router's URL (the embedded fleet, --replicas N, is scaled through its router)")
-    if fleet.router and fleet.replicas is None and not args.target:
-        raise ValueError("--router names the router of a fleet: give --replicas N to start one here, or --target "
-                         "ROUTER for your own")
-    return fleet
+def fleet_options(args: argparse.Namespace, **given: object) -> ServerOptions:
+    """The servers the command runs against as its options ask (ServerOptions' checks); `given`: what
+    the command parsed itself (run's --scale-at plan). ValueError naming the bad option."""
+    return model_from_args(ServerOptions, args, **given)
 
 
 def up_command(args: argparse.Namespace) -> int:
@@ -153,13 +140,7 @@ def run_command(args: argparse.Namespace) -> int:
 
     try:
         shared = shared_options(args)
-        fleet = fleet_options(args)
-        plan = parse_plan(args.scale_at)
-        if plan and not ((fleet.replicas or 0) > 1 or (shared.target and fleet.scale)):
-            raise ValueError("--scale-at changes a fleet's replicas: give --replicas N (2 or more) for the embedded "
-                             "fleet, or --target ROUTER with --scale 'COMMAND {replicas}' for your own")
-        if fleet.replicas and any(count > fleet.replicas for _, count in plan):
-            raise ValueError(f"--scale-at asks for more replicas than --replicas {fleet.replicas} starts")
+        fleet = fleet_options(args, plan=parse_plan(args.scale_at))
     except ValueError as exc:
         say(f"error: {exc}")
         return 2
@@ -168,7 +149,7 @@ def run_command(args: argparse.Namespace) -> int:
         spawn_rate=args.spawn_rate, run_time=args.run_time, slo=shared.slo, metrics_port=args.metrics_port,
         out=shared.out, vllm_args=engine_args(args.vllm_args, {endpoint_of(args.passthrough)}),
         grafana_url=args.grafana_url, locust_args=args.passthrough, fleet=fleet, history=args.history,
-        label=args.label, scale_at=plan,
+        label=args.label, scale_at=fleet.plan,
     ), say)
 
 
@@ -180,13 +161,9 @@ def capacity_command(args: argparse.Namespace) -> int:
         shared = shared_options(args)
         options = model_from_args(CapacityOptions, args)
         fleet = fleet_options(args)
-        if args.scaling and not ((fleet.replicas or 0) > 1 or (shared.target and fleet.scale)):
-            raise ValueError("--scaling compares one replica with the fleet: give --replicas N (2 or more) for the "
-                             "embedded fleet, or --target ROUTER with --scale 'COMMAND {replicas}' for your own")
     except ValueError as exc:
         say(f"error: {exc}")
         return 2
-    assert isinstance(options, CapacityOptions)
     return capacity(options, LocustRun(shared.locustfile, slo=shared.slo, options=args.passthrough), shared.target,
                     engine_args(args.vllm_args, {endpoint_of(args.passthrough)}), shared.out, say, fleet,
                     scaling=args.scaling)
@@ -205,7 +182,6 @@ def tune_command(args: argparse.Namespace) -> int:
     except ValueError as exc:
         say(f"error: {exc}")
         return 2
-    assert isinstance(capacity, CapacityOptions) and isinstance(options, TuneOptions)
     return tune(capacity, options, LocustRun(shared.locustfile, slo=shared.slo, options=args.passthrough),
                 shared.target, engine_args(args.vllm_args, {endpoint_of(args.passthrough)}), shared.out, say, fleet)
 
@@ -224,7 +200,7 @@ def experiment_command(args: argparse.Namespace) -> int:
     file = assets.experiment(str(args.file)) if shipped else args.file
     try:
         shared = shared_options(args)
-        fleet = fleet_options(args)
+        fleet = model_from_args(FleetOptions, args)  # an experiment's: its arms name their servers
     except ValueError as exc:
         say(f"error: {exc}")
         return 2

@@ -7,9 +7,11 @@ from __future__ import annotations
 import argparse
 import types
 import typing
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, ValidationError
+
+M = TypeVar("M", bound=BaseModel)
 
 
 def without_none(annotation: Any) -> Any:
@@ -43,9 +45,11 @@ def add_model_options(parser: argparse.ArgumentParser, model: type[BaseModel],
         parser.add_argument("--" + name.replace("_", "-"), **kwargs)
 
 
-def model_from_args(model: type[BaseModel], args: argparse.Namespace) -> BaseModel:
-    """The model from the options given; ValueError naming each bad option as its flag."""
+def model_from_args(model: type[M], args: argparse.Namespace, **parsed: object) -> M:
+    """The model from the options given; ValueError naming each bad option as its flag. `parsed`: fields
+    the command parsed itself, checked with the rest."""
     given = {name: getattr(args, name) for name in model.model_fields if getattr(args, name, None) is not None}
+    given |= parsed
     try:
         return model.model_validate(given)
     except ValidationError as exc:

@@ -84,6 +84,11 @@ class FleetOptions(BaseModel):
         return self
 
     @property
+    def embedded(self) -> bool:
+        """Replicas started here (--replicas): their router's policy and their count are loadwatch's."""
+        return self.replicas is not None
+
+    @property
     def wanted(self) -> bool:
         return self.replicas is not None or bool(self.replica) or self.router is not None \
             or self.router_metrics is not None or self.scale is not None  # --scale: a router's fleet
@@ -105,6 +110,46 @@ class FleetOptions(BaseModel):
 
     def flags_of(self, name: str) -> list[str]:
         return [item.partition("=")[2] for item in self.replica_arg if item.partition("=")[0] == name]
+
+
+class ServerOptions(FleetOptions):
+    """The servers a command (up, run, capacity, tune) runs against, as its options ask: the embedded
+    engine, an embedded fleet (--replicas), the user's server (--target), or the user's fleet behind its
+    router (--target with --replica, --router or --scale). Its checks are the rules of these options
+    together, each written here once. An experiment's fleet options are FleetOptions alone: its arms
+    name their servers."""
+
+    target: str | None = None  # the shared --target, as given
+    scaling: bool = False  # capacity's --scaling: one replica first, then all
+    # run's --scale-at, parsed (fleet.schedule.parse_plan): (seconds into the load, replicas)
+    plan: list[tuple[float, int]] = []
+
+    @model_validator(mode="after")
+    def _where(self) -> ServerOptions:
+        if self.replicas is not None and self.target:
+            raise ValueError("--replicas starts a fleet on this machine; against your own, give --target ROUTER "
+                             "with --replica NAME=URL (or --router vllm-router, to use the replicas it lists)")
+        if (self.replica or self.router_metrics or self.scale) and not self.target:
+            raise ValueError("--replica, --router-metrics and --scale are for your own fleet: give --target, its "
+                             "router's URL (the embedded fleet, --replicas N, is scaled through its router)")
+        if self.router and self.replicas is None and not self.target:
+            raise ValueError("--router names the router of a fleet: give --replicas N to start one here, or "
+                             "--target ROUTER for your own")
+        return self
+
+    @model_validator(mode="after")
+    def _scales(self) -> ServerOptions:
+        # Two replicas at least to change among: the embedded fleet's, or those --scale sets (with a target).
+        scales = (self.replicas or 0) > 1 or self.scale is not None
+        how = ("give --replicas N (2 or more) for the embedded fleet, or --target ROUTER with --scale "
+               "'COMMAND {replicas}' for your own")
+        if self.plan and not scales:
+            raise ValueError(f"--scale-at changes a fleet's replicas: {how}")
+        if self.replicas and any(count > self.replicas for _, count in self.plan):
+            raise ValueError(f"--scale-at asks for more replicas than --replicas {self.replicas} starts")
+        if self.scaling and not scales:
+            raise ValueError(f"--scaling compares one replica with the fleet: {how}")
+        return self
 
 
 def is_pattern(name: str) -> bool:

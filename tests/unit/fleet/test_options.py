@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from loadwatch.fleet.options import FleetOptions, is_pattern, replica_name
+from loadwatch.fleet.options import FleetOptions, ServerOptions, is_pattern, replica_name
 from loadwatch.fleet.routers import Smg, VllmRouter
 
 
@@ -61,3 +61,28 @@ def test_any_fleet_option_asks_for_a_fleet(options):
     assert not FleetOptions(router_policy="power_of_two").wanted  # a policy alone: of no router
 
 
+
+
+def server_refused(match: str, **options) -> None:
+    with pytest.raises(ValidationError, match=match):
+        ServerOptions(**options)
+
+
+def test_the_embedded_fleet_and_a_fleet_of_your_own_are_asked_for_apart():
+    server_refused("--replicas starts a fleet on this machine", replicas=2, target="http://r:8000")
+    for mine in ({"replica": ["a=http://x:1"]}, {"router_metrics": "http://r:29000"}, {"scale": "s {replicas}"}):
+        server_refused("are for your own fleet: give --target", **mine)
+        assert ServerOptions(target="http://r:8000", **mine).wanted
+    server_refused("--router names the router of a fleet", router="smg")
+    assert ServerOptions(router="smg", target="http://r:8000").wanted
+    assert ServerOptions(router="smg", replicas=2).embedded
+
+
+def test_a_fleet_whose_replicas_change_has_two_to_change_among():
+    how = r"give --replicas N \(2 or more\) for the embedded fleet, or --target ROUTER with --scale"
+    server_refused("--scale-at changes a fleet's replicas: " + how, plan=[(0.0, 1)])
+    server_refused("--scale-at changes a fleet's replicas", replicas=1, plan=[(0.0, 1)])
+    server_refused("--scaling compares one replica with the fleet: " + how, scaling=True, replicas=1)
+    server_refused("--scale-at asks for more replicas than --replicas 2 starts", replicas=2, plan=[(0.0, 3)])
+    assert ServerOptions(replicas=2, plan=[(0.0, 1), (60.0, 2)], scaling=True).plan == [(0.0, 1), (60.0, 2)]
+    assert ServerOptions(target="http://r:8000", scale="s {replicas}", plan=[(0.0, 5)], scaling=True).scaling
