@@ -91,12 +91,12 @@ def experiment_command(options: ExperimentOptions, say) -> int:
     except ExperimentError as exc:
         say(f"error: {exc}")
         return 2
-    if options.fleet and options.fleet.replicas is not None and any(arm.target for arm in spec.arms.values()):
+    if options.fleet and options.fleet.embedded and any(arm.target for arm in spec.arms.values()):
         say("error: --replicas starts a fleet for the arms that have no target: the arms with a target are "
             "servers of your own; run them in an experiment of their own")
         return 2
     alone = [name for name, arm in spec.arms.items() if arm.router_policy and arm.replicas is None
-             and (options.fleet is None or options.fleet.replicas is None)]
+             and (options.fleet is None or not options.fleet.embedded)]
     if alone:
         say(f"error: arm {alone[0]} sets router_policy but starts no fleet: give it replicas, or --replicas N")
         return 2
@@ -178,12 +178,12 @@ def run_arm(spec: Experiment, name: str, arm: Arm, cells: list[Cell], starts_lef
             vllm_args = engine_args(arm.vllm_args, spec.endpoints)
             fleet = arm_fleet(arm, options.fleet)
             server = f"{fleet.replicas} embedded replicas behind {fleet.router_policy or 'the router'}, each" \
-                if fleet and fleet.replicas else "embedded engine"
+                if fleet and fleet.embedded else "embedded engine"
             say(f"arm {name}, round {cells[0].repeat}: " + (f"target {arm.target}" if arm.target else
                                    f"{server} with {' '.join(vllm_args) or 'its defaults'}"))
             stack = arm_stack.enter_context(running(arm_dir, arm.target, vllm_args, say,
                                                     dev_endpoints=spec.reset_prefix_cache,
-                                                    fleet=arm_fleet(arm, options.fleet)))
+                                                    fleet=fleet))
         except (ComponentError, ServerError, RouterError) as exc:
             return str(exc)
         api = PrometheusAPI(stack.url(Part.PROMETHEUS))

@@ -89,6 +89,11 @@ class FleetOptions(BaseModel):
         return self.replicas is not None
 
     @property
+    def resizable(self) -> bool:
+        """Its replica count is loadwatch's to set: the embedded fleet's, or through --scale's command."""
+        return self.embedded or self.scale is not None
+
+    @property
     def wanted(self) -> bool:
         return self.replicas is not None or bool(self.replica) or self.router is not None \
             or self.router_metrics is not None or self.scale is not None  # --scale: a router's fleet

@@ -38,7 +38,7 @@ class Situation:
 
     def router_policy(self) -> str | None:
         """The embedded fleet's router policy in this configuration; None outside an embedded fleet."""
-        if self.fleet is None or self.fleet.replicas is None:
+        if self.fleet is None or not self.fleet.embedded:
             return None
         given = self.config.value("--router-policy") or self.fleet.router_policy
         return given or self.fleet.program.default_policy
@@ -127,7 +127,7 @@ def _rendering_router(s: Situation) -> Change | None:
     """smg, for an embedded fleet whose vllm-router could not read the prompts' tokens: smg's
     cache_aware matches the prompt's text itself, asking the replicas for nothing. The policy stays
     (missing_tokens is cache_aware's outcome, and smg takes that name too)."""
-    if s.fleet is None or s.fleet.replicas is None or s.reasons.get("prefix_aware_routing") != "missing_tokens":
+    if s.fleet is None or not s.fleet.embedded or s.reasons.get("prefix_aware_routing") != "missing_tokens":
         return None
     before = s.config.value("--router") or s.fleet.program.name
     return None if before == "smg" else Change("--router", before, "smg")
@@ -136,7 +136,7 @@ def _rendering_router(s: Situation) -> Change | None:
 def _one_more_replica(s: Situation) -> Change | None:
     """The embedded fleet's replicas, or those of your own that --scale sets (as many as the level's
     evidence names, at first)."""
-    if s.fleet is None or (s.fleet.replicas is None and not s.fleet.scale):
+    if s.fleet is None or not s.fleet.resizable:
         return None
     before = int(s.config.value("--replicas") or s.fleet.replicas or len(s.evidence.get("replicas") or {}))
     return Change("--replicas", str(before), str(before + 1)) if before else None

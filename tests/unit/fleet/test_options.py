@@ -86,3 +86,9 @@ def test_a_fleet_whose_replicas_change_has_two_to_change_among():
     server_refused("--scale-at asks for more replicas than --replicas 2 starts", replicas=2, plan=[(0.0, 3)])
     assert ServerOptions(replicas=2, plan=[(0.0, 1), (60.0, 2)], scaling=True).plan == [(0.0, 1), (60.0, 2)]
     assert ServerOptions(target="http://r:8000", scale="s {replicas}", plan=[(0.0, 5)], scaling=True).scaling
+
+
+def test_an_embedded_fleet_and_one_scaled_by_your_command_are_loadwatchs_to_resize():
+    assert FleetOptions(replicas=1).embedded and FleetOptions(replicas=1).resizable
+    assert FleetOptions(scale="s {replicas}").resizable and not FleetOptions(scale="s {replicas}").embedded
+    assert not FleetOptions(replica=["a=http://x:1"]).resizable
