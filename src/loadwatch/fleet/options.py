@@ -8,6 +8,7 @@ from typing import ClassVar
 
 from pydantic import BaseModel, Field, ValidationInfo, field_validator, model_validator
 
+from loadwatch.defaults import Part
 from loadwatch.durations import Seconds
 from loadwatch.fleet.routers import ROUTERS, RouterProgram, VllmRouter, router
 from loadwatch.settings import PATTERN
@@ -112,6 +113,11 @@ class FleetOptions(BaseModel):
     def names(self) -> list[str]:
         """The embedded replicas' names: a, b, c, ... (r26, r27, ... past z)."""
         return [replica_name(i) for i in range(self.replicas or 0)]
+
+    def parts(self) -> list[str]:
+        """The servers an embedded fleet starts here, each on a port of its own (the stack's key for it):
+        its replicas, its router and the router's metrics listener."""
+        return [*map(Part.replica, self.names()), Part.ROUTER, Part.ROUTER_METRICS] if self.embedded else []
 
     def flags_of(self, name: str) -> list[str]:
         return [item.partition("=")[2] for item in self.replica_arg if item.partition("=")[0] == name]

@@ -128,8 +128,7 @@ def _choose_ports(settings: StackSettings, client_port: int | None, fleet: Fleet
     router take free ones, as the embedded engine does."""
     claimed = {port for other in running_stacks(settings) for port in (*other.ports.values(), other.client_port)}
     ports: dict[str, int] = {}
-    embedded = [Part.replica(name) for name in fleet.names()] + [Part.ROUTER, Part.ROUTER_METRICS] \
-        if fleet is not None and fleet.replicas else []
+    embedded = fleet.parts() if fleet is not None else []
     wanted = {Part.CLIENT: PORTS["client_metrics"], **DEFAULT_PORTS, **dict.fromkeys(embedded, 0)}
     for name, port in wanted.items():
         if name == Part.CLIENT and client_port is not None:

@@ -92,3 +92,8 @@ def test_an_embedded_fleet_and_one_scaled_by_your_command_are_loadwatchs_to_resi
     assert FleetOptions(replicas=1).embedded and FleetOptions(replicas=1).resizable
     assert FleetOptions(scale="s {replicas}").resizable and not FleetOptions(scale="s {replicas}").embedded
     assert not FleetOptions(replica=["a=http://x:1"]).resizable
+
+
+def test_an_embedded_fleet_names_the_ports_it_needs():
+    assert FleetOptions(replicas=2).parts() == ["replica-a", "replica-b", "router", "router-metrics"]
+    assert FleetOptions(router="smg").parts() == []
