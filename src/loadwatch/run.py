@@ -61,7 +61,7 @@ def headless_run(options: RunOptions, say) -> int:
             if schedule:
                 schedule.begin()
             try:
-                code = locust.run(stack.request_url(options.target), say=say).code
+                code = locust.run(stack.servers.request_url, say=say).code
             finally:
                 if schedule:
                     schedule.end(run_dir)

@@ -88,13 +88,13 @@ def capacity(options: CapacityOptions, template: LocustRun, target: str | None, 
                 count = scaler.most or len(scaler.serving())
                 scaler.scale_to(1, say)
                 say(f"capacity: one replica first, in {run_dir / ONE_REPLICA}")
-                one = search(options, template, api, stack.request_url(target), run_dir / ONE_REPLICA, say, known,
+                one = search(options, template, api, stack.servers.request_url, run_dir / ONE_REPLICA, say, known,
                              serving=scaler.serving_names())
                 scaler.scale_to(count, say)
                 say(f"capacity: then the fleet's {count} replicas")
                 if options.start is None and one.max_sustainable:  # the fleet holds what one replica held
                     options = options.model_copy(update={"start": one.max_sustainable})
-            result = search(options, template, api, stack.request_url(target), run_dir, say, known, one_replica=one,
+            result = search(options, template, api, stack.servers.request_url, run_dir, say, known, one_replica=one,
                             then=lambda found: next_steps(options, template, target, vllm_args, fleet, run_dir,
                                                           found))
             return 0 if result.max_sustainable is not None and not result.undecided else NO_KNEE

@@ -187,7 +187,7 @@ def run_arm(spec: Experiment, name: str, arm: Arm, cells: list[Cell], starts_lef
         except (ComponentError, ServerError, RouterError) as exc:
             return str(exc)
         api = PrometheusAPI(stack.url(Part.PROMETHEUS))
-        target = stack.request_url(arm.target)
+        target = stack.servers.request_url
         template = on_stack(LocustRun(options.locustfile), stack)
         paces: dict[str, Pace] = {}
         for cell in cells:

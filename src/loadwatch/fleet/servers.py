@@ -55,6 +55,10 @@ class Servers(BaseModel):
     # its own to stop; set before that engine starts, so that an interrupted start stops it too. A fleet's
     # replicas are among the stack's components instead.
     home_engine: bool = False
+    # Where the load's requests go: the user's --target as given, with its credentials, which `url` keeps
+    # none of; else `url`. In memory only (stack.up sets it), as stack.json, logs and configs keep no
+    # credentials: a stack read from its state file sends no requests.
+    request_url: str = Field("", exclude=True)
 
     @model_validator(mode="before")
     @classmethod

@@ -83,11 +83,6 @@ class Stack:
     def url(self, name: str) -> str:
         return next(c.url for c in self.components if c.name == name)
 
-    def request_url(self, target: str | None) -> str:
-        """The URL the load's requests go to: the user's `target` as given (with its credentials, which
-        the servers' URL keeps none of), else this stack's own server (its engine, or its fleet's router)."""
-        return target or self.servers.url
-
     @property
     def engine_metrics(self) -> str:
         """The sidecar's /metrics: what a Locust master's web UI charts the engine from."""
@@ -368,6 +363,7 @@ def up(settings: StackSettings, run_dir: Path, target: str | None = None, vllm_a
             url = engine.start(engine_settings, ensure_model(engine_settings, say), extra=vllm_args, say=say,
                                dev_endpoints=dev_endpoints).url
             stack.servers = Servers.engine(url, HERE, home_engine=True)
+        stack.servers.request_url = target if target is not None else stack.servers.url
         stack.save(stack.state_file)
         _start_all(stack, settings, run_dir)
     except BaseException:

@@ -59,7 +59,7 @@ class Tuner:
         with self.server.serving(config, folder, lambda message: None) as stack:
             template = on_stack(self.template, stack)
             result = search(options, template, PrometheusAPI(stack.url(Part.PROMETHEUS)),
-                            stack.request_url(self.server.target), folder, lambda message: self.say(f"  {message}"),
+                            stack.servers.request_url, folder, lambda message: self.say(f"  {message}"),
                             batch_of(options, self.server.target, list(config.vllm_args)))
         self.searches.append({"name": name, "seconds": round(time.monotonic() - began, 1)})
         return result

@@ -189,7 +189,7 @@ def run_trial(arms: list[Arm], server: Server, template: LocustRun, options: Cap
             try:
                 with server.serving(arm.config, where, lambda message: None) as stack:
                     run = on_stack(template, stack)
-                    value, goodput = measure(run, options, level, unit, stack.request_url(server.target), where, metric,
+                    value, goodput = measure(run, options, level, unit, stack.servers.request_url, where, metric,
                                              say)
             except (ComponentError, ServerError) as exc:
                 arm.refused = why_refused(exc, where)

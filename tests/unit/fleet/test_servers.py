@@ -67,3 +67,9 @@ def test_state_files_of_before_are_read_as_servers(tmp_path):
         "patterns": ["vllm-*"], "scale": "s {replicas}", "scale_timeout": 60.0, "named": False}).servers
     assert (own.owner, own.home_engine, own.scaling) == (USER, False, Scaling(command="s {replicas}", timeout=60.0,
                                                                                patterns=["vllm-*"]))
+
+
+def test_the_request_url_keeps_the_users_credentials_out_of_the_state_file():
+    servers = Servers.engine("http://g:8000", USER)
+    servers.request_url = "http://me:secret@g:8000"
+    assert "secret" not in servers.model_dump_json() and "request_url" not in servers.model_dump()
