@@ -215,7 +215,7 @@ def arm_fleet(arm: Arm, fleet: FleetOptions | None) -> FleetOptions | None:
            if value is not None}
     if not own:
         return fleet
-    return FleetOptions.model_validate({**(fleet.model_dump() if fleet else {}), **own})
+    return (fleet or FleetOptions()).changed(own)
 
 
 def reset_prefix_caches(stack: Stack, target: str) -> str | None:

@@ -4,7 +4,7 @@ a stack records of the servers it runs against is fleet.servers.Servers)."""
 from __future__ import annotations
 
 import string
-from typing import ClassVar
+from typing import ClassVar, Self
 
 from pydantic import BaseModel, Field, ValidationInfo, field_validator, model_validator
 
@@ -118,6 +118,10 @@ class FleetOptions(BaseModel):
         """The servers an embedded fleet starts here, each on a port of its own (the stack's key for it):
         its replicas, its router and the router's metrics listener."""
         return [*map(Part.replica, self.names()), Part.ROUTER, Part.ROUTER_METRICS] if self.embedded else []
+
+    def changed(self, fields: dict) -> Self:
+        """These options with `fields` changed (an experiment arm's, a tune lever's), checked again."""
+        return self.model_validate({**self.model_dump(), **fields})
 
     def flags_of(self, name: str) -> list[str]:
         return [item.partition("=")[2] for item in self.replica_arg if item.partition("=")[0] == name]

@@ -71,10 +71,10 @@ class Server:
             # A fleet of your own takes its replica count from --scale's command, once the stack is up.
             wanted = settings.pop("replicas", None) if self.target is not None else None
             if fleet is not None and settings:  # a fleet lever's: its router policy, an embedded fleet's replicas
-                fleet = FleetOptions.model_validate({**fleet.model_dump(), **settings})
+                fleet = fleet.changed(settings)
             with running(folder, self.target, [] if self.target else list(config.vllm_args), say,
                          fleet=fleet) as stack:
-                if self.target is not None and fleet is not None and fleet.scale and stack.servers.fleet:
+                if stack.servers.scaling.command:  # a fleet of your own, scaled by --scale's command
                     self._scale(scaler_of(stack, say), wanted, say)
                 yield stack
 

@@ -97,3 +97,10 @@ def test_an_embedded_fleet_and_one_scaled_by_your_command_are_loadwatchs_to_resi
 def test_an_embedded_fleet_names_the_ports_it_needs():
     assert FleetOptions(replicas=2).parts() == ["replica-a", "replica-b", "router", "router-metrics"]
     assert FleetOptions(router="smg").parts() == []
+
+
+def test_options_changed_are_checked_again_as_the_model_they_are():
+    mine = ServerOptions(target="http://r:8000", scale="s {replicas}").changed({"router": "smg"})
+    assert isinstance(mine, ServerOptions) and mine.router == "smg" and mine.scale == "s {replicas}"
+    with pytest.raises(ValidationError, match="--replicas starts a fleet on this machine"):
+        mine.changed({"replicas": 2})
