@@ -52,9 +52,10 @@ def test_each_request_is_traced_to_the_replica_that_served_it_as_each_replica_an
     try:
         assert up.returncode == 0 and run_dir is not None, up.stdout + up.stderr
         stack = json.loads((run_dir / "stack.json").read_text())
-        fleet = stack["fleet"]
-        replicas, router_metrics = fleet["replicas"], fleet["metrics"] + "/metrics"
-        assert sorted(replicas) == ["a", "b"] and fleet["router"] == "vllm-router"
+        fleet = stack["servers"]
+        replicas, router_metrics = fleet["replicas"], fleet["router"]["metrics"] + "/metrics"
+        assert sorted(replicas) == ["a", "b"] and fleet["router"]["program"] == "vllm-router"
+        assert fleet["owner"] == "here" and not fleet["home_engine"]
         before, routed_before = served(replicas), routed(router_metrics)
 
         results = tmp_path / "results.json"
