@@ -263,7 +263,7 @@ def next_steps(options: CapacityOptions, template: LocustRun, target: str | None
         if target:
             words += ["--target", target, "--restart", "YOUR-RESTART-COMMAND {vllm_args}"]
         words += [f"--vllm-arg={arg}" for arg in vllm_args]
-        for name, value in (fleet.model_dump(exclude_defaults=True) if fleet else {}).items():
+        for name, value in (fleet.given() if fleet else {}).items():
             for item in value if isinstance(value, list) else [value]:
                 words += [f"--{name.replace('_', '-')}", f"{item:g}" if isinstance(item, float) else str(item)]
         if template.options:

@@ -119,6 +119,10 @@ class FleetOptions(BaseModel):
         its replicas, its router and the router's metrics listener."""
         return [*map(Part.replica, self.names()), Part.ROUTER, Part.ROUTER_METRICS] if self.embedded else []
 
+    def given(self) -> dict:
+        """The fleet options given, by field (not what a subclass adds): what a command line repeats."""
+        return self.model_dump(include=set(FleetOptions.model_fields), exclude_defaults=True)
+
     def changed(self, fields: dict) -> Self:
         """These options with `fields` changed (an experiment arm's, a tune lever's), checked again."""
         return self.model_validate({**self.model_dump(), **fields})

@@ -8,7 +8,7 @@ from pathlib import Path
 from loadwatch.capacity.command import next_steps
 from loadwatch.capacity.options import CapacityOptions
 from loadwatch.cli import parser
-from loadwatch.fleet.options import FleetOptions
+from loadwatch.fleet.options import FleetOptions, ServerOptions
 from loadwatch.loadrun.locust import LocustRun
 from loadwatch.metrics.capacity import Capacity
 from loadwatch.metrics.slo import parse_slo
@@ -34,6 +34,15 @@ def test_tune_goes_on_with_the_searchs_own_options_and_explain_on_the_level_that
     assert "batch_slots" in tune["why"]
     assert shlex.split(explain["command"]) == ["loadwatch", "explain", "runs/X/levels/level-05.json", "--slowest", "5"]
     assert LOADWATCH.parse_args(shlex.split(explain["command"])[1:]).command == "explain"
+
+
+def test_a_fleet_of_your_own_goes_on_to_tune_with_its_fleet_options_alone():
+    """capacity --scaling against --target: tune takes the fleet's options, not --scaling nor the target twice."""
+    template = LocustRun(Path("chat.py"), slo=[parse_slo("ttft_p99_ms=500")])
+    fleet = ServerOptions(target="http://r:8000", scale="s {replicas}", scaling=True)
+    (tune, _) = next_steps(CapacityOptions(), template, "http://r:8000", [], fleet, Path("r"), RESULT)
+    args = LOADWATCH.parse_args(shlex.split(tune["command"])[1:])
+    assert args.target == "http://r:8000" and args.scale == "s {replicas}" and "--scaling" not in tune["command"]
 
 
 def test_against_a_target_tune_asks_for_the_restart_command_and_no_knee_means_no_tune():
