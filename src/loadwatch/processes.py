@@ -12,6 +12,9 @@ import time
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
+
+import psutil
 
 from loadwatch import loopback
 from loadwatch.atomic import write_atomically
@@ -22,6 +25,19 @@ from loadwatch.interrupts import held
 
 class ComponentError(Exception):
     """A background server did not start or died; the message carries the end of its log."""
+
+
+class PortTaken(ComponentError):
+    """Another process answered on the server's port: the server could not bind it, and what answered
+    is not what was started. `saying` words it with the remedy the caller knows (a stack's setting)."""
+
+    def __init__(self, name: str, port: int, holder: str):
+        self.name, self.port, self.holder = name, port, holder
+        super().__init__(self.saying("start it again on another port"))
+
+    def saying(self, remedy: str) -> str:
+        return (f"{self.name}: port {self.port} is held by another process, {self.holder}, which answered "
+                f"in its place; stop that process, or {remedy}")
 
 
 @dataclass
@@ -74,6 +90,44 @@ def answers(url: str) -> bool:
             return response.status == 200
     except OSError:
         return False
+
+
+def port_holder(url: str, ours: Collection[int]) -> str | None:
+    """Who listens where `url` is reached when none of the processes `ours` does: "pid 123 (its
+    command line)", or "a process of another user" where the listener's process cannot be seen;
+    None where one of ours listens (it bound the port, so it is what answers), or where no listener
+    can be seen at all (nothing is known against the server). One scan of the machine's TCP
+    sockets: some milliseconds, once per server started."""
+    address = urlsplit(url)
+    # The wildcards answer the host's address too; the host's own listener first, as the likeliest to answer.
+    reached = [address.hostname, f"::ffff:{address.hostname}", "0.0.0.0", "::"]
+    try:
+        listening = sorted(((reached.index(c.laddr.ip), c.pid) for c in psutil.net_connections("tcp")
+                            if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == address.port
+                            and c.laddr.ip in reached), key=lambda rank_pid: rank_pid[0])
+    except psutil.Error:  # not allowed to look (not on Linux): nothing known against the server
+        return None
+    pids = [pid for _, pid in listening]
+    if not pids or any(pid in ours for pid in pids):
+        return None
+    known = [pid for pid in pids if pid is not None]
+    return f"pid {known[0]} ({_command_line(known[0])})" if known else "a process of another user"
+
+
+def _command_line(pid: int, width: int = 100) -> str:
+    try:
+        line = " ".join(psutil.Process(pid).cmdline()) or psutil.Process(pid).name()
+    except psutil.Error:
+        return "ended since"
+    return line if len(line) <= width else line[:width - 1] + "…"
+
+
+def _family(pid: int) -> set[int]:
+    """The process and its descendants: a server may listen from a child (a wrapper, a worker)."""
+    try:
+        return {pid, *(child.pid for child in psutil.Process(pid).children(recursive=True))}
+    except psutil.Error:
+        return {pid}
 
 
 def log_tail(path: str | Path, lines: int = 25) -> str:
@@ -189,3 +243,9 @@ def _await_ready(component: Component, process: subprocess.Popen, ready_path: st
             on_wait(waited)
             next_note += 10.0
         time.sleep(0.3)
+    # A 200 is not enough: another process that took the port between its choice and this start
+    # (another home's stack restarting its sidecar on 9647) answers it while ours fails to bind, and
+    # the run would measure, or scrape, that other one.
+    holder = port_holder(url, _family(process.pid))
+    if holder is not None:
+        raise PortTaken(name, urlsplit(url).port or 0, holder)

@@ -35,7 +35,7 @@ from loadwatch.fleet.routers import RouterError, RouterProgram
 from loadwatch.fleet.scale import Scaler
 from loadwatch.fleet.servers import HERE, USER, Router, Scaling, Servers
 from loadwatch.interrupts import held
-from loadwatch.processes import Component, ComponentError, port_or_free
+from loadwatch.processes import Component, ComponentError, PortTaken, port_or_free
 from loadwatch.prometheus import PrometheusAPI, PrometheusError
 from loadwatch.settings import ReplicaNames
 from loadwatch.stack.config import render_alertmanager, render_prometheus
@@ -53,6 +53,10 @@ class WhichStack(StackError):
 
 STATE = "stack.json"  # in the run folder
 BEFORE_SERVERS = ("target", "engine_started", "own_engine", "fleet")  # an older stack.json's, now its servers
+
+# What a user does about a server's port taken by another process while the stack started.
+TAKEN_PORT_REMEDY = ("start the stack again, which chooses a port that is free then "
+                     "(LOADWATCH_STACK_FREE_PORTS=true: every server on a free port, for stacks side by side)")
 
 DEFAULT_PORTS = {Part.EXPORTER: PORTS["sidecar"], Part.PROMETHEUS: PORTS["prometheus"],
                  Part.ALERTMANAGER: PORTS["alertmanager"], Part.ALERT_LOG: PORTS["alert_log"]}
@@ -165,6 +169,8 @@ def _start_all(stack: Stack, settings: StackSettings, run_dir: Path) -> None:
     for started, ready_path in spawned:
         try:
             processes.await_ready(started, ready_path, settings.start_timeout)
+        except PortTaken as exc:
+            raise StackError(exc.saying(TAKEN_PORT_REMEDY)) from None
         except ComponentError as exc:
             raise StackError(str(exc)) from None
     _wait_for_first_scrape(urls[Part.PROMETHEUS], settings.start_timeout)
@@ -271,6 +277,9 @@ def relist(stack: Stack, say) -> None:
         os.kill(next(c.pid for c in stack.components if c.name == Part.PROMETHEUS), signal.SIGHUP)
         processes.await_ready(started, "/metrics", settings.start_timeout)
         _wait_for_first_scrape(stack.url(Part.PROMETHEUS), settings.start_timeout, after=restarted)
+    except PortTaken as exc:  # its old port, bound by another process while it restarted
+        raise RouterError("the sidecar could not read the replicas listed now: "
+                          + exc.saying(TAKEN_PORT_REMEDY)) from None
     except ComponentError as exc:
         raise RouterError(f"the sidecar could not read the replicas listed now: {exc}") from None
     stack.save(stack.state_file)

@@ -107,3 +107,35 @@ def test_a_started_server_gets_none_of_the_callers_secrets(tmp_path, monkeypatch
         processes.stop_group(component.pid, 5)
     assert "OPENAI_API_KEY" not in environ and "GRAFANA_TOKEN" not in environ
     assert environ["LOADWATCH_HARMLESS"] == "kept" and environ["VLLM_API_KEY"] == "handed-on-purpose"
+
+
+def test_a_port_another_process_answers_on_is_not_taken_for_the_servers_own(tmp_path):
+    """Another process (another home's sidecar, restarted) took the port between its choice and the start:
+    its 200 is not our server's readiness, or the run would measure and scrape that other one."""
+    import re
+    import time
+
+    from tests.conftest import free_port
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    holder = subprocess.Popen([sys.executable, "-c", f"import http.server as h; h.HTTPServer(('127.0.0.1', {port}), "
+                                                     "h.SimpleHTTPRequestHandler).serve_forever()"], cwd=tmp_path)
+    try:
+        deadline = time.monotonic() + 20
+        while not processes.answers(url + "/"):
+            assert time.monotonic() < deadline and holder.poll() is None, "the holder never answered"
+            time.sleep(0.1)
+        ours = [sys.executable, "-c", f"import time, http.server as h; time.sleep(30); h.HTTPServer(('127.0.0.1', "
+                                      f"{port}), h.SimpleHTTPRequestHandler).serve_forever()"]
+        spawned = []
+        with pytest.raises(processes.PortTaken) as taken:
+            processes.start("sidecar", ours, url, "/", tmp_path / "sidecar.log", 30, on_spawn=spawned.append)
+    finally:
+        holder.terminate()
+        holder.wait(10)
+    message = str(taken.value)
+    assert re.fullmatch(rf"sidecar: port {port} is held by another process, pid {holder.pid} \(.*http\.server.*\), "
+                        r"which answered in its place; stop that process, or start it again on another port", message)
+    assert "\n" not in message and "Traceback" not in message
+    assert not spawned[0].alive(), "the server that could not have its port is stopped"

@@ -1,0 +1,48 @@
+"""Whose answer a server's readiness is: the listener on its port, found in this test's own process
+(a socket it listens on), so that no process is started."""
+
+import os
+import socket
+
+import pytest
+
+from loadwatch.processes import PortTaken, port_holder
+
+
+@pytest.fixture
+def listening():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        yield s.getsockname()[1]
+
+
+def test_a_port_held_by_one_of_ours_has_no_other_holder(listening):
+    assert port_holder(f"http://127.0.0.1:{listening}", {os.getpid()}) is None
+
+
+def test_a_port_held_by_another_process_names_it_with_its_command_line(listening):
+    holder = port_holder(f"http://127.0.0.1:{listening}", {os.getpid() + 10**7})  # no such pid: not ours
+    assert holder is not None and holder.startswith(f"pid {os.getpid()} (") and "python" in holder
+    assert len(holder) <= len(f"pid {os.getpid()} ()") + 100, "a long command line shortened"
+
+
+def test_a_port_nobody_listens_on_is_held_by_nobody():
+    with socket.socket() as s:  # bound, never listening
+        s.bind(("127.0.0.1", 0))
+        assert port_holder(f"http://127.0.0.1:{s.getsockname()[1]}", set()) is None
+
+
+def test_a_listener_on_every_address_holds_the_loopback_port_too():
+    with socket.socket() as s:
+        s.bind(("0.0.0.0", 0))
+        s.listen()
+        holder = port_holder(f"http://127.0.0.1:{s.getsockname()[1]}", set())
+    assert holder is not None and holder.startswith(f"pid {os.getpid()} (")
+
+
+def test_the_message_says_which_port_who_holds_it_and_what_to_do():
+    taken = PortTaken("sidecar", 9647, "pid 42 (python -m loadwatch.cli exporter)")
+    assert str(taken) == ("sidecar: port 9647 is held by another process, pid 42 (python -m loadwatch.cli exporter), "
+                          "which answered in its place; stop that process, or start it again on another port")
+    assert taken.saying("use LOADWATCH_STACK_FREE_PORTS=true").endswith("or use LOADWATCH_STACK_FREE_PORTS=true")
