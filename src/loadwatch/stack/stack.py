@@ -138,7 +138,24 @@ def _choose_ports(settings: StackSettings, client_port: int | None, fleet: Fleet
     return ports
 
 
+def _choose_again(stack: Stack, settings: StackSettings) -> None:
+    """The sidecar's, Prometheus', Alertmanager's and the alert log's ports, chosen before the servers
+    under test started (minutes, for vLLM), chosen again where some process has bound one since (another
+    home's stack, whose claims this home does not see): a free port is free only until it is bound. The
+    moment left, between this and each server's bind, is what their readiness check (PortTaken) covers."""
+    with _claiming(settings):
+        own = Path(stack.run_dir).resolve()
+        claimed = {port for other in running_stacks(settings) if Path(other.run_dir).resolve() != own
+                   for port in (*other.ports.values(), other.client_port)} | set(stack.ports.values())
+        for name, default in DEFAULT_PORTS.items():
+            if port_or_free(stack.ports[name]) != stack.ports[name]:  # bound by some process now
+                stack.ports[name] = port_or_free(0 if settings.free_ports else default, claimed)
+                claimed.add(stack.ports[name])
+        stack.save(stack.state_file)
+
+
 def _start_all(stack: Stack, settings: StackSettings, run_dir: Path) -> None:
+    _choose_again(stack, settings)
     ports = stack.ports
     urls = {name: f"http://{LOOPBACK}:{port}" for name, port in ports.items()}
 

@@ -139,3 +139,40 @@ def test_a_port_another_process_answers_on_is_not_taken_for_the_servers_own(tmp_
                         r"which answered in its place; stop that process, or start it again on another port", message)
     assert "\n" not in message and "Traceback" not in message
     assert not spawned[0].alive(), "the server that could not have its port is stopped"
+
+
+@pytest.mark.needs("prometheus")
+@pytest.mark.needs("prometheus-alertmanager")
+def test_up_whose_sidecar_port_was_taken_after_its_choice_stops_in_one_line(tmp_path, monkeypatch, fake_server):
+    """The moment no choice can close, between the last check of a port and its server's bind: another
+    home's sidecar bound 9647 there. `up` stops, saying so, and leaves nothing of its own running."""
+    import re
+
+    from loadwatch.defaults import Part
+    from loadwatch.stack import stack as stack_module
+    from tests.conftest import free_port
+
+    target = fake_server().url
+    port = free_port()
+    (tmp_path / "held").mkdir()
+    (tmp_path / "held" / "metrics").write_text("vllm:num_requests_running 0\n")  # its /metrics answers 200
+    holder = subprocess.Popen([sys.executable, "-c", f"import http.server as h; h.HTTPServer(('127.0.0.1', {port}), "
+                                                     "h.SimpleHTTPRequestHandler).serve_forever()"],
+                              cwd=tmp_path / "held")
+    choose = stack_module._choose_ports
+    monkeypatch.setattr(stack_module, "_choose_ports", lambda *args: {**choose(*args), Part.EXPORTER: port})
+    monkeypatch.setattr(stack_module, "_choose_again", lambda stack, settings: None)  # taken just after it
+    settings = StackSettings(home=tmp_path / "home", free_ports=True, start_timeout=30)
+    try:
+        while not processes.answers(f"http://127.0.0.1:{port}/"):
+            assert holder.poll() is None
+        with pytest.raises(stack_module.StackError) as refused:
+            stack_module.up(settings, tmp_path / "run", target=target, say=lambda _: None)
+    finally:
+        holder.terminate()
+        holder.wait(10)
+    message = str(refused.value)
+    assert re.match(rf"exporter: port {port} is held by another process, pid {holder.pid} \(.*http\.server.*\), "
+                    r"which answered in its place; stop that process, or start the stack again", message), message
+    assert "LOADWATCH_STACK_FREE_PORTS=true" in message and "\n" not in message
+    assert not (tmp_path / "run" / "stack.json").exists() and not stack_module.running_stacks(settings)

@@ -76,3 +76,31 @@ def test_a_fleets_stack_that_fails_to_start_stops_no_engine_of_anothers(tmp_path
     assert stack is not None
     stack_module._stop(stack, object())  # type: ignore[arg-type]
     assert stopped == ["engine"], "a stack of before fleets started its embedded engine itself"
+
+
+
+def test_a_port_bound_since_it_was_chosen_is_chosen_again_before_its_server_starts(tmp_path):
+    """The embedded engine loads for minutes after the ports are chosen: a process of another home may
+    bind one meanwhile (its claims are not this home's), and the server given it would not start."""
+    import socket
+
+    from loadwatch.defaults import Part
+    from loadwatch.stack import stack as stack_module
+    from tests.conftest import free_port
+
+    settings = StackSettings(home=tmp_path / "home", free_ports=True)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        ports = {Part.CLIENT: free_port(), Part.EXPORTER: taken.getsockname()[1], Part.PROMETHEUS: free_port(),
+                 Part.ALERTMANAGER: free_port(), Part.ALERT_LOG: free_port()}
+        servers = Servers.engine("http://127.0.0.1:8000", USER)
+        stack = Stack(str(run_dir), ports[Part.CLIENT], servers, ports=dict(ports))
+        stack_module._choose_again(stack, settings)
+    assert stack.ports[Part.EXPORTER] not in ports.values(), "another port, none the stack has for another server"
+    others = {name: port for name, port in ports.items() if name != Part.EXPORTER}
+    assert {name: stack.ports[name] for name in others} == others, "the free ones kept"
+    saved = Stack.load(run_dir / STATE)
+    assert saved is not None and saved.ports == stack.ports, "saved before any server starts"
