@@ -37,6 +37,7 @@ from loadwatch.loadrun.locust import ENOUGH, INTERRUPTED, WATCH_SECONDS, Load, L
 from loadwatch.loadrun.stack import on_stack
 from loadwatch.metrics.repeats import MIN_RUNS, change_over_runs
 from loadwatch.processes import ComponentError
+from loadwatch.stack.stack import StackError
 from loadwatch.tune.config import Config
 from loadwatch.tune.options import EXTENSION
 from loadwatch.tune.server import Server, why_refused
@@ -187,10 +188,9 @@ def run_trial(arms: list[Arm], server: Server, template: LocustRun, options: Cap
             say(f"  round {done} {which}: {arm.name} at {level:g} {unit}")
             began = time.monotonic()
             try:
-                with server.serving(arm.config, where, lambda message: None) as stack:
-                    run = on_stack(template, stack)
-                    value, goodput = measure(run, options, level, unit, stack.servers.request_url, where, metric,
-                                             say)
+                value, goodput = _run_arm(arm, server, template, options, level, unit, metric, where, say)
+            except StackError:
+                raise  # twice: the stack's, not the arm's, and tune ends on it
             except (ComponentError, ServerError) as exc:
                 arm.refused = why_refused(exc, where)
                 say(f"  {arm.name} refused: {arm.refused}")
@@ -201,3 +201,21 @@ def run_trial(arms: list[Arm], server: Server, template: LocustRun, options: Cap
             if goodput is not None:
                 arm.goodput.append(goodput)
     return done
+
+
+def _run_arm(arm: Arm, server: Server, template: LocustRun, options: CapacityOptions, level: float, unit: str,
+             metric: str, where: Path, say) -> tuple[float | None, float | None]:
+    """One run of an arm on a fresh start of its server. Where the stack's own parts fail to start
+    (its sidecar, Prometheus, a port another process took: StackError), the configuration is not to
+    blame: the run starts once more, in a folder of its own, and a second such failure ends tune as
+    an error. Only the server's own refusal (vLLM's, the restart's) is the arm's."""
+    def once(folder: Path) -> tuple[float | None, float | None]:
+        with server.serving(arm.config, folder, lambda message: None) as stack:
+            return measure(on_stack(template, stack), options, level, unit, stack.servers.request_url, folder,
+                           metric, say)
+
+    try:
+        return once(where)
+    except StackError as exc:
+        say(f"  {arm.name}: the stack did not start ({exc}); starting it again")
+    return once(where.with_name(f"{where.name}-again"))

@@ -134,3 +134,44 @@ def test_goodput_is_judged_with_a_run_that_met_no_slo_counted_as_half_a_request(
     assert goodput_of({"request_goodput": 2.5, "duration": 20.0}) == 2.5
     assert goodput_of({"request_goodput": 0.0, "duration": 20.0}) == 0.025
     assert goodput_of({}) is None and goodput_of({"request_goodput": 0.0}) is None
+
+
+def test_a_stack_that_fails_to_start_is_started_again_and_never_makes_the_lever_refused(tmp_path):
+    """A trial's run whose sidecar lost its port to another process (the slots benchmark beside a
+    test that held 9647) was reported as vLLM refusing --max-num-seqs: the stack's own failure is
+    tried once more, then ends tune, and only the server's refusal is the arm's."""
+    from contextlib import contextmanager
+    from pathlib import Path
+
+    import pytest
+
+    from loadwatch.capacity.options import CapacityOptions
+    from loadwatch.engine.process import EngineError
+    from loadwatch.loadrun.locust import LocustRun
+    from loadwatch.stack.stack import StackError
+    from loadwatch.tune.trial import run_trial
+
+    class Failing:
+        def __init__(self, *errors: Exception):
+            self.errors, self.folders = list(errors), []
+
+        @contextmanager
+        def serving(self, config, folder, say):
+            self.folders.append(folder.name)
+            raise self.errors.pop(0)
+            yield
+
+    def trial(server) -> list[Arm]:
+        arms = [Arm("current", Config()), Arm("1-max-num-seqs", Config(("--max-num-seqs=8",)))]
+        run_trial(arms, server, LocustRun(Path("chat.py")), CapacityOptions(), 4.0, "users", "ttft_p90_ms", 2,
+                  tmp_path, lambda: 600.0, lambda: 600.0, lambda message: None)
+        return arms
+
+    taken = StackError("Prometheus had not scraped the sidecar after 60 s")
+    server = Failing(taken, StackError("again"))
+    with pytest.raises(StackError, match="again"):
+        trial(server)
+    assert server.folders == ["r1", "r1-again"]  # once more, in a folder of its own; then tune ends
+    refusing = Failing(EngineError("ValueError: max_num_seqs too large"), EngineError("x"), EngineError("y"))
+    arms = trial(refusing)
+    assert [arm.refused for arm in arms] == ["ValueError: max_num_seqs too large", "x"]  # the server's own words
