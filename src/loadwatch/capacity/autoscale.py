@@ -21,6 +21,7 @@ import yaml
 from loadwatch.atomic import write_atomically
 from loadwatch.capacity.levels import Level
 from loadwatch.catalogue import Engine
+from loadwatch.metrics.capacity import Autoscaling
 from loadwatch.prometheus import PrometheusAPI, PrometheusError
 
 FOLDER = "autoscaling"
@@ -83,7 +84,7 @@ def measured(api: PrometheusAPI, signal: Signal, level: Level, names: list[str],
 
 
 def rule(api: PrometheusAPI, limit: str | None, evidence: dict, held: Level | None, broke: Level | None,
-         names: list[str], replicas: int) -> dict | None:
+         names: list[str], replicas: int) -> Autoscaling | None:
     """The rule, or None where no level held (there is no knee to read a threshold at)."""
     if held is None:
         return None
@@ -93,21 +94,21 @@ def rule(api: PrometheusAPI, limit: str | None, evidence: dict, held: Level | No
         return None
     at_broken = measured(api, signal, broke, names, replicas) if broke else None
     digits = 2 if signal.per_replica else 3
-    return {
-        "signal": signal.name,
-        "metric": signal.metric,
-        "query": signal.query(f'{{namespace="{NAMESPACE}"}}'),
-        "threshold": round(threshold, digits),
-        "per_replica": signal.per_replica,
-        "held_level": held.value,
-        "broken_level": broke.value if broke else None,
-        "at_broken_level": None if at_broken is None else round(at_broken, digits),
-        "separates": at_broken is not None and at_broken >= SEPARATES * threshold,
-        "replicas_measured": replicas,
-    }
+    return Autoscaling(
+        signal=signal.name,
+        metric=signal.metric,
+        query=signal.query(f'{{namespace="{NAMESPACE}"}}'),
+        threshold=round(threshold, digits),
+        per_replica=signal.per_replica,
+        held_level=held.value,
+        broken_level=broke.value if broke else None,
+        at_broken_level=None if at_broken is None else round(at_broken, digits),
+        separates=at_broken is not None and at_broken >= SEPARATES * threshold,
+        replicas_measured=replicas,
+    )
 
 
-def scaled_object(found: dict, most: int) -> dict:
+def scaled_object(found: Autoscaling, most: int) -> dict:
     """KEDA's ScaledObject for the shipped vLLM Deployment: its Prometheus trigger (AverageValue: KEDA
     divides the fleet's sum by the replicas; Value: the replicas' mean against the threshold)."""
     return {
@@ -120,17 +121,17 @@ def scaled_object(found: dict, most: int) -> dict:
             "maxReplicaCount": most,
             "triggers": [{
                 "type": "prometheus",
-                "metricType": "AverageValue" if found["per_replica"] else "Value",
-                "metadata": {"serverAddress": PROMETHEUS, "query": found["query"],
-                             "threshold": f"{found['threshold']:g}"},
+                "metricType": "AverageValue" if found.per_replica else "Value",
+                "metadata": {"serverAddress": PROMETHEUS, "query": found.query,
+                             "threshold": f"{found.threshold:g}"},
             }],
         },
     }
 
 
-def hpa(found: dict, most: int) -> dict:
+def hpa(found: Autoscaling, most: int) -> dict:
     """The same rule as an autoscaling/v2 HPA on a Pods metric (each pod's own value, averaged)."""
-    millis = round(found["threshold"] * 1000)
+    millis = round(found.threshold * 1000)
     return {
         "apiVersion": "autoscaling/v2",
         "kind": "HorizontalPodAutoscaler",
@@ -139,16 +140,16 @@ def hpa(found: dict, most: int) -> dict:
             "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": DEPLOYMENT},
             "minReplicas": 1,
             "maxReplicas": most,
-            "metrics": [{"type": "Pods", "pods": {"metric": {"name": found["metric"]},
+            "metrics": [{"type": "Pods", "pods": {"metric": {"name": found.metric},
                                                   "target": {"type": "AverageValue", "averageValue": f"{millis}m"}}}],
         },
     }
 
 
-def adapter_rules(found: dict) -> dict:
+def adapter_rules(found: Autoscaling) -> dict:
     """prometheus-adapter's rule that serves the HPA its per-pod metric, from the sidecars' series."""
     matchers = "<<.LabelMatchers>>"
-    if found["per_replica"]:
+    if found.per_replica:
         query = (f"sum by (<<.GroupBy>>) ({Engine.REQUESTS_RUNNING}{{{matchers}}}) + "
                  f"sum by (<<.GroupBy>>) ({Engine.REQUESTS_WAITING}{{{matchers}}})")
         series = Engine.REQUESTS_RUNNING
@@ -158,17 +159,17 @@ def adapter_rules(found: dict) -> dict:
     return {"rules": [{
         "seriesQuery": f'{series}{{namespace!="",pod!=""}}',
         "resources": {"overrides": {"namespace": {"resource": "namespace"}, "pod": {"resource": "pod"}}},
-        "name": {"as": found["metric"]},
+        "name": {"as": found.metric},
         "metricsQuery": query,
     }]}
 
 
-def write(run_dir: Path, found: dict, most: int) -> list[Path]:
+def write(run_dir: Path, found: Autoscaling, most: int) -> list[Path]:
     """The three files, each with a header saying where it came from and what to change."""
     folder = run_dir / FOLDER
     folder.mkdir(parents=True, exist_ok=True)
-    said = (f"# From loadwatch capacity ({run_dir.name}): {found['signal']} at {found['threshold']:g}, its mean over\n"
-            f"# the highest level that held its SLOs ({found['held_level']:g}). maxReplicas: as many as your "
+    said = (f"# From loadwatch capacity ({run_dir.name}): {found.signal} at {found.threshold:g}, its mean over\n"
+            f"# the highest level that held its SLOs ({found.held_level:g}). maxReplicas: as many as your "
             "cluster holds.\n")
     files = {
         "keda-scaledobject.yaml": (said + "# KEDA: set serverAddress to your Prometheus.\n",

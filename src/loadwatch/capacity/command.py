@@ -24,7 +24,7 @@ from loadwatch.fleet.options import FleetOptions
 from loadwatch.fleet.scale import ScaleError
 from loadwatch.loadrun.locust import INTERRUPTED, MAX_STRETCH, Load, LocustRun
 from loadwatch.loadrun.stack import new_run_dir, on_stack, running
-from loadwatch.metrics.capacity import Capacity, NextStep
+from loadwatch.metrics.capacity import Capacity, NextStep, Scaling
 from loadwatch.metrics.records import read_records
 from loadwatch.metrics.slo import FAILURE_RATIO, SLO
 from loadwatch.prometheus import PrometheusAPI, PrometheusError
@@ -281,22 +281,22 @@ def next_steps(options: CapacityOptions, template: LocustRun, target: str | None
     return steps
 
 
-def scaling_of(one: Capacity | None, best: float | None, count: int) -> dict | None:
+def scaling_of(one: Capacity | None, best: float | None, count: int) -> Scaling | None:
     """Capacity against replicas, from the search on one replica (in ONE_REPLICA) and this one on
     `count`: the scaling efficiency is the fleet's capacity over `count` times one replica's."""
     if one is None:
         return None
     alone = one.max_sustainable
     efficiency = best / (count * alone) if best and alone else None
-    return {"capacity": {"1": alone, str(count): best}, "replicas": count, "efficiency": efficiency,
-            "one_replica_limit": one.limit, "one_replica_folder": ONE_REPLICA}
+    return Scaling(capacity={"1": alone, str(count): best}, replicas=count, efficiency=efficiency,
+                   one_replica_limit=one.limit, one_replica_folder=ONE_REPLICA)
 
 
-def replicas_for(load: float, best: float, count: int, scaling: dict | None) -> int:
+def replicas_for(load: float, best: float, count: int, scaling: Scaling | None) -> int:
     """Replicas for `load` (the level that broke): in proportion to `count` replicas' capacity
     `best`; with a measured scaling, along the line from one replica's capacity to the fleet's
     (each replica past the first adds what each one added here)."""
-    alone = (scaling or {}).get("capacity", {}).get("1")
+    alone = scaling.alone if scaling else None
     if not alone or count < 2 or best <= alone:
         return math.ceil(count * load / best)
     added = (best - alone) / (count - 1)

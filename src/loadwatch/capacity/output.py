@@ -11,7 +11,7 @@ from loadwatch.capacity.diagnose import Diagnosis
 from loadwatch.capacity.levels import Level
 from loadwatch.capacity.probe import CHANGED
 from loadwatch.capacity.room import KEYS, sentence
-from loadwatch.metrics.capacity import Capacity
+from loadwatch.metrics.capacity import Autoscaling, Capacity, Scaling
 from loadwatch.metrics.records import read_records
 from loadwatch.metrics.slo import SLO
 from loadwatch.prometheus import PrometheusAPI
@@ -142,9 +142,9 @@ def markdown(result: Capacity, run_dir: Path | None = None) -> str:
                       "`--slo tpot_p99_ms=...` or `--slo e2el_p99_ms=...` for a knee users feel."]
     if result.probe:
         p = result.probe
-        lines += ["", f"The engine alone, before the search (1 user, {p['prompt_tokens']:g} prompt tokens, "
-                      f"{p['requests']} requests): TTFT {p['ttft_ms']:.1f} ms ({p['prefill_ms_per_token']:.3f} ms a "
-                      f"prompt token), TPOT {p['tpot_ms']:.2f} ms. A search whose probe differs by more than "
+        lines += ["", f"The engine alone, before the search (1 user, {p.prompt_tokens:g} prompt tokens, "
+                      f"{p.requests} requests): TTFT {p.ttft_ms:.1f} ms ({p.prefill_ms_per_token:.3f} ms a "
+                      f"prompt token), TPOT {p.tpot_ms:.2f} ms. A search whose probe differs by more than "
                       f"{CHANGED:.0%} measured another engine, whatever its flags."]
     evidence = result.evidence
     limit_words = _words(evidence, (*KEYS, "why"))
@@ -190,31 +190,31 @@ def markdown(result: Capacity, run_dir: Path | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _scaling(scaling: dict | None, unit: str) -> list[str]:
+def _scaling(scaling: Scaling | None, unit: str) -> list[str]:
     if not scaling:
         return []
-    rows = [[replicas, "none held" if value is None else f"{value:g}"]
-            for replicas, value in scaling["capacity"].items()]
-    count, alone, best = scaling["replicas"], scaling["capacity"]["1"], scaling["capacity"][str(scaling["replicas"])]
-    said = ("no scaling efficiency: one of the two searches held no level" if scaling["efficiency"] is None else
-            f"scaling efficiency **{scaling['efficiency']:.0%}**: {count} replicas sustained {best:g} {unit}, "
+    rows = [[replicas, "none held" if value is None else f"{value:g}"] for replicas, value in scaling.capacity.items()]
+    count, alone, best = scaling.replicas, scaling.alone, scaling.fleet
+    said = ("no scaling efficiency: one of the two searches held no level"
+            if scaling.efficiency is None or alone is None or best is None else
+            f"scaling efficiency **{scaling.efficiency:.0%}**: {count} replicas sustained {best:g} {unit}, "
             f"{count} times one replica's {alone:g} would be {count * alone:g}")
     return ["", "### Capacity against replicas", "", *table(["replicas", f"capacity ({unit})"], rows), "",
-            f"{said[0].upper()}{said[1:]}. One replica's search is in {scaling['one_replica_folder']}/ (its limit: "
-            f"{scaling['one_replica_limit']})."]
+            f"{said[0].upper()}{said[1:]}. One replica's search is in {scaling.one_replica_folder}/ (its limit: "
+            f"{scaling.one_replica_limit})."]
 
 
-def _autoscaling(found: dict | None, unit: str) -> list[str]:
+def _autoscaling(found: Autoscaling | None, unit: str) -> list[str]:
     if not found:
         return []
-    broke = ("" if found["at_broken_level"] is None else
-             f" At the level that broke ({found['broken_level']:g} {unit}) it was {found['at_broken_level']:g}"
-             + ("." if found["separates"] else ": hardly above, so a weak signal for this workload."))
+    broke = ("" if found.at_broken_level is None or found.broken_level is None else
+             f" At the level that broke ({found.broken_level:g} {unit}) it was {found.at_broken_level:g}"
+             + ("." if found.separates else ": hardly above, so a weak signal for this workload."))
     return ["", "### Autoscaling", "",
-            f"Scale on **{found['signal']}** with a threshold of **{found['threshold']:g}**: its mean over "
-            f"{found['held_level']:g} {unit}, the highest level that held its SLOs.{broke} The rule is written for "
+            f"Scale on **{found.signal}** with a threshold of **{found.threshold:g}**: its mean over "
+            f"{found.held_level:g} {unit}, the highest level that held its SLOs.{broke} The rule is written for "
             "the shipped Kubernetes manifests in autoscaling/: a KEDA ScaledObject (keda-scaledobject.yaml) and an "
-            "HPA (hpa.yaml, with prometheus-adapter-rules.yaml). Its query:", "", f"    {found['query']}"]
+            "HPA (hpa.yaml, with prometheus-adapter-rules.yaml). Its query:", "", f"    {found.query}"]
 
 
 def plot(result: Capacity, path: Path) -> Path:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from loadwatch import assets
 from loadwatch.loadrun.locust import INTERRUPTED, Load, LocustRun
+from loadwatch.metrics.capacity import Probe
 from loadwatch.metrics.results import latency_key
 
 SECONDS = 8.0
@@ -40,7 +41,7 @@ def probe_run(template: LocustRun, results: Path) -> LocustRun:
                    load=Load(users=1, duration=SECONDS), options=[*WORKLOAD, *kept], checkpoint_interval=None)
 
 
-def probe(template: LocustRun, target: str, run_dir: Path, say) -> dict | None:
+def probe(template: LocustRun, target: str, run_dir: Path, say) -> Probe | None:
     """The engine's speed alone, or None where the probe measured nothing (said). Ctrl-C is raised again."""
     run_dir.mkdir(parents=True, exist_ok=True)  # a --scaling search's replicas-1/ is made by its first file
     run = probe_run(template, run_dir / "probe.json")
@@ -53,27 +54,27 @@ def probe(template: LocustRun, target: str, run_dir: Path, say) -> dict | None:
     if found is None:
         say(f"probe: no request completed (see {run_dir / 'probe.log'}); the search goes on without it")
         return None
-    say(f"probe: TTFT {found['ttft_ms']:.1f} ms ({found['prefill_ms_per_token']:.3f} ms a prompt token), "
-        f"TPOT {found['tpot_ms']:.2f} ms, over {found['requests']} requests")
+    say(f"probe: TTFT {found.ttft_ms:.1f} ms ({found.prefill_ms_per_token:.3f} ms a prompt token), "
+        f"TPOT {found.tpot_ms:.2f} ms, over {found.requests} requests")
     return found
 
 
-def of_results(figures: dict) -> dict | None:
+def of_results(figures: dict) -> Probe | None:
     completed = figures.get("completed") or 0
     ttft, tpot = figures.get(latency_key("ttft", "median")), figures.get(latency_key("tpot", "median"))
     if not completed or ttft is None or tpot is None:
         return None
     prompt = (figures.get("total_input_tokens") or 0) / completed or INPUT_TOKENS
-    return {"requests": completed, "prompt_tokens": round(prompt, 1), "ttft_ms": ttft, "tpot_ms": tpot,
-            "prefill_ms_per_token": ttft / prompt, "request_throughput": figures.get("request_throughput")}
+    return Probe(requests=completed, prompt_tokens=round(prompt, 1), ttft_ms=ttft, tpot_ms=tpot,
+                 prefill_ms_per_token=ttft / prompt, request_throughput=figures.get("request_throughput"))
 
 
-def probe_change(before: dict | None, after: dict | None) -> str | None:
+def probe_change(before: Probe | None, after: Probe | None) -> str | None:
     """Where two probes measured different engines (TTFT or TPOT apart by more than CHANGED), how:
     `TTFT -75%, TPOT -76%`; else None."""
     if not before or not after:
         return None
-    changes = {name: after[key] / before[key] - 1 for name, key in (("TTFT", "ttft_ms"), ("TPOT", "tpot_ms"))
-               if before.get(key) and after.get(key)}
+    changes = {name: new / old - 1 for name, old, new in (("TTFT", before.ttft_ms, after.ttft_ms),
+                                                          ("TPOT", before.tpot_ms, after.tpot_ms)) if old and new}
     moved = [f"{name} {change:+.0%}" for name, change in changes.items() if abs(change) > CHANGED]
     return ", ".join(moved) or None

@@ -63,6 +63,60 @@ class NextStep(BaseModel):
     command: str = Field(description="the command line")
 
 
+class Probe(BaseModel):
+    """The engine alone before the search (capacity.probe): one user on a fixed workload."""
+
+    model_config = ConfigDict(extra="allow")
+
+    requests: int = Field(description="the requests it completed")
+    prompt_tokens: float = Field(description="their mean prompt tokens")
+    ttft_ms: float = Field(description="their median TTFT, ms")
+    tpot_ms: float = Field(description="their median TPOT, ms")
+    prefill_ms_per_token: float = Field(description="ttft_ms over prompt_tokens")
+    request_throughput: float | None = Field(None, description="requests a second it served")
+
+
+class Scaling(BaseModel):
+    """Capacity against replicas (--scaling): one replica's search and the fleet's."""
+
+    model_config = ConfigDict(extra="allow")
+
+    capacity: dict[str, float | None] = Field(description="replicas (\"1\" and the fleet's count) -> "
+                                                          "max_sustainable; null where none held")
+    replicas: int = Field(description="the fleet's replicas")
+    efficiency: float | None = Field(description="the fleet's capacity over replicas times one replica's; null "
+                                                 "where a search held no level")
+    one_replica_limit: str | None = Field(description="the limit one replica's search named")
+    one_replica_folder: str = Field(description="one replica's search, in the run folder")
+
+    @property
+    def alone(self) -> float | None:
+        """One replica's capacity."""
+        return self.capacity.get("1")
+
+    @property
+    def fleet(self) -> float | None:
+        """The fleet's capacity."""
+        return self.capacity.get(str(self.replicas))
+
+
+class Autoscaling(BaseModel):
+    """The autoscaling rule read at the knee (capacity.autoscale.rule)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    signal: str = Field(description="what to scale on, in words")
+    metric: str = Field(description="the HPA's Pods metric, as prometheus-adapter serves it")
+    query: str = Field(description="the fleet-wide PromQL KEDA reads")
+    threshold: float = Field(description="the signal's mean per replica over held_level")
+    per_replica: bool = Field(description="true: a sum over the replicas, divided by their count (AverageValue)")
+    held_level: float = Field(description="the highest level that held its SLOs, where the threshold was read")
+    broken_level: float | None = Field(None, description="the level above it that broke; null where none ran")
+    at_broken_level: float | None = Field(None, description="the signal there; null where not measured")
+    separates: bool = Field(False, description="whether the signal at the broken level was well above the threshold")
+    replicas_measured: int = Field(1, description="the replicas the signal was measured over")
+
+
 class Capacity(BaseModel):
     """capacity.json: the knee of a capacity search, the limit that binds at it and its evidence."""
 
@@ -108,12 +162,12 @@ class Capacity(BaseModel):
     levels: list[CapacityLevel] = Field([], description="every level run, in order: level, unit, name, passed, "
                                                         "stopped_early, problem, start, end, slo, saturated, client, "
                                                         "engine, ttft_split, sure, slo_intervals")
-    scaling: dict[str, Any] | None = Field(None, description="--scaling: capacity against replicas (`capacity`: "
-                                                             "replicas -> max_sustainable), replicas, efficiency, "
-                                                             "one_replica_limit, one_replica_folder; null otherwise")
-    probe: dict[str, Any] | None = Field(None, description="the engine alone before the search (1 user): requests, "
-                                                           "prompt_tokens, ttft_ms, tpot_ms, prefill_ms_per_token, "
-                                                           "request_throughput; null where not probed")
+    scaling: Scaling | None = Field(None, description="--scaling: capacity against replicas (`capacity`: "
+                                                      "replicas -> max_sustainable), replicas, efficiency, "
+                                                      "one_replica_limit, one_replica_folder; null otherwise")
+    probe: Probe | None = Field(None, description="the engine alone before the search (1 user): requests, "
+                                                  "prompt_tokens, ttft_ms, tpot_ms, prefill_ms_per_token, "
+                                                  "request_throughput; null where not probed")
     max_sustainable_interval: list[float | None] = Field([None, None], description="[low, high]: the 95 % interval "
                                                                                    "of the load sustained, from the "
                                                                                    "levels' own requests (in the "
@@ -121,10 +175,10 @@ class Capacity(BaseModel):
     rerun_interval: list[float | None] | None = Field(None, description="[low, high]: where a second search on an "
                                                                         "engine whose probe agrees may hold; null "
                                                                         "without a probe")
-    autoscaling: dict[str, Any] | None = Field(None, description="the autoscaling rule read at the knee: signal, "
-                                                                 "metric, query, threshold, per_replica, held_level, "
-                                                                 "broken_level, at_broken_level, separates, "
-                                                                 "replicas_measured; null where none")
+    autoscaling: Autoscaling | None = Field(None, description="the autoscaling rule read at the knee: signal, "
+                                                              "metric, query, threshold, per_replica, held_level, "
+                                                              "broken_level, at_broken_level, separates, "
+                                                              "replicas_measured; null where none")
     next: list[NextStep] = Field([], description="the commands that go on from the result: why, command")
 
     @classmethod

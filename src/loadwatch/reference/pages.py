@@ -238,7 +238,7 @@ def _field_rows(model: type[BaseModel]) -> list[list[str]]:
 
 
 def results_page() -> str:
-    from loadwatch.metrics.capacity import Capacity, CapacityLevel
+    from loadwatch.metrics.capacity import Autoscaling, Capacity, CapacityLevel, Probe, Scaling
     from loadwatch.tune.output import capacity_of
 
     rows = _field_rows(Results)
@@ -264,6 +264,9 @@ def results_page() -> str:
         *_table(["key", "type", "default", "what it holds"], _field_rows(Capacity)), "",
         "Each of `levels`:", "",
         *_table(["key", "type", "default", "what it holds"], _field_rows(CapacityLevel)), "",
+        *(line for name, model in (("probe", Probe), ("scaling", Scaling), ("autoscaling", Autoscaling))
+          for line in (f"`{name}`, where set:", "", *_table(["key", "type", "default", "what it holds"],
+                                                             _field_rows(model)), "")),
         "## tune.json", "",
         "`loadwatch tune` writes (src/loadwatch/tune/command.py):", "",
         *_table(["key", "what it holds"], [

@@ -18,6 +18,7 @@ from loadwatch.engine.settings import EngineSettings
 from loadwatch.engine.setup import ensure_router
 from loadwatch.exporter.settings import build_settings
 from loadwatch.fleet.routers import VllmRouter
+from loadwatch.metrics.capacity import Autoscaling
 from loadwatch.settings import LoadSettings
 from tests.conftest import REPO
 from tests.unit.deploy.test_kubernetes import OPERATOR_KINDS
@@ -170,7 +171,7 @@ def test_every_image_is_pulled_from_your_registry_once_each_listed_image_is_name
         assert not left, f"{overlay or 'with the Operator'}: still pulled from nowhere: {left}"
 
 
-FOUND = {  # capacity's autoscaling rule as a search finds it (capacity/autoscale.rule)
+FOUND = {  # capacity's autoscaling rule as capacity.json holds it (capacity/autoscale.rule)
     "in the engine": {"signal": "requests in the engine", "metric": autoscale.IN_ENGINE, "threshold": 6.5,
                       "per_replica": True, "held_level": 6.0, "broken_level": 8.0, "at_broken_level": 20.0,
                       "separates": True, "replicas_measured": 2,
@@ -188,7 +189,8 @@ FOUND = {  # capacity's autoscaling rule as a search finds it (capacity/autoscal
 def test_the_autoscaling_rule_validates_as_keda_and_kubernetes_take_it_and_scales_the_shipped_vllm(tmp_path, signal):
     from cloudcoil.models.keda.v1alpha1 import ScaledObject
 
-    files = {p.name: yaml.safe_load(p.read_text()) for p in autoscale.write(tmp_path, FOUND[signal], 4)}
+    found = Autoscaling.model_validate(FOUND[signal])
+    files = {p.name: yaml.safe_load(p.read_text()) for p in autoscale.write(tmp_path, found, 4)}
     hpa, keda = files["hpa.yaml"], files["keda-scaledobject.yaml"]
     kubernetes_validate.validate(hpa, "1.30.0", strict=True)
     # KEDA 2.16's CRD as pydantic models: a missing or mistyped field fails; a key they do not know is

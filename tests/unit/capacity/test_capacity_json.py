@@ -66,3 +66,23 @@ def test_writing_then_reading_round_trips(tmp_path):
 def test_keys_a_newer_file_adds_are_kept():
     newer = Capacity.model_validate({**OLDER, "schema_version": 2, "something_new": {"a": 1}})
     assert newer.model_dump(mode="json")["something_new"] == {"a": 1}
+
+
+FLEET = {**OLDER,
+         "scaling": {"capacity": {"1": 4.0, "2": 6.0}, "replicas": 2, "efficiency": 0.75,
+                     "one_replica_limit": "batch_slots", "one_replica_folder": "replicas-1"},
+         "autoscaling": {"signal": "requests in the engine (running and waiting) per replica",
+                         "metric": "requests_in_engine", "query": "sum(x) + sum(y)", "threshold": 6.0,
+                         "per_replica": True, "held_level": 6.0, "broken_level": 8.0, "at_broken_level": 20.0,
+                         "separates": True, "replicas_measured": 2}}
+
+
+def test_a_fleets_probe_scaling_and_autoscaling_read_as_models_with_the_same_keys(tmp_path):
+    path = tmp_path / "capacity.json"
+    path.write_text(json.dumps(FLEET, indent=2) + "\n")
+    read = Capacity.read(path)
+    assert read.probe is not None and read.probe.ttft_ms == 40.0
+    assert read.scaling is not None and (read.scaling.alone, read.scaling.fleet) == (4.0, 6.0)
+    assert read.autoscaling is not None and read.autoscaling.per_replica and read.autoscaling.separates
+    assert read.model_dump(mode="json") == {"schema_version": 1, **FLEET}
+    assert "### Capacity against replicas" in markdown(read) and "### Autoscaling" in markdown(read)

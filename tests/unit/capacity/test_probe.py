@@ -6,6 +6,7 @@ from pathlib import Path
 
 from loadwatch.capacity.probe import WORKLOAD, of_results, probe_change, probe_run
 from loadwatch.loadrun.locust import LocustRun
+from loadwatch.metrics.capacity import Probe
 from loadwatch.metrics.slo import parse_slo
 
 
@@ -20,13 +21,18 @@ def test_the_probe_runs_the_fixed_workload_keeping_only_which_model_to_ask():
 
 def test_a_probe_reads_prefill_per_prompt_token_and_tpot():
     found = of_results({"completed": 20, "median_ttft_ms": 12.8, "median_tpot_ms": 5.0, "total_input_tokens": 2560})
-    assert found["prefill_ms_per_token"] == 0.1 and found["prompt_tokens"] == 128 and found["tpot_ms"] == 5.0
+    assert found is not None
+    assert found.prefill_ms_per_token == 0.1 and found.prompt_tokens == 128 and found.tpot_ms == 5.0
     assert of_results({"completed": 0}) is None
 
 
+def engine(ttft_ms: float, tpot_ms: float) -> Probe:
+    return Probe(requests=8, prompt_tokens=128, ttft_ms=ttft_ms, tpot_ms=tpot_ms, prefill_ms_per_token=ttft_ms / 128)
+
+
 def test_two_probes_apart_by_more_than_a_quarter_measured_two_engines():
-    day_one = {"ttft_ms": 120.0, "tpot_ms": 21.0}
-    day_three = {"ttft_ms": 30.0, "tpot_ms": 5.0}
+    day_one = engine(120.0, 21.0)
+    day_three = engine(30.0, 5.0)
     assert probe_change(day_one, day_three) == "TTFT -75%, TPOT -76%"
-    assert probe_change(day_one, {"ttft_ms": 130.0, "tpot_ms": 20.0}) is None
+    assert probe_change(day_one, engine(130.0, 20.0)) is None
     assert probe_change(None, day_three) is None

@@ -15,10 +15,11 @@ ONE = Capacity(mode="rate", unit="req/s", max_sustainable=4.0, limit="batch_slot
 
 def test_the_scaling_efficiency_is_the_fleets_capacity_over_n_times_one_replicas():
     scaling = scaling_of(ONE, 6.0, 2)
-    assert scaling["capacity"] == {"1": 4.0, "2": 6.0}
-    assert scaling["efficiency"] == 0.75
+    assert scaling is not None and scaling.capacity == {"1": 4.0, "2": 6.0}
+    assert scaling.efficiency == 0.75 and scaling.alone == 4.0 and scaling.fleet == 6.0
     assert scaling_of(None, 6.0, 2) is None
-    assert scaling_of(ONE.model_copy(update={"max_sustainable": None}), 6.0, 2)["efficiency"] is None
+    unheld = scaling_of(ONE.model_copy(update={"max_sustainable": None}), 6.0, 2)
+    assert unheld is not None and unheld.efficiency is None
 
 
 def test_replicas_needed_follow_the_measured_scaling_not_a_proportion():
@@ -57,20 +58,21 @@ def test_the_threshold_is_the_held_levels_mean_per_replica_and_the_broken_one_is
     api = FakeAPI({100.0: 12.0, 200.0: 40.0})  # the fleet's sums: 6 and 20 per replica
     found = autoscale.rule(api, "replicas", {"replica_limit": "batch_slots"}, level(6, 70, 100), level(8, 170, 200),
                            ["a", "b"], 2)
-    assert found["threshold"] == 6.0 and found["at_broken_level"] == 20.0 and found["separates"]
-    assert found["metric"] == autoscale.IN_ENGINE and found["per_replica"]
+    assert found is not None
+    assert found.threshold == 6.0 and found.at_broken_level == 20.0 and found.separates
+    assert found.metric == autoscale.IN_ENGINE and found.per_replica
     assert '{target=~"a|b"}[30s]' in api.queries[0]
-    assert found["query"] == (f'sum({Engine.REQUESTS_RUNNING}{{namespace="loadwatch"}}) + '
+    assert found.query == (f'sum({Engine.REQUESTS_RUNNING}{{namespace="loadwatch"}}) + '
                               f'sum({Engine.REQUESTS_WAITING}{{namespace="loadwatch"}})')
     weak = autoscale.rule(FakeAPI({100.0: 12.0, 200.0: 13.0}), "compute", {}, level(6, 70, 100), level(8, 170, 200),
                           ["a", "b"], 2)
-    assert not weak["separates"]
+    assert weak is not None and not weak.separates
     assert autoscale.rule(api, "compute", {}, None, level(8, 170, 200), [], 1) is None  # nothing held
 
 
 def test_the_rule_is_written_as_keda_hpa_and_the_adapters_rule(tmp_path):
     found = autoscale.rule(FakeAPI({100.0: 0.8}), "kv_cache", {}, level(6, 70, 100), None, [], 1)
-    assert found["threshold"] == 0.8 and not found["per_replica"]
+    assert found is not None and found.threshold == 0.8 and not found.per_replica
     files = autoscale.write(tmp_path, found, 4)
     docs = {path.name: yaml.safe_load(path.read_text()) for path in files}
     trigger = docs["keda-scaledobject.yaml"]["spec"]["triggers"][0]
