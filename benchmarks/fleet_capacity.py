@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 
 from loadwatch.metrics.capacity import Capacity
+from loadwatch.metrics.tune import Tune
 
 CLI = [sys.executable, "-m", "loadwatch.cli"]
 SEARCH = ["--mode", "users", "--level-duration", "20s", "--max-duration", "6m"]
@@ -82,15 +83,14 @@ def prefix() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         run_dir, took = loadwatch(Path(tmp), "tune", "--replicas", "2", "--slo", "ttft_p99_ms=1500", *SEARCH,
                                   "--max-steps", "1", "--budget", "40m", *PREFIX)
-        doc = json.loads((run_dir / "tune.json").read_text())
-        print(f"  tune: baseline limit {doc['baseline']['limit'] if doc['baseline'] else None}")
-        for step in doc["steps"]:
-            gain = step["gain"]
-            change = step["change"]
-            print(f"    {change['flag']} {change['from']} -> {change['to']}: {step['verdict']}, "
-                  f"{gain.get('metric')} {gain.get('change_pct')} % [{gain.get('ci_low')}, {gain.get('ci_high')}]")
-        print(f"  tune spent {took / 60:.1f} min, {doc['cost']['server_starts']} fleet starts; "
-              f"stopped: {doc['stopped']}")
+        doc = Tune.read(run_dir / "tune.json")
+        print(f"  tune: baseline limit {doc.baseline.limit if doc.baseline else None}")
+        for step in doc.steps:
+            gain, change = step.gain, step.change
+            print(f"    {change.flag} {change.before} -> {change.after}: {step.verdict}, "
+                  f"{gain.metric} {gain.change_pct} % [{gain.ci_low}, {gain.ci_high}]")
+        print(f"  tune spent {took / 60:.1f} min, {doc.cost.server_starts if doc.cost else 0} fleet starts; "
+              f"stopped: {doc.stopped}")
 
 
 ROUTINGS = (("vllm-router", "round_robin"), ("vllm-router", "cache_aware"), ("smg", "cache_aware"))

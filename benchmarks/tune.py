@@ -17,12 +17,13 @@ run: its cost is the number of pairs times the mean seconds of one of this run's
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from loadwatch.metrics.tune import Cost, Gain, Tune
 
 REPO = Path(__file__).resolve().parents[1]
 SEARCH = ["--mode", "users", "--start", "1", "--slo", "ttft_p90_ms=1000", "--level-duration", "15s",
@@ -51,44 +52,45 @@ def run(name: str, budget: str, out: Path, steps: list[str]) -> dict:
     wall = time.monotonic() - began
     print(done.stdout[-4000:])
     (run_dir,) = [p for p in (out / name).iterdir() if p.is_dir()]
-    doc = json.loads((run_dir / "tune.json").read_text())
+    doc = Tune.read(run_dir / "tune.json")
     return {"doc": doc, "wall": wall, "code": done.returncode, "folder": run_dir}
 
 
+def _change_words(g: Gain | None) -> str:
+    if g is None or g.change_pct is None:
+        return "n/a"
+    return f"{g.metric} {g.change_pct:+.1f}%" + ("" if g.ci_low is None or g.ci_high is None else
+                                                  f" [{g.ci_low:+.1f}%, {g.ci_high:+.1f}%]")
+
+
 def report(name: str, outcome: dict) -> None:
-    doc, cost = outcome["doc"], outcome["doc"]["cost"]
-    print(f"## {name}: exit {outcome['code']}, {outcome['wall'] / 60:.1f} min wall, {cost['server_starts']} server "
+    doc: Tune = outcome["doc"]
+    cost = doc.cost or Cost(server_starts=0, seconds=0.0)
+    print(f"## {name}: exit {outcome['code']}, {outcome['wall'] / 60:.1f} min wall, {cost.server_starts} server "
           f"starts, folder {outcome['folder']}")
-    base = doc["baseline"]
-    if base:
-        print(f"baseline {base['vllm_args']}: {base['capacity']['max_sustainable']} {base['capacity']['unit']}, "
-              f"limit {base['limit']}")
-    for s in doc["steps"]:
-        g = s["gain"]
-        gained = "n/a" if g["change_pct"] is None else (
-            f"{g['metric']} {g['change_pct']:+.1f}%" + ("" if g["ci_low"] is None else
-                                                       f" [{g['ci_low']:+.1f}%, {g['ci_high']:+.1f}%]"))
-        after = s["capacity_after"]
-        slo = s.get("slo_change") or {}
-        beside = "" if slo.get("change_pct") is None else (
-            f" ({slo['metric']} {slo['change_pct']:+.1f}%" + ("" if slo["ci_low"] is None else
-                                                            f" [{slo['ci_low']:+.1f}%, {slo['ci_high']:+.1f}%]") + ")")
-        rounds = len(s["runs"].get("with_change_goodput") or s["runs"]["with_change"])
-        print(f"step {s['step']}: {s['limit']}: {s['change']['flag']} {s['change']['from']} -> {s['change']['to']}: "
-              f"{s['verdict']}, {gained}{beside}, {rounds} rounds"
-              + (f"; after: {after['max_sustainable']} {after['unit']}, limit {s['limit_after']}" if after else ""))
-    final = doc["final"]
+    base = doc.baseline
+    if base and base.capacity:
+        print(f"baseline {base.vllm_args}: {base.capacity.max_sustainable} {base.capacity.unit}, limit {base.limit}")
+    for s in doc.steps:
+        after = s.capacity_after
+        beside = "" if s.slo_change is None or s.slo_change.change_pct is None else f" ({_change_words(s.slo_change)})"
+        rounds = len(s.runs.with_change_goodput or s.runs.with_change)
+        print(f"step {s.step}: {s.limit}: {s.change.flag} {s.change.before} -> {s.change.after}: "
+              f"{s.verdict}, {_change_words(s.gain)}{beside}, {rounds} rounds"
+              + (f"; after: {after.max_sustainable} {after.unit}, limit {s.limit_after}" if after else ""))
+    final = doc.final
     if final:
-        print(f"final: {final['command_line']}: {final['capacity']}, limit {final['limit']}")
-    print(f"stopped: {doc['stopped']}")
-    searches = cost["capacity_searches"]
+        knee = f"{final.capacity.max_sustainable} {final.capacity.unit}" if final.capacity else "not measured"
+        print(f"final: {final.command_line}: {knee}, limit {final.limit}")
+    print(f"stopped: {doc.stopped}")
+    searches = cost.capacity_searches
     if searches:
-        per_config = sum(s["seconds"] for s in searches) / len(searches)
+        per_config = sum(s.seconds for s in searches) / len(searches)
         for label, pairs in (("auto_tune.sh's default grid", len(GRID_NUM_SEQS) * len(GRID_BATCHED_TOKENS)),
                              ("a grid from 2 to 256 seqs", len(WIDE_NUM_SEQS) * len(GRID_BATCHED_TOKENS))):
             print(f"{label}: {pairs} configurations x {per_config / 60:.1f} min (this run's mean capacity search, "
                   f"a start included) = {pairs * per_config / 60:.0f} min and {pairs} server starts, against "
-                  f"tune's {cost['seconds'] / 60:.0f} min and {cost['server_starts']} starts")
+                  f"tune's {cost.seconds / 60:.0f} min and {cost.server_starts} starts")
 
 
 def main() -> None:
@@ -110,9 +112,9 @@ def main() -> None:
         for _ in range(args.times):
             outcome = run(name, args.budget or BUDGETS[name], args.out / time.strftime("%Y%m%dT%H%M%S"), steps)
             report(name, outcome)
-            first = [s for s in outcome["doc"]["steps"] if s["step"] == 1]
-            adopted.append(next((s["change"]["flag"] for s in first if s["verdict"] == "adopted"),
-                                "undecided" if any(s["verdict"] == "undecided" for s in first) else "none"))
+            first = [s for s in outcome["doc"].steps if s.step == 1]
+            adopted.append(next((s.change.flag for s in first if s.verdict == "adopted"),
+                                "undecided" if any(s.verdict == "undecided" for s in first) else "none"))
         if args.times > 1:
             print(f"## {name}: step 1 adopted, run by run: {', '.join(adopted)}")
 

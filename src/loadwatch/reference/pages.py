@@ -233,20 +233,26 @@ def _type_name(annotation: object) -> str:
 
 
 def _field_rows(model: type[BaseModel]) -> list[list[str]]:
-    return [[f"`{name}`", _type_name(field.annotation), _default(field.default) if not field.is_required()
-             else "always", field.description or ""] for name, field in model.model_fields.items()]
+    """Each key as the file spells it (a field's alias where it has one: `from`, `to`)."""
+    return [[f"`{field.alias or name}`", _type_name(field.annotation), _default(field.default)
+             if not field.is_required() else "always", field.description or ""]
+            for name, field in model.model_fields.items()]
+
+
+def _model_tables(models: typing.Sequence[tuple[str, type[BaseModel]]]) -> list[str]:
+    """A table of keys for each (caption, model)."""
+    return [line for caption, model in models for line in
+            (caption, "", *_table(["key", "type", "default", "what it holds"], _field_rows(model)), "")]
 
 
 def results_page() -> str:
     from loadwatch.metrics.capacity import Autoscaling, Capacity, CapacityLevel, Probe, Scaling
-    from loadwatch.tune.output import capacity_of
+    from loadwatch.metrics.tune import Configuration, Cost, FlagChange, Gain, Measured, Runs, Step, Tune
 
     rows = _field_rows(Results)
     stats = ", ".join(STATS)
     latency = [f"`<stat>_{metric}_ms`" for metric in LATENCY_METRICS]
     stage_keys = ", ".join(f"`{k}`" for k in Stage.model_fields if k not in Results.model_fields)
-    capacity_keys = ", ".join(f"`{k}`" for k in capacity_of(Capacity(mode="rate", unit="req/s", max_sustainable=1))
-                              or {})
     return GENERATED + "\n".join([
         "# The results JSON, capacity.json and tune.json", "",
         "A run's results (`--results-json`, a run folder's `results.json`), from the `Results` model "
@@ -264,31 +270,16 @@ def results_page() -> str:
         *_table(["key", "type", "default", "what it holds"], _field_rows(Capacity)), "",
         "Each of `levels`:", "",
         *_table(["key", "type", "default", "what it holds"], _field_rows(CapacityLevel)), "",
-        *(line for name, model in (("probe", Probe), ("scaling", Scaling), ("autoscaling", Autoscaling))
-          for line in (f"`{name}`, where set:", "", *_table(["key", "type", "default", "what it holds"],
-                                                             _field_rows(model)), "")),
+        *_model_tables([("`probe`, where set:", Probe), ("`scaling`, where set:", Scaling),
+                        ("`autoscaling`, where set:", Autoscaling)]),
         "## tune.json", "",
-        "`loadwatch tune` writes (src/loadwatch/tune/command.py):", "",
-        *_table(["key", "what it holds"], [
-            ["`budget_s`", "the --budget, in seconds"],
-            ["`baseline`", "the configuration tune started from: `vllm_args`, `env` (environment levers), `fleet` (a "
-                           "fleet's router policy and replicas, where set), its `capacity` and `limit` (null where "
-                           "its search located no knee)"],
-            ["`steps`", "one entry per lever tried: `step`, the `limit` and `evidence` it was tried for, `change` "
-                        "(`flag`, `from`: null where vLLM's default applied, `to`), `reason`, `verdict` (adopted, "
-                        "rejected, undecided or refused), `settle` (undecided only: what would settle it), "
-                        "`refused` (vLLM's words), `gain` (the verdict's: `metric` `request_goodput`, "
-                        "`change_pct`, `ci_low`, `ci_high`), `slo_change` (the same for the SLO's own metric, shown "
-                        "beside it), `decided_by` (the metric whose interval decided: `request_goodput`, or the SLO's "
-                        "metric as second witness where goodput's spans no change but points the same way; null "
-                        "where undecided), `capacity_after` and `limit_after` (adopted only; the limit null where the "
-                        "search after it located no knee), `runs` (each round's values: `current` and `with_change` "
-                        "of the SLO's metric, `current_goodput` and `with_change_goodput`)"],
-            ["`final`", "as `baseline`, with `command_line` (the `vllm serve` line)"],
-            ["`stopped`", "why the loop ended"],
-            ["`cost`", "`server_starts`, `seconds`, `capacity_searches`"]]), "",
-        f"A capacity holds {capacity_keys}; `flag` names a vLLM flag, an environment variable or a fleet's "
-        "setting (`--router-policy`, `--replicas`).", ""])
+        "What `loadwatch tune` writes in its run folder after each step, from the `Tune` model "
+        "(src/loadwatch/metrics/tune.py). A file written before `schema_version` existed reads as version 1.", "",
+        *_table(["key", "type", "default", "what it holds"], _field_rows(Tune)), "",
+        *_model_tables([("`baseline` (and `final`, which adds `command_line`, the `vllm serve` line):", Configuration),
+                        ("Each of `steps`:", Step), ("Its `change`:", FlagChange),
+                        ("Its `gain` (and `slo_change`):", Gain), ("Its `runs`:", Runs),
+                        ("A capacity (`capacity`, `capacity_after`):", Measured), ("`cost`:", Cost)])])
 
 
 EXIT_CODES = ((0, "ok: every SLO held (a headless run without --slo: no request failed)"),

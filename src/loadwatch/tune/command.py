@@ -21,6 +21,7 @@ from loadwatch.loadrun.stack import new_run_dir, on_stack
 from loadwatch.metrics.capacity import Capacity, CapacityLevel
 from loadwatch.metrics.repeats import times_to_resolve
 from loadwatch.metrics.slo import FAILURE_RATIO, SLO
+from loadwatch.metrics.tune import Configuration, Cost, Final, Gain, Measured, Runs, Search, Step, Tune
 from loadwatch.processes import ComponentError
 from loadwatch.prometheus import PrometheusAPI
 from loadwatch.tune import output
@@ -41,7 +42,7 @@ class Tuner:
         self.run_dir, self.say = run_dir, say
         self.began = time.monotonic()
         self.deadline = self.began + options.budget
-        self.searches: list[dict] = []  # each capacity search's name and seconds: the cost of a configuration
+        self.searches: list[Search] = []  # each capacity search's name and seconds: the cost of a configuration
 
     def left(self) -> float:
         return self.deadline - time.monotonic()
@@ -61,18 +62,18 @@ class Tuner:
             result = search(options, template, PrometheusAPI(stack.url(Part.PROMETHEUS)),
                             stack.servers.request_url, folder, lambda message: self.say(f"  {message}"),
                             batch_of(options, self.server.target, list(config.vllm_args)))
-        self.searches.append({"name": name, "seconds": round(time.monotonic() - began, 1)})
+        self.searches.append(Search(name=name, seconds=round(time.monotonic() - began, 1)))
         return result
 
     def trial_share(self) -> float:
         """Seconds a trial may spend deciding: what is left, less a capacity search as long as the
         longest so far (the one that follows an adoption)."""
-        return self.left() - max((s["seconds"] for s in self.searches), default=0.0)
+        return self.left() - max((s.seconds for s in self.searches), default=0.0)
 
-    def cost(self) -> dict:
+    def cost(self) -> Cost:
         """What tune spent: server starts (a model load each) and seconds, with each search's."""
-        return {"server_starts": self.server.starts, "seconds": round(time.monotonic() - self.began, 1),
-                "capacity_searches": self.searches}
+        return Cost(server_starts=self.server.starts, seconds=round(time.monotonic() - self.began, 1),
+                    capacity_searches=self.searches)
 
 
 def limit_of(result: Capacity) -> str | None:
@@ -104,20 +105,20 @@ def where_it_broke(result: Capacity) -> CapacityLevel | None:
     return next((lv for lv in result.levels if lv.name == result.decisive_level), None)
 
 
-def _interval_words(g: dict) -> str:
-    if g["change_pct"] is None:
-        return f"{g['metric']}: too few runs to compare"
-    interval = "" if g["ci_low"] is None else f" [{g['ci_low']:+.1f}%, {g['ci_high']:+.1f}%]"
-    return f"{g['metric']} {g['change_pct']:+.1f}%{interval}"
+def _interval_words(g: Gain) -> str:
+    if g.change_pct is None:
+        return f"{g.metric}: too few runs to compare"
+    interval = "" if g.ci_low is None or g.ci_high is None else f" [{g.ci_low:+.1f}%, {g.ci_high:+.1f}%]"
+    return f"{g.metric} {g.change_pct:+.1f}%{interval}"
 
 
-def gain_words(row: dict) -> str:
+def gain_words(row: Step) -> str:
     """The verdict's figure (goodput), then the SLO metric's change beside it."""
-    if row["verdict"] == "refused":
-        return f"refused by the server: {row['refused']}"
-    witness = row.get("decided_by") not in (None, JUDGED_ON)
-    return _interval_words(row["gain"]) + (f"; {_interval_words(row['slo_change'])}" if row.get("slo_change") else "") \
-        + (f" (decided by {row['decided_by']}: {JUDGED_ON}'s interval too wide, pointing the same way)"
+    if row.verdict == "refused":
+        return f"refused by the server: {row.refused}"
+    witness = row.decided_by not in (None, JUDGED_ON)
+    return _interval_words(row.gain) + (f"; {_interval_words(row.slo_change)}" if row.slo_change else "") \
+        + (f" (decided by {row.decided_by}: {JUDGED_ON}'s interval too wide, pointing the same way)"
            if witness else "")
 
 
@@ -141,19 +142,16 @@ def verdict_of(base: Arm, arm: Arm, metric: str) -> tuple[str, str | None, str |
                             "from none" if times else "more rounds a side would narrow it")), None
 
 
-def step_rows(step: int, result: Capacity, arms: list[Arm], levers: list, metric: str) -> list[dict]:
+def step_rows(step: int, result: Capacity, arms: list[Arm], levers: list, metric: str) -> list[Step]:
     base = arms[0]
     rows = []
     for arm, (lever, change) in zip(arms[1:], levers, strict=True):
         verdict, settle, decided_by = verdict_of(base, arm, metric)
-        rows.append({"step": step, "limit": result.limit, "evidence": result.evidence,
-                     "change": change.as_dict(), "reason": lever.reason,
-                     "verdict": verdict, "refused": arm.refused, "settle": settle,
-                     "gain": gain(base, arm).as_dict(), "slo_change": slo_change(base, arm, metric).as_dict(),
-                     "decided_by": decided_by,
-                     "capacity_after": None, "limit_after": None,
-                     "runs": {"current": base.values, "with_change": arm.values,
-                              "current_goodput": base.goodput, "with_change_goodput": arm.goodput}})
+        rows.append(Step(step=step, limit=result.limit, evidence=result.evidence, change=change.record(),
+                         reason=lever.reason, verdict=verdict, refused=arm.refused, settle=settle,
+                         gain=gain(base, arm), slo_change=slo_change(base, arm, metric), decided_by=decided_by,
+                         runs=Runs(current=base.values, with_change=arm.values, current_goodput=base.goodput,
+                                   with_change_goodput=arm.goodput)))
     return rows
 
 
@@ -169,23 +167,23 @@ def tune(capacity: CapacityOptions, options: TuneOptions, template: LocustRun, t
     tuner = Tuner(capacity, options, template, server, run_dir, say)
     current = Config(tuple(vllm_args))
     model = "MODEL" if target else str(EngineSettings().model_dir)
-    doc: dict = {"budget_s": options.budget, "baseline": None, "steps": [], "final": None, "stopped": None}
+    doc = Tune(budget_s=options.budget)
     result: Capacity | None = None
     code = 0
     try:
         result = tuner.measure_capacity(current, "baseline")
-        doc["baseline"] = {**current.as_dict(), "capacity": output.capacity_of(result), "limit": limit_of(result)}
+        doc.baseline = Configuration(**current.as_dict(), capacity=Measured.of(result), limit=limit_of(result))
         baseline_probe = result.probe
         output.write(run_dir, doc, current)
         step = 0
         while True:
             limit = limit_of(result)
             if limit is None:
-                doc["stopped"] = (f"the knee of {config_words(current)} was not located ({result.undecided}), "
-                                  "so its limit is unknown and no lever can be chosen")
+                doc.stopped = (f"the knee of {config_words(current)} was not located ({result.undecided}), "
+                               "so its limit is unknown and no lever can be chosen")
                 break
             if options.max_steps is not None and step >= options.max_steps:
-                doc["stopped"] = f"--max-steps ({options.max_steps}) reached"
+                doc.stopped = f"--max-steps ({options.max_steps}) reached"
                 break
             situation = Situation(result.evidence, [m.item for m in result.missed], current,
                                   embedded=target is None, kv_cache_gib=EngineSettings().kv_cache_gib, fleet=fleet,
@@ -195,14 +193,14 @@ def tune(capacity: CapacityOptions, options: TuneOptions, template: LocustRun, t
             # A limit no flag relieves ends tune, unless the run missed something a lever gives back
             # (prefix caching, prefix-aware routing): that is tried first.
             if limit in NO_LEVER and not levers:
-                doc["stopped"] = f"the limit is {limit}: {NO_LEVER[limit]}"
+                doc.stopped = f"the limit is {limit}: {NO_LEVER[limit]}"
                 break
             level = where_it_broke(result)
             if not levers:
-                doc["stopped"] = f"no lever of the catalogue applies to the limit {limit} any more"
+                doc.stopped = f"no lever of the catalogue applies to the limit {limit} any more"
                 break
             if level is None:
-                doc["stopped"] = "the last capacity search ran no level to compare at"
+                doc.stopped = "the last capacity search ran no level to compare at"
                 break
             if tuner.left() < MIN_SEARCH:
                 raise BudgetSpent
@@ -219,51 +217,51 @@ def tune(capacity: CapacityOptions, options: TuneOptions, template: LocustRun, t
             passing = [(row, arm) for row, arm in zip(rows, arms[1:], strict=True)
                        if arm.refused is None and better(arms[0], arm, metric)]
             for row in rows:
-                say(f"step {step}: {row['change']['flag']}: " + gain_words(row)
-                    + (f": undecided ({row['settle']})" if row["verdict"] == "undecided" else ""))
-            doc["steps"] += rows
+                say(f"step {step}: {row.change.flag}: " + gain_words(row)
+                    + (f": undecided ({row.settle})" if row.verdict == "undecided" else ""))
+            doc.steps += rows
             if not passing:
-                open_ = [row["change"]["flag"] for row in rows if row["verdict"] == "undecided"]
-                doc["stopped"] = f"no lever of step {step} raised {JUDGED_ON} beyond doubt" + (
+                open_ = [row.change.flag for row in rows if row.verdict == "undecided"]
+                doc.stopped = f"no lever of step {step} raised {JUDGED_ON} beyond doubt" + (
                     f"; undecided, not rejected: {', '.join(open_)} (a longer --budget gives its trial more rounds)"
                     if open_ else "")
                 output.write(run_dir, doc, current)
                 break
-            row, arm = max(passing, key=lambda pair: pair[0]["gain"]["change_pct"])
-            row["verdict"] = "adopted"
+            row, arm = max(passing, key=lambda pair: pair[0].gain.change_pct or 0.0)
+            row.verdict = "adopted"
             current = arm.config
             say(f"step {step}: adopted {levers[arms.index(arm) - 1][1].words()}")
             output.write(run_dir, doc, current)
             result = tuner.measure_capacity(current, f"step-{step}")
-            row["capacity_after"], row["limit_after"] = output.capacity_of(result), limit_of(result)
+            row.capacity_after, row.limit_after = Measured.of(result), limit_of(result)
             if moved := probe_change(baseline_probe, result.probe):
-                row["probe_change"] = moved
+                row.probe_change = moved
                 say(f"step {step}: the engine alone moved from the baseline's on the same probe ({moved}): the "
                     "flag changes one request's speed, or the machine changed under tune")
             output.write(run_dir, doc, current)
     except BudgetSpent:
         # Incomplete where not one step finished: a budget too short for what tune is for.
-        before = (" before the baseline's capacity was known" if not doc["baseline"] else
-                  " before a step finished" if not doc["steps"] else "")
-        doc["stopped"] = (f"the budget ({duration_words(options.budget)}) ran out{before}; an unfinished step is "
-                          "left out")
+        before = (" before the baseline's capacity was known" if not doc.baseline else
+                  " before a step finished" if not doc.steps else "")
+        doc.stopped = (f"the budget ({duration_words(options.budget)}) ran out{before}; an unfinished step is "
+                       "left out")
         code = INCOMPLETE if before else 0
     except (ComponentError, ServerError) as exc:
-        doc["stopped"] = f"the server did not start: {why_refused(exc, run_dir / 'baseline')}"
+        doc.stopped = f"the server did not start: {why_refused(exc, run_dir / 'baseline')}"
         code = INCOMPLETE
     except KeyboardInterrupt:
-        doc["stopped"] = "interrupted; the finished steps are kept"
+        doc.stopped = "interrupted; the finished steps are kept"
         code = INTERRUPTED
-    if doc["baseline"] is not None:
-        last_adopted = next((s for s in reversed(doc["steps"]) if s["verdict"] == "adopted"), None)
-        measured = last_adopted["capacity_after"] if last_adopted else doc["baseline"]["capacity"]
-        limit = last_adopted["limit_after"] if last_adopted else doc["baseline"]["limit"]
-        doc["final"] = {**current.as_dict(), "capacity": measured, "limit": limit,
-                        "command_line": current.command_line(model)}
-    doc["cost"] = tuner.cost()
+    if doc.baseline is not None:
+        last_adopted = next((s for s in reversed(doc.steps) if s.verdict == "adopted"), None)
+        measured = last_adopted.capacity_after if last_adopted else doc.baseline.capacity
+        limit = last_adopted.limit_after if last_adopted else doc.baseline.limit
+        doc.final = Final(**current.as_dict(), capacity=measured, limit=limit,
+                          command_line=current.command_line(model))
+    doc.cost = tuner.cost()
     output.write(run_dir, doc, current)
-    say(f"tune: {doc['stopped']}" if doc["stopped"] else "tune: done")
-    if doc["final"]:
-        say(f"tune: final: {doc['final']['command_line']}")
+    say(f"tune: {doc.stopped}" if doc.stopped else "tune: done")
+    if doc.final:
+        say(f"tune: final: {doc.final.command_line}")
     say(f"written: {run_dir}/tune.json (and report.md, report.html, {output.COMPOSE}, {output.ENV}, {output.PATCH})")
     return code

@@ -8,6 +8,8 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
+from loadwatch.metrics.tune import FlagChange
+
 FLEET_FLAGS = {"--router-policy": "router_policy", "--replicas": "replicas", "--router": "router"}  # -> FleetOptions
 
 
@@ -25,8 +27,9 @@ class Change:
     def is_fleet(self) -> bool:
         return self.flag in FLEET_FLAGS
 
-    def as_dict(self) -> dict:
-        return {"flag": self.flag, "from": self.before, "to": self.after}
+    def record(self) -> FlagChange:
+        """As tune.json's steps carry it."""
+        return FlagChange(flag=self.flag, before=self.before, after=self.after)
 
     def words(self) -> str:
         return f"{self.flag} {self.before or 'default'} -> {self.after}"

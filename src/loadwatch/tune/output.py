@@ -6,14 +6,13 @@ for its policy."""
 
 from __future__ import annotations
 
-import json
 import shlex
 from pathlib import Path
 
 import yaml
 
 from loadwatch.atomic import write_atomically
-from loadwatch.metrics.capacity import Capacity
+from loadwatch.metrics.tune import Gain, Measured, Tune
 from loadwatch.report.markdown import table
 from loadwatch.report.page import markdown_html, write_page
 from loadwatch.tune.config import Config
@@ -24,21 +23,13 @@ ROUTER_PATCH = "tuned-router-patch.yaml"  # a fleet's: deploy/kubernetes/compone
 POLICY_ARG = 4
 
 
-def capacity_of(result: Capacity | None) -> dict | None:
-    """A capacity as tune.json carries it: capacity.json's max_sustainable, in its unit."""
-    if result is None:
-        return None
-    return {"max_sustainable": result.max_sustainable, "unit": result.unit, "undecided": result.undecided,
-            "cost_per_million_output_tokens": result.cost_per_million_output_tokens}
-
-
-def by_cost(doc: dict) -> list[tuple[str, float]]:
+def by_cost(doc: Tune) -> list[tuple[str, float]]:
     """The configurations measured (the baseline, each adopted step), cheapest per output token first,
     where the run had --price-per-hour: a step that raises capacity also lowers what a token costs."""
-    measured = [("baseline", doc["baseline"]["capacity"])] + [
-        (f"step {s['step']}", s["capacity_after"]) for s in doc["steps"] if s["verdict"] == "adopted"]
-    costs = [(name, c["cost_per_million_output_tokens"]) for name, c in measured
-             if c and c.get("cost_per_million_output_tokens") is not None]
+    measured = ([("baseline", doc.baseline.capacity)] if doc.baseline else []) + [
+        (f"step {s.step}", s.capacity_after) for s in doc.steps if s.verdict == "adopted"]
+    costs = [(name, c.cost_per_million_output_tokens) for name, c in measured
+             if c and c.cost_per_million_output_tokens is not None]
     return sorted(costs, key=lambda item: item[1])
 
 
@@ -73,45 +64,47 @@ def router_patch(config: Config) -> str | None:
                            {"op": "replace", "path": f"{args}/{POLICY_ARG + 1}", "value": policy}], sort_keys=False)
 
 
-def _capacity_words(capacity: dict | None) -> str:
+def _capacity_words(capacity: Measured | None) -> str:
     if capacity is None:
         return "not measured"
-    if capacity["max_sustainable"] is None:
+    if capacity.max_sustainable is None:
         return "none held"
-    return f"{capacity['max_sustainable']:g} {capacity['unit']}" + (" (knee not located)" if capacity.get("undecided")
-                                                                   else "")
+    return f"{capacity.max_sustainable:g} {capacity.unit}" + (" (knee not located)" if capacity.undecided else "")
 
 
-def markdown(doc: dict) -> str:
+def _gain_words(g: Gain) -> str:
+    if g.change_pct is None:
+        return "n/a"
+    return f"{g.metric} {g.change_pct:+.1f}% " + ("" if g.ci_low is None or g.ci_high is None else
+                                                   f"[{g.ci_low:+.1f}%, {g.ci_high:+.1f}%]")
+
+
+def markdown(doc: Tune) -> str:
     lines = ["## Tuning", ""]
-    base, final = doc["baseline"], doc["final"]
+    base, final = doc.baseline, doc.final
     if base is None:
-        return "\n".join([*lines, f"No baseline: {doc['stopped']}", ""])
-    lines += [f"Baseline `{shlex.join(base['vllm_args']) or '(vLLM defaults)'}`: "
-              f"**{_capacity_words(base['capacity'])}**, limit {base['limit'] or 'unknown'}.", ""]
-    if doc["steps"]:
+        return "\n".join([*lines, f"No baseline: {doc.stopped}", ""])
+    lines += [f"Baseline `{shlex.join(base.vllm_args) or '(vLLM defaults)'}`: "
+              f"**{_capacity_words(base.capacity)}**, limit {base.limit or 'unknown'}.", ""]
+    if doc.steps:
         lines += table(["step", "limit", "change", "why", "verdict", "gain (95 % interval)", "capacity after",
                         "limit after"],
-                       [[str(s["step"]), s["limit"], f"{s['change']['flag']} {s['change']['from'] or 'default'} -> "
-                         f"{s['change']['to']}", s["reason"],
-                         s["verdict"] + (f": {s['refused']}" if s.get("refused") else ""),
-                         "n/a" if s["gain"]["change_pct"] is None else
-                         f"{s['gain']['metric']} {s['gain']['change_pct']:+.1f}% "
-                         + ("" if s["gain"]["ci_low"] is None else
-                            f"[{s['gain']['ci_low']:+.1f}%, {s['gain']['ci_high']:+.1f}%]"),
-                         _capacity_words(s["capacity_after"]) if s["verdict"] == "adopted" else "",
-                         s["limit_after"] or ("unknown" if s["verdict"] == "adopted" else "")] for s in doc["steps"]])
+                       [[str(s.step), s.limit or "unknown",
+                         f"{s.change.flag} {s.change.before or 'default'} -> {s.change.after}", s.reason,
+                         s.verdict + (f": {s.refused}" if s.refused else ""), _gain_words(s.gain),
+                         _capacity_words(s.capacity_after) if s.verdict == "adopted" else "",
+                         s.limit_after or ("unknown" if s.verdict == "adopted" else "")] for s in doc.steps])
         lines += [""]
     ranked = by_cost(doc)
     if ranked:
         lines += ["By cost per 1M output tokens at the operating point, cheapest first: "
                   + ", ".join(f"{name} ${cost:.4g}" for name, cost in ranked) + ".", ""]
     if final is not None:
-        lines += [f"Final: **{_capacity_words(final['capacity'])}**, limit {final['limit'] or 'unknown'}.", "",
-                  "```", final["command_line"], "```", "",
-                  *([f"The fleet: {' '.join(f'{flag} {value}' for flag, value in final['fleet'].items())} "
+        lines += [f"Final: **{_capacity_words(final.capacity)}**, limit {final.limit or 'unknown'}.", "",
+                  "```", final.command_line, "```", "",
+                  *([f"The fleet: {' '.join(f'{flag} {value}' for flag, value in final.fleet.items())} "
                      "(loadwatch's fleet options; the router's --policy), each replica with the flags above.", ""]
-                    if final.get("fleet") else []),
+                    if final.fleet else []),
                   "### Apply it", "",
                   "- Your own server: start `vllm serve` with the flags above (and the variables before them).",
                   f"- docker compose: add {ENV}'s lines to `.env`, then "
@@ -119,16 +112,16 @@ def markdown(doc: dict) -> str:
                   f"- Kubernetes: `kubectl -n loadwatch patch deployment vllm --type json --patch-file {PATCH}`, or "
                   f"list {PATCH} under `patches:` of your kustomization (target: the Deployment `vllm`)"
                   + (f"; the router's policy: `kubectl -n loadwatch patch deployment vllm-router --type json "
-                     f"--patch-file {ROUTER_PATCH}`." if final.get("fleet", {}).get("--router-policy") else "."),
+                     f"--patch-file {ROUTER_PATCH}`." if (final.fleet or {}).get("--router-policy") else "."),
                   "- Then measure it where it serves: `loadwatch capacity --target URL` with the same --slo."]
-    if doc.get("stopped"):
-        lines += ["", f"Tune stopped: {doc['stopped']}."]
+    if doc.stopped:
+        lines += ["", f"Tune stopped: {doc.stopped}."]
     return "\n".join(lines) + "\n"
 
 
-def write(run_dir: Path, doc: dict, config: Config) -> None:
+def write(run_dir: Path, doc: Tune, config: Config) -> None:
     run_dir.mkdir(parents=True, exist_ok=True)
-    write_atomically(run_dir / "tune.json", json.dumps(doc, indent=2) + "\n")
+    write_atomically(run_dir / "tune.json", doc.json_text())
     text = "# loadwatch tune report\n\n" + markdown(doc)
     write_atomically(run_dir / "report.md", text)
     write_page(run_dir / "report.html", "loadwatch tune report", markdown_html(text, run_dir), [])

@@ -36,6 +36,7 @@ from loadwatch.experiment.server import ServerError
 from loadwatch.loadrun.locust import ENOUGH, INTERRUPTED, WATCH_SECONDS, Load, LocustRun, enough
 from loadwatch.loadrun.stack import on_stack
 from loadwatch.metrics.repeats import MIN_RUNS, change_over_runs
+from loadwatch.metrics.tune import Gain
 from loadwatch.processes import ComponentError
 from loadwatch.stack.stack import StackError
 from loadwatch.tune.config import Config
@@ -58,27 +59,11 @@ class Arm:
     refused: str | None = None  # vLLM's words, where the configuration did not start
 
 
-@dataclass
-class Gain:
-    metric: str
-    change_pct: float | None
-    ci_low: float | None
-    ci_high: float | None
-
-    @property
-    def open(self) -> bool:
-        """No verdict yet: no interval, or one that spans no change."""
-        return self.ci_low is None or self.ci_high is None or self.ci_low <= 0 <= self.ci_high
-
-    def as_dict(self) -> dict:
-        return {"metric": self.metric, "change_pct": self.change_pct, "ci_low": self.ci_low, "ci_high": self.ci_high}
-
-
 def _change(base: list[float], new: list[float], metric: str, higher_is_better: bool) -> Gain:
     if len(base) < MIN_RUNS or len(new) < MIN_RUNS:
-        return Gain(metric, None, None, None)
+        return Gain(metric=metric)
     change = change_over_runs(base, new, higher_is_better=higher_is_better)
-    return Gain(metric, change.change_pct, change.ci_low, change.ci_high)
+    return Gain(metric=metric, change_pct=change.change_pct, ci_low=change.ci_low, ci_high=change.ci_high)
 
 
 def gain(base: Arm, arm: Arm) -> Gain:

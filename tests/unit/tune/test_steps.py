@@ -2,6 +2,7 @@
 
 from loadwatch.metrics.capacity import Capacity, CapacityLevel
 from loadwatch.metrics.slo import parse_slo
+from loadwatch.metrics.tune import Tune
 from loadwatch.tune.command import metric_of, step_rows, where_it_broke
 from loadwatch.tune.config import Change, Config
 from loadwatch.tune.levers import LEVERS
@@ -32,11 +33,12 @@ def test_each_lever_tried_is_a_row_refused_in_vllms_words_or_judged_by_its_inter
     result = Capacity(mode="users", unit="users", max_sustainable=2.0, limit="batch_slots",
                       evidence={"max_num_seqs": 2})
     rows = step_rows(1, result, [current, better, refused], levers, "ttft_p99_ms")
-    assert [r["verdict"] for r in rows] == ["rejected", "refused"]  # the command adopts the best that passes
-    assert rows[0]["gain"]["metric"] == "request_goodput" and rows[0]["gain"]["ci_low"] > 0
-    assert rows[0]["slo_change"]["metric"] == "ttft_p99_ms" and rows[0]["slo_change"]["change_pct"] < -80
-    assert rows[1]["refused"] == "ValueError: fp8 is not supported on CPU" and rows[1]["gain"]["change_pct"] is None
-    assert rows[0]["change"] == {"flag": "--max-num-seqs", "from": "2", "to": "8"}
+    assert [r.verdict for r in rows] == ["rejected", "refused"]  # the command adopts the best that passes
+    assert rows[0].gain.metric == "request_goodput" and (rows[0].gain.ci_low or 0) > 0
+    assert rows[0].slo_change is not None and rows[0].slo_change.metric == "ttft_p99_ms"
+    assert (rows[0].slo_change.change_pct or 0) < -80
+    assert rows[1].refused == "ValueError: fp8 is not supported on CPU" and rows[1].gain.change_pct is None
+    assert rows[0].model_dump(mode="json")["change"] == {"flag": "--max-num-seqs", "from": "2", "to": "8"}
     assert gain(current, Arm("x", Config(), [401.0], goodput=[3.0])).open  # one run: no interval
 
 
@@ -49,16 +51,16 @@ def test_the_configurations_measured_are_ranked_by_cost_per_output_token_where_p
     def step(n: int, verdict: str, after: dict | None) -> dict:
         return {"step": n, "limit": "kv_cache", "change": {"flag": "--max-num-seqs", "from": None, "to": "64"},
                 "reason": "r", "verdict": verdict, "gain": {"metric": "ttft", "change_pct": None},
-                "capacity_after": after, "limit_after": "x"}
-    doc = {"baseline": {"vllm_args": [], "capacity": capacity(4.0, 3.0), "limit": "kv_cache"}, "final": None,
-           "steps": [step(1, "adopted", capacity(6.0, 2.0)), step(2, "not adopted", None),
-                     step(3, "adopted", capacity(5.0, 2.5))], "stopped": None}
+                "capacity_after": after, "limit_after": "x", "runs": {}}
+    doc = Tune.model_validate({
+        "budget_s": 3600, "baseline": {"vllm_args": [], "capacity": capacity(4.0, 3.0), "limit": "kv_cache"},
+        "steps": [step(1, "adopted", capacity(6.0, 2.0)), step(2, "rejected", None),
+                  step(3, "adopted", capacity(5.0, 2.5))]})
     assert by_cost(doc) == [("step 1", 2.0), ("step 3", 2.5), ("baseline", 3.0)]
     assert "cheapest first: step 1 $2, step 3 $2.5, baseline $3." in markdown(doc)
-    doc["baseline"]["capacity"]["cost_per_million_output_tokens"] = None
-    for s in doc["steps"]:
-        if s["capacity_after"]:
-            s["capacity_after"]["cost_per_million_output_tokens"] = None
+    for measured in (doc.baseline.capacity, *(s.capacity_after for s in doc.steps)):
+        if measured:
+            measured.cost_per_million_output_tokens = None
     assert by_cost(doc) == [] and "cheapest" not in markdown(doc)
 
 
@@ -93,7 +95,7 @@ def test_where_goodput_is_too_spread_to_tell_a_decisive_slo_metric_pointing_the_
     assert decide(current, seqs, "ttft_p90_ms").metric == "ttft_p90_ms" and better(current, seqs, "ttft_p90_ms")
     result = Capacity(mode="users", unit="users", max_sustainable=3.0, limit="batch_slots")
     row = step_rows(1, result, [current, seqs], [(LEVERS[0], Change("--max-num-seqs", "2", "8"))], "ttft_p90_ms")[0]
-    assert row["decided_by"] == "ttft_p90_ms" and row["verdict"] == "rejected"  # until the command adopts the best
+    assert row.decided_by == "ttft_p90_ms" and row.verdict == "rejected"  # until the command adopts the best
     assert "(decided by ttft_p90_ms" in gain_words(row)
     # A witness against goodput's own direction is no witness: a lower TTFT bought with less served.
     traded = Arm("2-x", Config(), [45.1, 75.4, 22.8, 81.9], goodput=[0.3, 0.002, 1.9, 1.5])

@@ -3,13 +3,13 @@ second step on the embedded engine (2026-11-27) had 68 s of the budget left, hel
 and its diagnosis, read at a level where nothing bound yet, named `outside_engine`. tune reported that
 as the final limit and ended on it."""
 
-import json
 from pathlib import Path
 
 from loadwatch.capacity.options import CapacityOptions
 from loadwatch.loadrun.locust import LocustRun
 from loadwatch.metrics.capacity import Capacity
 from loadwatch.metrics.slo import parse_slo
+from loadwatch.metrics.tune import Tune
 from loadwatch.tune import command
 from loadwatch.tune.options import TuneOptions
 from loadwatch.tune.output import markdown
@@ -41,8 +41,8 @@ def test_a_step_whose_capacity_after_has_no_knee_ends_tune_with_its_limit_unknow
     code = command.tune(CapacityOptions(), TuneOptions(), template, None, ["--max-num-seqs=2"], tmp_path, said.append)
     assert code == 0
     (run_dir,) = tmp_path.iterdir()
-    doc = json.loads((run_dir / "tune.json").read_text())
-    assert doc["steps"][0]["verdict"] == "adopted" and doc["steps"][0]["limit_after"] is None
-    assert doc["final"]["limit"] is None and doc["final"]["vllm_args"] == ["--max-num-seqs=8"]
-    assert doc["stopped"].startswith("the knee of --max-num-seqs=8 was not located (--max-duration (68 s)")
+    doc = Tune.read(run_dir / "tune.json")
+    assert doc.steps[0].verdict == "adopted" and doc.steps[0].limit_after is None
+    assert doc.final is not None and doc.final.limit is None and doc.final.vllm_args == ["--max-num-seqs=8"]
+    assert (doc.stopped or "").startswith("the knee of --max-num-seqs=8 was not located (--max-duration (68 s)")
     assert "limit unknown." in markdown(doc) and "outside_engine" not in markdown(doc)
