@@ -247,6 +247,7 @@ def _model_tables(models: typing.Sequence[tuple[str, type[BaseModel]]]) -> list[
 
 def results_page() -> str:
     from loadwatch.metrics.capacity import Autoscaling, Capacity, CapacityLevel, Probe, Scaling
+    from loadwatch.metrics.experiment import ArmCapacity, CellRun, EngineFigures, ExperimentSummary, Group, Row
     from loadwatch.metrics.tune import Configuration, Cost, FlagChange, Gain, Measured, Runs, Step, Tune
 
     rows = _field_rows(Results)
@@ -254,7 +255,7 @@ def results_page() -> str:
     latency = [f"`<stat>_{metric}_ms`" for metric in LATENCY_METRICS]
     stage_keys = ", ".join(f"`{k}`" for k in Stage.model_fields if k not in Results.model_fields)
     return GENERATED + "\n".join([
-        "# The results JSON, capacity.json and tune.json", "",
+        "# The results JSON, capacity.json, tune.json and summary.json", "",
         "A run's results (`--results-json`, a run folder's `results.json`), from the `Results` model "
         "(src/loadwatch/metrics/results.py). vllm bench serve's keys keep their names; loadwatch's own "
         "are beside them.", "",
@@ -279,7 +280,13 @@ def results_page() -> str:
         *_model_tables([("`baseline` (and `final`, which adds `command_line`, the `vllm serve` line):", Configuration),
                         ("Each of `steps`:", Step), ("Its `change`:", FlagChange),
                         ("Its `gain` (and `slo_change`):", Gain), ("Its `runs`:", Runs),
-                        ("A capacity (`capacity`, `capacity_after`):", Measured), ("`cost`:", Cost)])])
+                        ("A capacity (`capacity`, `capacity_after`):", Measured), ("`cost`:", Cost)]),
+        "## summary.json", "",
+        "What `loadwatch experiment` writes in its folder beside summary.md, from the `ExperimentSummary` model "
+        "(src/loadwatch/metrics/experiment.py). A file written before `schema_version` existed reads as version 1.",
+        "", *_table(["key", "type", "default", "what it holds"], _field_rows(ExperimentSummary)), "",
+        *_model_tables([("Each of `groups`:", Group), ("Its `engine`:", EngineFigures), ("Each of `rows`:", Row),
+                        ("Each of `capacity`:", ArmCapacity), ("Each of `cells`:", CellRun)])])
 
 
 EXIT_CODES = ((0, "ok: every SLO held (a headless run without --slo: no request failed)"),
