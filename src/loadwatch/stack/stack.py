@@ -377,9 +377,15 @@ def up(settings: StackSettings, run_dir: Path, target: str | None = None, vllm_a
     engine_settings = EngineSettings()
     try:
         if fleet is not None and target is None:
-            stack.servers = start_fleet(
-                fleet, vllm_args or [], ports, say=say, dev_endpoints=dev_endpoints,
-                launch=lambda name, command, url, env, cpus: _launch(stack, run_dir, name, command, url, env, cpus))
+            try:
+                stack.servers = start_fleet(
+                    fleet, vllm_args or [], ports, say=say, dev_endpoints=dev_endpoints,
+                    launch=lambda name, command, url, env, cpus: _launch(stack, run_dir, name, command, url, env,
+                                                                         cpus))
+            # A replica's or the router's port (the router's chosen before the replicas loaded), taken by
+            # another process: the stack's failure, not the configuration's (tune starts it again).
+            except PortTaken as exc:
+                raise StackError(exc.saying(TAKEN_PORT_REMEDY)) from None
         elif fleet is not None:
             stack.servers = _users_fleet(stack.servers.url, fleet)
         elif target is None:

@@ -78,6 +78,25 @@ def test_a_fleets_stack_that_fails_to_start_stops_no_engine_of_anothers(tmp_path
     assert stopped == ["engine"], "a stack of before fleets started its embedded engine itself"
 
 
+def test_an_embedded_fleets_port_taken_is_the_stacks_failure_in_one_line(tmp_path, monkeypatch):
+    """The router's port is chosen before the replicas load (minutes): another process that binds it
+    meanwhile fails the start as the stack's (StackError, which tune starts again), not as the
+    configuration's, and names the stack's remedy."""
+    from loadwatch.fleet.options import FleetOptions
+    from loadwatch.processes import PortTaken
+    from loadwatch.stack import stack as stack_module
+
+    def taken(*_args, **_kwargs):
+        raise PortTaken("router", 30123, "pid 42 (python -m http.server)")
+
+    monkeypatch.setattr(stack_module, "start_fleet", taken)
+    settings = StackSettings(home=tmp_path / "home")
+    with pytest.raises(StackError) as failed:
+        up(settings, tmp_path / "fleet", fleet=FleetOptions(replicas=2))
+    message = str(failed.value)
+    assert "\n" not in message and "port 30123" in message and "LOADWATCH_STACK_FREE_PORTS" in message
+    assert not (tmp_path / "fleet" / STATE).exists()
+
 
 def test_a_port_bound_since_it_was_chosen_is_chosen_again_before_its_server_starts(tmp_path):
     """The embedded engine loads for minutes after the ports are chosen: a process of another home may
