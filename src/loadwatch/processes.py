@@ -14,8 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-import psutil
-
 from loadwatch import loopback
 from loadwatch.atomic import write_atomically
 from loadwatch.credentials import SECRET_VARIABLES
@@ -98,6 +96,10 @@ def port_holder(url: str, ours: Collection[int]) -> str | None:
     None where one of ours listens (it bound the port, so it is what answers), or where no listener
     can be seen at all (nothing is known against the server). One scan of the machine's TCP
     sockets: some milliseconds, once per server started."""
+    # psutil here, not at the top: the sidecar's image imports this module (cli's light commands) and
+    # carries only the sidecar's dependencies (exporters/requirements.lock), psutil not among them.
+    import psutil
+
     address = urlsplit(url)
     # The wildcards answer the host's address too; the host's own listener first, as the likeliest to answer.
     reached = [address.hostname, f"::ffff:{address.hostname}", "0.0.0.0", "::"]
@@ -115,6 +117,8 @@ def port_holder(url: str, ours: Collection[int]) -> str | None:
 
 
 def _command_line(pid: int, width: int = 100) -> str:
+    import psutil  # as port_holder's
+
     try:
         line = " ".join(psutil.Process(pid).cmdline()) or psutil.Process(pid).name()
     except psutil.Error:
@@ -124,6 +128,8 @@ def _command_line(pid: int, width: int = 100) -> str:
 
 def _family(pid: int) -> set[int]:
     """The process and its descendants: a server may listen from a child (a wrapper, a worker)."""
+    import psutil  # as port_holder's
+
     try:
         return {pid, *(child.pid for child in psutil.Process(pid).children(recursive=True))}
     except psutil.Error:
