@@ -24,6 +24,7 @@ from loadwatch.metrics.slo import FAILURE_RATIO, SLO
 from loadwatch.metrics.tune import Configuration, Cost, Final, Gain, Measured, Runs, Search, Step, Tune
 from loadwatch.processes import ComponentError
 from loadwatch.prometheus import PrometheusAPI
+from loadwatch.stack.stack import StackError
 from loadwatch.tune import output
 from loadwatch.tune.config import Config
 from loadwatch.tune.levers import NO_LEVER, Situation, applicable
@@ -246,6 +247,9 @@ def tune(capacity: CapacityOptions, options: TuneOptions, template: LocustRun, t
         doc.stopped = (f"the budget ({duration_words(options.budget)}) ran out{before}; an unfinished step is "
                        "left out")
         code = INCOMPLETE if before else 0
+    except StackError as exc:  # the stack's own parts (a port taken, Prometheus not scraping): not the server's
+        doc.stopped = f"the stack did not start: {why_refused(exc, run_dir)}"
+        code = INCOMPLETE
     except (ComponentError, ServerError) as exc:
         doc.stopped = f"the server did not start: {why_refused(exc, run_dir / 'baseline')}"
         code = INCOMPLETE

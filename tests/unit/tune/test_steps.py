@@ -177,3 +177,33 @@ def test_a_stack_that_fails_to_start_is_started_again_and_never_makes_the_lever_
     refusing = Failing(EngineError("ValueError: max_num_seqs too large"), EngineError("x"), EngineError("y"))
     arms = trial(refusing)
     assert [arm.refused for arm in arms] == ["ValueError: max_num_seqs too large", "x"]  # the server's own words
+
+
+def test_tune_ended_by_its_stack_says_the_stack_not_the_server(tmp_path, monkeypatch):
+    """The second StackError of a trial run ends tune: its `stopped` names the stack that failed, not
+    the server, which the lever was never refused by."""
+    from pathlib import Path
+
+    from loadwatch.capacity.options import CapacityOptions
+    from loadwatch.loadrun.locust import LocustRun
+    from loadwatch.stack.stack import StackError
+    from loadwatch.tune import command
+    from loadwatch.tune.options import TuneOptions
+
+    batch = {"max_num_seqs": 2, "requests_running_peak": 2.0, "requests_waiting_peak": 3.0}
+    broke = {"name": "level-04", "level": 4.0, "unit": "users", "passed": False,
+             "slo": [{"name": "ttft_p90_ms", "passed": False}]}
+    found = Capacity.model_validate({"mode": "users", "max_sustainable": 3.0, "unit": "users", "limit": "batch_slots",
+                                     "evidence": batch, "levels": [broke], "decisive_level": "level-04"})
+    monkeypatch.setattr(command.Tuner, "measure_capacity", lambda self, config, name: found)
+
+    def trial(*args, **kwargs):
+        raise StackError("sidecar: port 9647 is held by another process, pid 42 (python), which answered in its "
+                         "place; stop that process, or start the stack again")
+
+    monkeypatch.setattr(command, "run_trial", trial)
+    template = LocustRun(Path("chat.py"), slo=[parse_slo("ttft_p90_ms=1000")])
+    assert command.tune(CapacityOptions(), TuneOptions(), template, None, [], tmp_path, lambda message: None) == 1
+    (run_dir,) = tmp_path.iterdir()
+    stopped = Tune.read(run_dir / "tune.json").stopped or ""
+    assert stopped.startswith("the stack did not start: sidecar: port 9647 is held") and "\n" not in stopped
