@@ -166,7 +166,7 @@ def capacity_command(args: argparse.Namespace) -> int:
         return 2
     return capacity(options, LocustRun(shared.locustfile, slo=shared.slo, options=args.passthrough), shared.target,
                     engine_args(args.vllm_args, {endpoint_of(args.passthrough)}), shared.out, say, fleet,
-                    scaling=args.scaling)
+                    scaling=fleet.scaling)
 
 
 def tune_command(args: argparse.Namespace) -> int:
