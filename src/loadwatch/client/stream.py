@@ -273,14 +273,13 @@ class Streamer:
         """An embeddings or rerank request: timed to the last byte of its one answer."""
         response = self._post(endpoint, body, headers, heard)
         headers_at = perf_counter()
-        routed_to = heard.routed_to
         try:
             reply = response.read()
         except _NETWORK_ERRORS as exc:
             raise RequestFailed(Reason.STREAM_CUT, f"the answer was cut: {exc}") from exc
         answered_at = perf_counter()
         tokens = pooled.prompt_tokens(endpoint, reply, inputs)
-        return RawTiming(t0, (), tokens, None, headers_at, answered_at=answered_at, routed_to=routed_to), len(reply)
+        return RawTiming(t0, (), tokens, None, headers_at, answered_at=answered_at), len(reply)
 
     def _read_stream(self, endpoint: Endpoint, body: bytes, headers: dict[str, str], t0: float,
                      arrivals: list[float], hang_up_after: int | None,
@@ -291,7 +290,6 @@ class Streamer:
         ends before then was cut."""
         response = self._post(endpoint, body, headers, heard)
         headers_at = perf_counter()
-        routed_to = heard.routed_to
 
         decoder = SSEDecoder()
         answer_at: float | None = None  # the first answer output, after any reasoning
@@ -339,5 +337,5 @@ class Streamer:
         usage = usage or Usage(None, None)
         timing = RawTiming(t0, tuple(arrivals), usage.prompt_tokens, usage.completion_tokens, headers_at, answer_at,
                            usage.cached_tokens, usage.reasoning_tokens, answer.tool_calls, engine,
-                           served_by=served_by, routed_to=routed_to)
+                           served_by=served_by)
         return timing, received, answer, without_done

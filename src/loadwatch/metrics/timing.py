@@ -41,7 +41,6 @@ class RawTiming:
     engine: EngineAccount | None = None
     answered_at: float | None = None  # embeddings, rerank: when the last byte of their one answer came
     served_by: str | None = None  # the system_fingerprint of the answer: a fleet's replica names itself there
-    routed_to: str | None = None  # the URL of the replica a router says it sent the request to (smg does)
 
 
 @dataclass(frozen=True)
@@ -61,7 +60,6 @@ class RequestMetrics:
     tool_calls: int = 0
     engine: EngineAccount | None = None
     served_by: str | None = None
-    routed_to: str | None = None
 
     @property
     def ttft_rest(self) -> float | None:
@@ -114,5 +112,4 @@ def request_metrics(raw: RawTiming) -> RequestMetrics:
         tool_calls=raw.tool_calls,
         engine=raw.engine,
         served_by=raw.served_by,
-        routed_to=raw.routed_to,
     )

@@ -357,9 +357,9 @@ class LLMUser(User):
             images=prompt.images,
             image_bytes=prompt.image_bytes,
             without_done=result.without_done,
-            replica=self.process.replica_of(metrics.served_by, metrics.routed_to) if metrics
             # a failure's error answer has no fingerprint: only a router's header names its replica
-            else self.process.replica_of(None, result.routed_to) if failure is not None else None,
+            replica=self.process.replica_of(metrics.served_by if metrics else None, result.routed_to)
+            if metrics or failure is not None else None,
             fleet=bool(settings.replica),
         )
         if self.conversation is not None:
