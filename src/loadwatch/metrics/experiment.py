@@ -11,12 +11,10 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from loadwatch.metrics.results import unset
+
 SCHEMA_VERSION = 1  # the keys as written before the model: a file without schema_version is this one
 
-
-def _unset(value: object) -> bool:
-    """A key written only where it has a value (a group's problem, why its engine columns are empty)."""
-    return value is None
 
 
 class EngineFigures(BaseModel):
@@ -43,9 +41,9 @@ class Group(BaseModel):
     runs: list[str] = Field([], description="the results file of each run its figures are the mean of")
     failed_cells: int = Field(0, description="its runs that produced no results")
     short_cells: int = Field(0, description="its runs that completed too few requests to judge, left out")
-    engine_missing: str | None = Field(None, exclude_if=_unset, description="why the engine's figures are missing, "
+    engine_missing: str | None = Field(None, exclude_if=unset, description="why the engine's figures are missing, "
                                                                             "where a run's report said")
-    problem: str | None = Field(None, exclude_if=_unset, description="why its runs could not be read together, "
+    problem: str | None = Field(None, exclude_if=unset, description="why its runs could not be read together, "
                                                                      "where they could not")
     figures: dict[str, float | None] = Field({}, description="the mean over its runs of each figure of the summary's "
                                                              "table (results.json's keys); null where a run lacks it")

@@ -12,13 +12,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from loadwatch.metrics.capacity import Capacity
+from loadwatch.metrics.results import unset
 
 SCHEMA_VERSION = 1  # the keys as written before the model: a file without schema_version is this one
 
-
-def _unset(value: object) -> bool:
-    """A key written only where it has a value (the fleet's settings, a probe's move, the cost)."""
-    return value is None
 
 
 class Measured(BaseModel):
@@ -96,7 +93,7 @@ class Step(BaseModel):
                                                       "located no knee")
     runs: Runs = Field(description="each round's values: current and with_change of the SLO's metric, "
                                    "current_goodput and with_change_goodput")
-    probe_change: str | None = Field(None, exclude_if=_unset, description="adopted only, where the engine alone "
+    probe_change: str | None = Field(None, exclude_if=unset, description="adopted only, where the engine alone "
                                                                           "moved from the baseline's probe: how")
 
 
@@ -107,7 +104,7 @@ class Configuration(BaseModel):
 
     vllm_args: list[str] = Field(description="vLLM's flags")
     env: dict[str, str] = Field({}, description="the environment levers set")
-    fleet: dict[str, str] | None = Field(None, exclude_if=_unset, description="a fleet's router policy and replicas, "
+    fleet: dict[str, str] | None = Field(None, exclude_if=unset, description="a fleet's router policy and replicas, "
                                                                               "where set")
     capacity: Measured | None = Field(description="its capacity: max_sustainable, unit, undecided, "
                                                   "cost_per_million_output_tokens")
@@ -144,7 +141,7 @@ class Tune(BaseModel):
     steps: list[Step] = Field([], description="one entry per lever tried")
     final: Final | None = Field(None, description="as baseline, with command_line")
     stopped: str | None = Field(None, description="why the loop ended")
-    cost: Cost | None = Field(None, exclude_if=_unset, description="server_starts, seconds, capacity_searches; "
+    cost: Cost | None = Field(None, exclude_if=unset, description="server_starts, seconds, capacity_searches; "
                                                                    "written when tune ends")
 
     @classmethod

@@ -202,5 +202,6 @@ def _run_arm(arm: Arm, server: Server, template: LocustRun, options: CapacityOpt
     try:
         return once(where)
     except StackError as exc:
-        say(f"  {arm.name}: the stack did not start ({exc}); starting it again")
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__  # its log's tail is in the folder
+        say(f"  {arm.name}: the stack did not start ({first}); starting it again")
     return once(where.with_name(f"{where.name}-again"))
