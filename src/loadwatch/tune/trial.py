@@ -37,7 +37,7 @@ from loadwatch.loadrun.locust import ENOUGH, INTERRUPTED, WATCH_SECONDS, Load, L
 from loadwatch.loadrun.stack import on_stack
 from loadwatch.metrics.repeats import MIN_RUNS, change_over_runs
 from loadwatch.metrics.tune import Gain
-from loadwatch.processes import ComponentError
+from loadwatch.processes import ComponentError, log_tail
 from loadwatch.stack.stack import StackError
 from loadwatch.tune.config import Config
 from loadwatch.tune.options import EXTENSION
@@ -122,7 +122,10 @@ def measure(template: LocustRun, options: CapacityOptions, level: float, unit: s
     finished = locust.run(target, folder / "locust.log", say, watch=watch, watch_every=WATCH_SECONDS)
     if finished.code == INTERRUPTED:
         raise KeyboardInterrupt
-    figures = locust.figures() or {}
+    figures = locust.figures()
+    if not figures:  # Locust itself failed (its metrics port taken, ...): the stack's part, not the server's
+        said = [line for line in log_tail(folder / "locust.log").splitlines() if line.strip()]
+        raise StackError(f"the load generator ended without results: {said[-1] if said else 'no output'}")
     value = next((s["measured"] for s in figures.get("slo", []) if s["name"] == metric), None)
     return value, goodput_of(figures)
 
@@ -190,8 +193,8 @@ def run_trial(arms: list[Arm], server: Server, template: LocustRun, options: Cap
 
 def _run_arm(arm: Arm, server: Server, template: LocustRun, options: CapacityOptions, level: float, unit: str,
              metric: str, where: Path, say) -> tuple[float | None, float | None]:
-    """One run of an arm on a fresh start of its server. Where the stack's own parts fail to start
-    (its sidecar, Prometheus, a port another process took: StackError), the configuration is not to
+    """One run of an arm on a fresh start of its server. Where the stack's own parts fail (its sidecar,
+    Prometheus, the load generator, a port another process took: StackError), the configuration is not to
     blame: the run starts once more, in a folder of its own, and a second such failure ends tune as
     an error. Only the server's own refusal (vLLM's, the restart's) is the arm's."""
     def once(folder: Path) -> tuple[float | None, float | None]:
@@ -203,5 +206,5 @@ def _run_arm(arm: Arm, server: Server, template: LocustRun, options: CapacityOpt
         return once(where)
     except StackError as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__  # its log's tail is in the folder
-        say(f"  {arm.name}: the stack did not start ({first}); starting it again")
+        say(f"  {arm.name}: the stack failed ({first}); starting it again")
     return once(where.with_name(f"{where.name}-again"))

@@ -1,5 +1,7 @@
 """How a step is judged: the SLO a trial is judged on, the load it runs at, and its verdicts."""
 
+from pathlib import Path
+
 from loadwatch.metrics.capacity import Capacity, CapacityLevel
 from loadwatch.metrics.slo import parse_slo
 from loadwatch.metrics.tune import Tune
@@ -143,7 +145,6 @@ def test_a_stack_that_fails_to_start_is_started_again_and_never_makes_the_lever_
     test that held 9647) was reported as vLLM refusing --max-num-seqs: the stack's own failure is
     tried once more, then ends tune, and only the server's refusal is the arm's."""
     from contextlib import contextmanager
-    from pathlib import Path
 
     import pytest
 
@@ -182,7 +183,6 @@ def test_a_stack_that_fails_to_start_is_started_again_and_never_makes_the_lever_
 def test_tune_ended_by_its_stack_says_the_stack_not_the_server(tmp_path, monkeypatch):
     """The second StackError of a trial run ends tune: its `stopped` names the stack that failed, not
     the server, which the lever was never refused by."""
-    from pathlib import Path
 
     from loadwatch.capacity.options import CapacityOptions
     from loadwatch.loadrun.locust import LocustRun
@@ -207,3 +207,27 @@ def test_tune_ended_by_its_stack_says_the_stack_not_the_server(tmp_path, monkeyp
     (run_dir,) = tmp_path.iterdir()
     stopped = Tune.read(run_dir / "tune.json").stopped or ""
     assert stopped.startswith("the stack did not start: sidecar: port 9647 is held") and "\n" not in stopped
+
+
+def test_a_trial_run_whose_load_generator_left_no_results_is_the_stacks_failure_in_its_words(tmp_path, monkeypatch):
+    """The slots benchmark lost a round silently: Locust could not bind its metrics port (another
+    process held 9646) and the run simply had no value. Now it is the stack's failure, said in the
+    load generator's last line, and the run is started again."""
+    import pytest
+
+    from loadwatch.capacity.options import CapacityOptions
+    from loadwatch.loadrun.locust import Finished, LocustRun
+    from loadwatch.stack.stack import StackError
+    from loadwatch.tune.trial import measure
+
+    said = "loadwatch: cannot serve metrics on 127.0.0.1:9646: Address already in use"
+
+    def run(self, target, log, say, **kwargs):
+        log.write_text(f"[2026-11-27 23:32:41] Starting Locust 2.47.0\n{said}\n")
+        return Finished(1)
+
+    monkeypatch.setattr(LocustRun, "run", run)
+    monkeypatch.setattr(LocustRun, "figures", lambda self, partial=False: None)
+    with pytest.raises(StackError, match=f"the load generator ended without results: {said}"):
+        measure(LocustRun(Path("chat.py")), CapacityOptions(), 5.0, "users", "http://x", tmp_path, "ttft_p90_ms",
+                lambda message: None)
