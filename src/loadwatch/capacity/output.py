@@ -32,32 +32,32 @@ def conclusion(mode: str, unit: str, levels: list[Level], best: float | None, di
     # Cost is quoted where a user runs: the held level nearest at or below the operating point, as measured.
     at_point = max((lv for lv in levels if lv.passed and recommended is not None and lv.value <= recommended),
                    key=lambda lv: lv.value, default=None)
-    return Capacity.model_validate({
-        "mode": mode,
-        "unit": unit,
-        "max_sustainable": best,
-        "undecided": undecided,
-        "recommended": recommended,
-        "headroom": headroom,
-        "request_throughput_at_max": at_best.results.get("request_throughput") if at_best else None,
-        "output_throughput_at_max": at_best.results.get("output_throughput") if at_best else None,
-        "price_per_hour": at_point.results.get("price_per_hour") if at_point else None,
-        "cost_level": at_point.value if at_point else None,
-        "cost_per_million_output_tokens": at_point.results.get("cost_per_million_output_tokens") if at_point else None,
-        "cost_per_million_total_tokens": at_point.results.get("cost_per_million_total_tokens") if at_point else None,
-        "cost_per_million_output_tokens_at_max":
-            at_best.results.get("cost_per_million_output_tokens") if at_best else None,
-        "decisive_level": decisive.name if decisive else None,
-        "limit": diagnosis.limit,
-        "limit_explained": diagnosis.explanation,
-        "evidence": diagnosis.evidence,
-        "room": sentence(diagnosis.evidence) if "kv_cache_holds_requests" in diagnosis.evidence else None,
-        "missed": diagnosis.missed,
-        "level_rule": rule,
-        "throughput_plateau": plateau(levels),
-        "decode_unbounded": decode_unbounded(slos or []),
-        "levels": [lv.as_dict() for lv in levels],
-    })
+    return Capacity(
+        mode=mode,
+        unit=unit,
+        max_sustainable=best,
+        undecided=undecided,
+        recommended=recommended,
+        headroom=headroom,
+        request_throughput_at_max=at_best.results.get("request_throughput") if at_best else None,
+        output_throughput_at_max=at_best.results.get("output_throughput") if at_best else None,
+        price_per_hour=at_point.results.get("price_per_hour") if at_point else None,
+        cost_level=at_point.value if at_point else None,
+        cost_per_million_output_tokens=at_point.results.get("cost_per_million_output_tokens") if at_point else None,
+        cost_per_million_total_tokens=at_point.results.get("cost_per_million_total_tokens") if at_point else None,
+        cost_per_million_output_tokens_at_max=(at_best.results.get("cost_per_million_output_tokens")
+                                               if at_best else None),
+        decisive_level=decisive.name if decisive else None,
+        limit=diagnosis.limit,
+        limit_explained=diagnosis.explanation,
+        evidence=diagnosis.evidence,
+        room=sentence(diagnosis.evidence) if "kv_cache_holds_requests" in diagnosis.evidence else None,
+        missed=diagnosis.missed,
+        level_rule=rule,
+        throughput_plateau=plateau(levels),
+        decode_unbounded=decode_unbounded(slos or []),
+        levels=[lv.as_dict() for lv in levels],
+    )
 
 
 def _words(evidence: dict, skip: tuple[str, ...] = ()) -> str:
