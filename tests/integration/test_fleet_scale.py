@@ -18,7 +18,7 @@ from loadwatch.engine.setup import ensure_router
 from loadwatch.fleet.routers import router
 from loadwatch.fleet.scale import ScaleError, Scaler
 from loadwatch.fleet.schedule import SCALING
-from loadwatch.fleet.servers import HERE, Router, Servers
+from loadwatch.fleet.servers import HERE, FrontRouter, Servers
 from tests.conftest import free_port, wait_for
 
 
@@ -36,7 +36,7 @@ def behind_router(fake_server, *flags: str, names: tuple[str, ...] = ("a", "b"),
     try:
         wait_for(lambda: processes.answers(url + "/health"), 60, "vllm-router")
         yield Servers(owner=HERE, url=url, replicas=replicas,
-                      router=Router(program="vllm-router", metrics=f"http://127.0.0.1:{metrics}", policy=policy))
+                      router=FrontRouter(program="vllm-router", metrics=f"http://127.0.0.1:{metrics}", policy=policy))
     finally:
         started.terminate()
         started.wait(10)

@@ -16,7 +16,7 @@ from loadwatch.engine.settings import EngineSettings
 from loadwatch.engine.setup import ensure_router
 from loadwatch.fleet.routers import router
 from loadwatch.fleet.scale import Scaler
-from loadwatch.fleet.servers import HERE, Router, Servers
+from loadwatch.fleet.servers import HERE, FrontRouter, Servers
 from loadwatch.metrics.records import read_records
 from loadwatch.settings import records_beside
 from tests.conftest import free_port, headless_run, scrape, total, wait_for
@@ -39,7 +39,8 @@ def behind_smg(fake_server, faults: dict[str, tuple[str, ...]] | None = None):
     try:
         wait_for(lambda: processes.answers(url + smg.health_path), 60, "smg")
         yield Servers(owner=HERE, url=url, replicas=replicas,
-                      router=Router(program="smg", metrics=f"http://127.0.0.1:{metrics}", policy=smg.default_policy))
+                      router=FrontRouter(program="smg", metrics=f"http://127.0.0.1:{metrics}",
+                                         policy=smg.default_policy))
     finally:
         started.terminate()
         started.wait(30)  # it drains for about 5 s first

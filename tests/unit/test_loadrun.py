@@ -93,13 +93,13 @@ def test_a_cell_too_short_to_judge_says_how_many_completed_what_was_seen_and_wha
 def test_a_run_on_a_fleets_stack_names_its_replicas_whatever_options_its_workload_brings():
     from dataclasses import replace
 
-    from loadwatch.fleet.servers import HERE, Router, Servers
+    from loadwatch.fleet.servers import HERE, FrontRouter, Servers
     from loadwatch.loadrun.stack import on_stack
     from loadwatch.processes import Component
     from loadwatch.stack.stack import Stack
 
     fleet = Servers(owner=HERE, url="http://127.0.0.1:8000", replicas={"a": "http://127.0.0.1:8001"},
-                    router=Router(program="vllm-router"))
+                    router=FrontRouter(program="vllm-router"))
     stack = Stack("run", 9646, fleet, components=[Component("exporter", 1, "http://127.0.0.1:9647", "exporter.log")])
     template = on_stack(LocustRun(Path("chat.py")), stack)
     # An experiment's cell and a capacity level replace the workload's options; the fleet's stay.

@@ -17,7 +17,7 @@ from loadwatch.engine import process as engine
 from loadwatch.engine.settings import EngineSettings
 from loadwatch.engine.setup import ensure_engine, ensure_model, ensure_router
 from loadwatch.fleet.options import FleetOptions
-from loadwatch.fleet.servers import HERE, Router, Scaling, Servers
+from loadwatch.fleet.servers import HERE, FrontRouter, Resizing, Servers
 
 START_TIMEOUT = 600.0  # replicas load side by side on the same cores: slower than one engine alone
 # launch(name, command, url, env, cpus) -> the spawned server, recorded by the stack before it is awaited
@@ -65,5 +65,5 @@ def start_fleet(options: FleetOptions, vllm_args: list[str], ports: dict[str, in
                                            list(replicas.values()), policy, options.router_arg), url, None, None)
     processes.await_ready(routed, program.health_path, 120.0)
     say(f"{program.name} ready on {url}, in front of " + ", ".join(f"{n} {u}" for n, u in replicas.items()))
-    return Servers(owner=HERE, url=url, replicas=replicas, router=Router(program=program.name, metrics=metrics,
-                   policy=policy), scaling=Scaling.of(options))
+    return Servers(owner=HERE, url=url, replicas=replicas, router=FrontRouter(program=program.name, metrics=metrics,
+                   policy=policy), scaling=Resizing.of(options))

@@ -18,16 +18,18 @@ HERE: Literal["here"] = "here"  # started by loadwatch on this machine, and stop
 USER: Literal["user"] = "user"  # the user's own, behind --target: loadwatch starts and stops none of it
 
 
-class Router(BaseModel):
-    """A fleet's router."""
+class FrontRouter(BaseModel):
+    """The router in front of a fleet's replicas, as saved (named apart from catalogue.Router, the
+    metric names, and fleet.routers.RouterProgram, the program's own facts)."""
 
     program: str  # its kind, a name of fleet.routers.ROUTERS
     metrics: str | None = None  # its /metrics base URL, where known
     policy: str | None = None  # an embedded router's
 
 
-class Scaling(BaseModel):
-    """What scaling a fleet takes, from the command's FleetOptions (fleet.scale.Scaler.of)."""
+class Resizing(BaseModel):
+    """How a fleet is resized, from the command's FleetOptions (fleet.scale.Scaler.of); named apart from
+    metrics.capacity.Scaling, a capacity search's result against replicas."""
 
     command: str | None = None  # --scale's; None: the embedded fleet's router is told which replicas to use
     timeout: float = FleetOptions.model_fields["scale_timeout"].default
@@ -38,7 +40,7 @@ class Scaling(BaseModel):
     patterns: list[str] = []
 
     @classmethod
-    def of(cls, options: FleetOptions) -> Scaling:
+    def of(cls, options: FleetOptions) -> Resizing:
         return cls(command=options.scale, timeout=options.scale_timeout,
                    named=bool(options.replica) and not options.patterns, patterns=list(options.patterns))
 
@@ -49,8 +51,8 @@ class Servers(BaseModel):
     owner: Literal["here", "user"]
     url: str = ""  # where requests go (the router, or the one engine), without credentials; "" until started
     replicas: dict[str, str] = {}  # name -> base URL
-    router: Router | None = None
-    scaling: Scaling = Field(default_factory=Scaling)
+    router: FrontRouter | None = None
+    scaling: Resizing = Field(default_factory=Resizing)
     # Whether this stack started the embedded engine of engine.json (its home's one engine), which is then
     # its own to stop; set before that engine starts, so that an interrupted start stops it too. A fleet's
     # replicas are among the stack's components instead.

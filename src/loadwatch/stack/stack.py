@@ -33,7 +33,7 @@ from loadwatch.fleet.naming import answered_name
 from loadwatch.fleet.options import FleetOptions, replica_name
 from loadwatch.fleet.routers import RouterError, RouterProgram
 from loadwatch.fleet.scale import Scaler
-from loadwatch.fleet.servers import HERE, USER, Router, Scaling, Servers
+from loadwatch.fleet.servers import HERE, USER, FrontRouter, Resizing, Servers
 from loadwatch.interrupts import held
 from loadwatch.processes import Component, ComponentError, PortTaken, port_or_free
 from loadwatch.prometheus import PrometheusAPI, PrometheusError
@@ -232,8 +232,8 @@ def _users_fleet(target: str, options: FleetOptions) -> Servers:
         replicas = _listed(target, options.program, options.patterns)
     _answering(replicas)
     return Servers(owner=USER, url=target, replicas=replicas,
-                   router=Router(program=options.program.name, metrics=options.router_metrics),
-                   scaling=Scaling.of(options))
+                   router=FrontRouter(program=options.program.name, metrics=options.router_metrics),
+                   scaling=Resizing.of(options))
 
 
 def _listed(target: str, program: RouterProgram, patterns: Sequence[str],

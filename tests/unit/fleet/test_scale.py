@@ -12,7 +12,7 @@ from loadwatch.fleet import scale
 from loadwatch.fleet.options import FleetOptions
 from loadwatch.fleet.routers import RouterError, VllmRouter
 from loadwatch.fleet.scale import ScaleError, Scaler, scale_command
-from loadwatch.fleet.servers import HERE, USER, Router, Scaling, Servers
+from loadwatch.fleet.servers import HERE, USER, FrontRouter, Resizing, Servers
 
 URLS = {"a": "http://127.0.0.1:8001", "b": "http://127.0.0.1:8002", "c": "http://127.0.0.1:8003"}
 
@@ -39,15 +39,15 @@ class Workers:
 
 def embedded() -> Scaler:
     return Scaler(Servers(owner=HERE, url="http://127.0.0.1:8000", replicas=dict(URLS),
-                          router=Router(program="vllm-router")), timeout=0.2)
+                          router=FrontRouter(program="vllm-router")), timeout=0.2)
 
 
 def test_the_count_goes_into_the_users_command_quoted():
     assert scale_command("kubectl scale deployment/vllm --replicas={replicas}", 3) == \
         "kubectl scale deployment/vllm --replicas=3"
     options = FleetOptions(scale="scale.sh {replicas}", scale_timeout="2m")
-    fleet = Servers(owner=USER, url="http://r:8000", router=Router(program="vllm-router"),
-                    scaling=Scaling.of(options))
+    fleet = Servers(owner=USER, url="http://r:8000", router=FrontRouter(program="vllm-router"),
+                    scaling=Resizing.of(options))
     scaler = Scaler.of(fleet, Path("/run"))
     assert (scaler.command, scaler.timeout, str(scaler.log), scaler.embedded, scaler.most) == \
         ("scale.sh {replicas}", 120.0, "/run/scale.log", False, None)

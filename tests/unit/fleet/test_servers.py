@@ -7,13 +7,13 @@ import json
 
 from loadwatch.fleet.options import FleetOptions
 from loadwatch.fleet.routers import VllmRouter
-from loadwatch.fleet.servers import ENGINE, HERE, USER, Router, Scaling, Servers
+from loadwatch.fleet.servers import ENGINE, HERE, USER, FrontRouter, Resizing, Servers
 from loadwatch.stack.stack import STATE, Stack
 
 
 def fleet(**scaling) -> Servers:
     return Servers(owner=HERE, url="http://r:8000", replicas={"a": "http://x:1", "b": "http://y:1"},
-                   router=Router(program="vllm-router", metrics="http://r:29000"), scaling=Scaling(**scaling))
+                   router=FrontRouter(program="vllm-router", metrics="http://r:29000"), scaling=Resizing(**scaling))
 
 
 def test_a_single_engine_is_one_replica_named_as_the_sidecar_names_it():
@@ -33,9 +33,9 @@ def test_a_fleets_replicas_and_router_are_the_sidecars_targets_and_locusts_repli
 
 
 def test_scaling_keeps_what_the_fleet_options_asked():
-    scaling = Scaling.of(FleetOptions(scale="s {replicas}", scale_timeout="2m", replica=["a=http://x:1"]))
+    scaling = Resizing.of(FleetOptions(scale="s {replicas}", scale_timeout="2m", replica=["a=http://x:1"]))
     assert (scaling.command, scaling.timeout, scaling.named, scaling.patterns) == ("s {replicas}", 120.0, True, [])
-    assert not Scaling.of(FleetOptions(replica=["vllm-*"])).named
+    assert not Resizing.of(FleetOptions(replica=["vllm-*"])).named
 
 
 def test_servers_survive_the_state_file():
@@ -61,11 +61,11 @@ def test_state_files_of_before_are_read_as_servers(tmp_path):
         "router": "smg", "url": "http://r:8000", "replicas": {"a": "http://x:1"}, "metrics": "http://r:29000",
         "policy": "cache_aware", "patterns": [], "scale": None, "scale_timeout": 900.0, "named": False}).servers
     assert embedded == Servers(owner=HERE, url="http://r:8000", replicas={"a": "http://x:1"},
-                               router=Router(program="smg", metrics="http://r:29000", policy="cache_aware"))
+                               router=FrontRouter(program="smg", metrics="http://r:29000", policy="cache_aware"))
     own = load(target="http://r:8000", engine_started=False, own_engine=False, fleet={
         "router": "vllm-router", "url": "http://r:8000", "replicas": {"vllm-0": "http://p:1"},
         "patterns": ["vllm-*"], "scale": "s {replicas}", "scale_timeout": 60.0, "named": False}).servers
-    assert (own.owner, own.home_engine, own.scaling) == (USER, False, Scaling(command="s {replicas}", timeout=60.0,
+    assert (own.owner, own.home_engine, own.scaling) == (USER, False, Resizing(command="s {replicas}", timeout=60.0,
                                                                                patterns=["vllm-*"]))
 
 
