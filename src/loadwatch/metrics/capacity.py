@@ -5,11 +5,11 @@ results.py, below every layer that reads it. The keys are those the search wrote
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from loadwatch.metrics.document import Document
 
 SCHEMA_VERSION = 1  # the keys as written before the model: a file without schema_version is this one
 
@@ -117,7 +117,7 @@ class Autoscaling(BaseModel):
     replicas_measured: int = Field(1, description="the replicas the signal was measured over")
 
 
-class Capacity(BaseModel):
+class Capacity(Document):
     """capacity.json: the knee of a capacity search, the limit that binds at it and its evidence."""
 
     model_config = ConfigDict(extra="allow")
@@ -180,12 +180,3 @@ class Capacity(BaseModel):
                                                               "broken_level, at_broken_level, separates, "
                                                               "replicas_measured; null where none")
     next: list[NextStep] = Field([], description="the commands that go on from the result: why, command")
-
-    @classmethod
-    def read(cls, path: Path) -> Capacity:
-        """A capacity.json, whichever schema_version wrote it."""
-        return cls.model_validate_json(path.read_text())
-
-    def json_text(self) -> str:
-        """The file's text: the same keys as before the model, indented."""
-        return json.dumps(self.model_dump(mode="json"), indent=2) + "\n"

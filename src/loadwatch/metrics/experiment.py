@@ -6,12 +6,9 @@ for them, and a file without it reads as 1."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 from pydantic import BaseModel, ConfigDict, Field
 
-from loadwatch.metrics.results import unset
+from loadwatch.metrics.document import Document, unset
 
 SCHEMA_VERSION = 1  # the keys as written before the model: a file without schema_version is this one
 
@@ -104,7 +101,7 @@ class CellRun(BaseModel):
     too_few: str | None = Field(None, description="why its figures were left out: too few requests")
 
 
-class ExperimentSummary(BaseModel):
+class ExperimentSummary(Document):
     """summary.json: the experiment's groups, verdicts, capacity searches and cells."""
 
     model_config = ConfigDict(extra="allow")
@@ -120,12 +117,3 @@ class ExperimentSummary(BaseModel):
     notes: list[str] = Field([], description="what the summary's notes say: cells left out and why")
     pareto: str | None = Field(None, description="the Pareto plot's file, with several load levels")
     cells: list[CellRun] = Field([], description="every cell run")
-
-    @classmethod
-    def read(cls, path: Path) -> ExperimentSummary:
-        """A summary.json, whichever schema_version wrote it."""
-        return cls.model_validate_json(path.read_text())
-
-    def json_text(self) -> str:
-        """The file's text: the same keys as before the model, indented."""
-        return json.dumps(self.model_dump(mode="json"), indent=2) + "\n"

@@ -19,12 +19,6 @@ PERCENTILES = (50, 90, 95, 99)
 STATS = ("mean", "median", "std", *(f"p{q}" for q in PERCENTILES))
 
 
-def unset(value: object) -> bool:
-    """`exclude_if` for a key the saved documents write only where it has a value (tune.json's fleet,
-    summary.json's problem): files read by older readers keep the keys they had."""
-    return value is None
-
-
 def latency_key(metric: str, stat: str) -> str:
     """`p99_ttft_ms`: vllm bench serve's key of a latency statistic, in milliseconds."""
     return f"{stat}_{metric}_ms"

@@ -5,14 +5,12 @@ model; `schema_version` is 1 for them, and a file without it reads as 1."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from loadwatch.metrics.capacity import Capacity
-from loadwatch.metrics.results import unset
+from loadwatch.metrics.document import Document, unset
 
 SCHEMA_VERSION = 1  # the keys as written before the model: a file without schema_version is this one
 
@@ -128,7 +126,7 @@ class Cost(BaseModel):
     capacity_searches: list[Search] = Field([], description="each capacity search's name and seconds")
 
 
-class Tune(BaseModel):
+class Tune(Document):
     """tune.json: the baseline, each lever tried, the final configuration and what it all cost."""
 
     model_config = ConfigDict(extra="allow")
@@ -143,12 +141,3 @@ class Tune(BaseModel):
     stopped: str | None = Field(None, description="why the loop ended")
     cost: Cost | None = Field(None, exclude_if=unset, description="server_starts, seconds, capacity_searches; "
                                                                    "written when tune ends")
-
-    @classmethod
-    def read(cls, path: Path) -> Tune:
-        """A tune.json, whichever schema_version wrote it."""
-        return cls.model_validate_json(path.read_text())
-
-    def json_text(self) -> str:
-        """The file's text: the same keys as before the model, indented."""
-        return json.dumps(self.model_dump(mode="json"), indent=2) + "\n"
