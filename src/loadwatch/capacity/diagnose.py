@@ -223,8 +223,10 @@ def missed(results: dict, engine: dict, prefix: SharedPrefix | None, affinity: d
                  f"spread each prefix's requests over the {affinity['replicas']} replicas")
         why = (f"the prompts share {prefix.distinct} prefixes of {prefix.tokens} tokens, but the router {where} "
                f"({affinity['top_replica_share']:.0%} of a prefix's requests on its most-used replica): the replicas "
-               "prefilled and cached the same prefixes; a prefix-aware policy (vllm-router's cache_aware or "
-               "consistent_hash) sends a prefix's requests to one replica")
+               "prefilled and cached the same prefixes; a prefix-aware policy sends a prefix's requests to one "
+               "replica (smg's cache_aware or prefix_hash, on the prompt's text; vllm-router's cache_aware where "
+               "the replicas render the prompt's tokens; a hash policy only with a key header a prefix's requests "
+               "share)")
         if routing:
             why = f"{why}; it did not because {routing['why']}"
         return [{"item": "prefix_aware_routing", "explanation": why,
