@@ -121,11 +121,18 @@ def _claiming(settings: StackSettings) -> Iterator[None]:
         yield
 
 
+def _claimed(settings: StackSettings, but: Path | None = None) -> set[int]:
+    """The ports the running stacks of this home hold (all but the stack of `but`)."""
+    own = but.resolve() if but is not None else None
+    return {port for other in running_stacks(settings) if own is None or Path(other.run_dir).resolve() != own
+            for port in (*other.ports.values(), other.client_port)}
+
+
 def _choose_ports(settings: StackSettings, client_port: int | None, fleet: FleetOptions | None) -> dict[str, int]:
     """Each server's default port (the client's too, unless the user named one) where it is free and
     no other stack of this home has claimed it; else a free one. An embedded fleet's replicas and
     router take free ones, as the embedded engine does."""
-    claimed = {port for other in running_stacks(settings) for port in (*other.ports.values(), other.client_port)}
+    claimed = _claimed(settings)
     ports: dict[str, int] = {}
     embedded = fleet.parts() if fleet is not None else []
     wanted = {Part.CLIENT: PORTS["client_metrics"], **DEFAULT_PORTS, **dict.fromkeys(embedded, 0)}
@@ -144,9 +151,7 @@ def _choose_again(stack: Stack, settings: StackSettings) -> None:
     home's stack, whose claims this home does not see): a free port is free only until it is bound. The
     moment left, between this and each server's bind, is what their readiness check (PortTaken) covers."""
     with _claiming(settings):
-        own = Path(stack.run_dir).resolve()
-        claimed = {port for other in running_stacks(settings) if Path(other.run_dir).resolve() != own
-                   for port in (*other.ports.values(), other.client_port)} | set(stack.ports.values())
+        claimed = _claimed(settings, but=Path(stack.run_dir)) | set(stack.ports.values())
         for name, default in DEFAULT_PORTS.items():
             if port_or_free(stack.ports[name]) != stack.ports[name]:  # bound by some process now
                 stack.ports[name] = port_or_free(0 if settings.free_ports else default, claimed)
