@@ -369,11 +369,12 @@ def parser(light: bool = False) -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    catch_interrupts()
     try:
-        # Inside the try: a SIGTERM while the parser is built (its imports take a moment) is an
-        # interrupt like any other, 130, not Python's own death by SIGINT (a sidecar stopped as it
-        # started exited -2 that way).
+        # Inside the try, from the handlers' install on: a SIGTERM as the second handler is installed
+        # or while the parser is built (its imports take a moment) is an interrupt like any other,
+        # 130, not Python's own death by SIGINT (a sidecar stopped as it started exited -2 that way,
+        # from either moment).
+        catch_interrupts()
         # Split by hand: argparse's REMAINDER would also swallow our own options after the action.
         cut = argv.index("--") if "--" in argv else len(argv)
         args = parser(light=bool(argv) and argv[0] in LIGHT_COMMANDS).parse_args(argv[:cut])

@@ -42,3 +42,24 @@ def test_an_interrupt_while_held_goes_over_what_the_body_raised(monkeypatch):
             interrupts._interrupt(signal.SIGTERM, None)
             raise FileNotFoundError("python")
     assert isinstance(raised.value.__context__, FileNotFoundError)
+
+
+def test_a_stop_as_the_handlers_are_installed_exits_130_not_by_sigint(monkeypatch):
+    """signal.signal runs a pending handler before it returns: a SIGTERM that came between the two
+    installs raised KeyboardInterrupt from the install itself, and a sidecar stopped then died by
+    SIGINT (-2, once in CI's 40 random stops)."""
+    from loadwatch import cli
+
+    saved = {number: signal.getsignal(number) for number in (signal.SIGTERM, signal.SIGINT)}
+
+    def stopped_as_installed() -> None:
+        interrupts.catch_interrupts()
+        interrupts._interrupt(signal.SIGTERM, None)
+
+    monkeypatch.setattr(interrupts, "_interrupted", False)
+    monkeypatch.setattr(cli, "catch_interrupts", stopped_as_installed)
+    try:
+        assert cli.main(["--help"]) == 130
+    finally:
+        for number, handler in saved.items():
+            signal.signal(number, handler)
