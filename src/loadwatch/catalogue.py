@@ -111,6 +111,8 @@ class Router:
     REPLICA_RUNNING = ROUTER_PREFIX + "replica_requests_running"  # as the router counts them (load-aware policies)
     # 0 closed (sending), 1 open (not sending), 2 half-open (trying again)
     REPLICA_CIRCUIT_BREAKER = ROUTER_PREFIX + "replica_circuit_breaker_state"
+    # What the breaker counted of each replica's tries, by outcome (success, failure): what opens it
+    REPLICA_CIRCUIT_BREAKER_OUTCOMES = ROUTER_PREFIX + "replica_circuit_breaker_outcomes"
     REPLICAS_ACTIVE = ROUTER_PREFIX + "replicas_active"
     POLICY_DECISIONS = ROUTER_PREFIX + "policy_decisions"  # by policy and replica
     CACHE_HITS = ROUTER_PREFIX + "cache_hits"  # cache-aware routing: a prompt's prefix found on a replica

@@ -18,6 +18,7 @@ from loadwatch.engine.serving import endpoint_of, engine_args
 from loadwatch.engine.settings import EngineSettings
 from loadwatch.engine.setup import SetupError, ensure_engine, ensure_model, ensure_router
 from loadwatch.exporter.settings import ExporterSettings
+from loadwatch.fleet.faults import parse_faults, with_refusal_cap
 from loadwatch.fleet.options import FleetOptions, ServerOptions
 from loadwatch.fleet.routers import ROUTERS, RouterError
 from loadwatch.fleet.schedule import parse_plan
@@ -140,16 +141,17 @@ def run_command(args: argparse.Namespace) -> int:
 
     try:
         shared = shared_options(args)
-        fleet = fleet_options(args, plan=parse_plan(args.scale_at))
+        vllm_args = engine_args(args.vllm_args, {endpoint_of(args.passthrough)})
+        fleet = fleet_options(args, plan=parse_plan(args.scale_at), faults=parse_faults(args.fault_at))
+        fleet = with_refusal_cap(fleet, vllm_args, args.users)
     except ValueError as exc:
         say(f"error: {exc}")
         return 2
     return headless_run(RunOptions(
         locustfile=shared.locustfile, target=shared.target, webhook_url=args.webhook_url, users=args.users,
         spawn_rate=args.spawn_rate, run_time=args.run_time, slo=shared.slo, metrics_port=args.metrics_port,
-        out=shared.out, vllm_args=engine_args(args.vllm_args, {endpoint_of(args.passthrough)}),
-        grafana_url=args.grafana_url, locust_args=args.passthrough, fleet=fleet, history=args.history,
-        label=args.label, scale_at=fleet.plan,
+        out=shared.out, vllm_args=vllm_args, grafana_url=args.grafana_url, locust_args=args.passthrough, fleet=fleet,
+        history=args.history, label=args.label,
     ), say)
 
 
@@ -313,6 +315,11 @@ def parser(light: bool = False) -> argparse.ArgumentParser:
     run.add_argument("--scale-at", action="append", default=[], metavar="TIME=N",
                      help="a fleet: serve from N replicas from TIME into the load on (0s=1 --scale-at 60s=2), "
                           "repeatable; the report says how long the SLOs took to hold again")
+    run.add_argument("--fault-at", action="append", default=[], metavar="TIME=ACTION:REPLICA[:DURATION]",
+                     help="an embedded fleet: from TIME into the load, kill:b (SIGKILL replica b's engine; it stays "
+                          "down), stop:b:20s (SIGSTOP, a hung replica, then SIGCONT) or refuse:b:20s (b answers 503 "
+                          "at admission: its --max-num-queued-reqs slots held), repeatable; the results say what "
+                          "the client saw, the router's retries and when the SLOs held again")
     add_model_options(run, FleetOptions)
     run.set_defaults(handler=run_command)
     search = commands.add_parser("capacity", help="the most load a server sustains within --slo, and the limit "

@@ -8,7 +8,9 @@ from pathlib import Path
 
 from loadwatch.defaults import Part
 from loadwatch.durations import parse_duration
-from loadwatch.fleet.options import FleetOptions
+from loadwatch.fleet.faults import Injector, cap_of, fault_schedule
+from loadwatch.fleet.options import ServerOptions
+from loadwatch.fleet.scale import scale_schedule
 from loadwatch.fleet.schedule import Schedule
 from loadwatch.loadrun.locust import INTERRUPTED, Load, LocustRun
 from loadwatch.loadrun.stack import new_run_dir, running
@@ -17,7 +19,7 @@ from loadwatch.prometheus import PrometheusAPI
 from loadwatch.report.build import ReportError
 from loadwatch.report.commands import annotate, history_add, write_report
 from loadwatch.stack.settings import StackSettings
-from loadwatch.stack.stack import scaler_of
+from loadwatch.stack.stack import Stack, scaler_of
 
 STOP_TIMEOUT = 60.0  # seconds an interrupted run's requests get to finish
 
@@ -36,10 +38,9 @@ class RunOptions:
     vllm_args: list[str] = field(default_factory=list)
     grafana_url: str | None = None
     locust_args: list[str] = field(default_factory=list)  # after `--`
-    fleet: FleetOptions | None = None
+    fleet: ServerOptions | None = None  # with run's --scale-at plan and --fault-at faults
     history: Path | None = None  # the history the run is added to once written
     label: str | None = None  # its name there (a commit, a release)
-    scale_at: list[tuple[float, int]] = field(default_factory=list)  # (seconds into the load, replicas)
 
 
 def headless_run(options: RunOptions, say) -> int:
@@ -53,18 +54,16 @@ def headless_run(options: RunOptions, say) -> int:
             Load(users=options.users, spawn_rate=options.spawn_rate, duration=parse_duration(options.run_time)),
             slo=options.slo, engine_metrics=stack.engine_metrics, csv_prefix=run_dir / "locust",
             stop_timeout=STOP_TIMEOUT, options=[*options.locust_args, *stack.servers.locust_options()])
-        schedule = None
-        if options.scale_at and stack.servers.fleet:
-            schedule = Schedule(scaler_of(stack, say), options.scale_at, say)
+        schedules = _schedules(options, stack, run_dir, say)
         try:
             say(f"load test: {options.users} users for {options.run_time} against {stack.servers.url}")
-            if schedule:
+            for schedule in schedules:
                 schedule.begin()
             try:
                 code = locust.run(stack.servers.request_url, say=say).code
             finally:
-                if schedule:
-                    schedule.end(run_dir)
+                for schedule in schedules:
+                    schedule.end()
             if code != INTERRUPTED:
                 time.sleep(parse_duration(settings.scrape_interval))  # Prometheus' last look at the run
             _after_run(run_dir, stack.url(Part.PROMETHEUS), options.grafana_url, say)
@@ -77,6 +76,23 @@ def headless_run(options: RunOptions, say) -> int:
                                                                                 options.label, say) != 0:
             code = code or 1  # the run stands; its place in the history is missing
     return code
+
+
+def _schedules(options: RunOptions, stack: Stack, run_dir: Path, say) -> list[Schedule]:
+    """The changes timed into the load: --scale-at's and --fault-at's (a fault needs the embedded
+    fleet's processes, which ServerOptions has checked that the run starts)."""
+    fleet, servers = options.fleet, stack.servers
+    if fleet is None or not servers.fleet:
+        return []
+    schedules: list[Schedule] = []
+    if fleet.plan:
+        schedules.append(scale_schedule(scaler_of(stack, say), fleet.plan, run_dir, say))
+    if fleet.faults:
+        pids = {name: next(c.pid for c in stack.components if c.name == Part.replica(name))
+                for name in servers.replicas}
+        caps = {name: cap_of(fleet, options.vllm_args, name) for name in servers.replicas}
+        schedules.append(fault_schedule(fleet.faults, Injector(pids, servers.replicas, caps, say), run_dir))
+    return schedules
 
 
 def _after_run(run_dir: Path, prometheus_url: str, grafana_url: str | None, say) -> None:

@@ -42,6 +42,8 @@ FAMILIES = (
                  "Requests running on each replica as the router counts them (vllm-router: load-aware policies)."),
     RouterFamily(Router.REPLICA_CIRCUIT_BREAKER, "gauge", ("vllm_router_cb_state", "smg_worker_cb_state"),
                  "The router's circuit breaker for the replica: 0 closed (sending), 1 open, 2 half-open."),
+    RouterFamily(Router.REPLICA_CIRCUIT_BREAKER_OUTCOMES, "counter", ("vllm_router_cb_outcomes",),
+                 "The tries the router's circuit breaker counted for each replica, by outcome (success, failure)."),
     RouterFamily(Router.REPLICAS_ACTIVE, "gauge", ("vllm_router_active_workers", "smg_worker_pool_size"),
                  "Replicas the router sends to (smg: by model)."),
     RouterFamily(Router.POLICY_DECISIONS, "counter", ("vllm_router_policy_decisions",),

@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field, ValidationInfo, field_validator, model_va
 
 from loadwatch.defaults import Part
 from loadwatch.durations import Seconds
+from loadwatch.fleet.faults import Fault
 from loadwatch.fleet.routers import ROUTERS, RouterProgram, VllmRouter, router
 from loadwatch.settings import PATTERN
 
@@ -142,6 +143,8 @@ class ServerOptions(FleetOptions):
     scaling: bool = False  # capacity's --scaling: one replica first, then all
     # run's --scale-at, parsed (fleet.schedule.parse_plan): (seconds into the load, replicas)
     plan: list[tuple[float, int]] = []
+    # run's --fault-at, parsed (fleet.faults.parse_faults): (seconds into the load, the fault)
+    faults: list[tuple[float, Fault]] = []
 
     @model_validator(mode="after")
     def _where(self) -> ServerOptions:
@@ -168,6 +171,23 @@ class ServerOptions(FleetOptions):
             raise ValueError(f"--scale-at asks for more replicas than --replicas {self.replicas} starts")
         if self.scaling and not scales:
             raise ValueError(f"--scaling compares one replica with the fleet: {how}")
+        return self
+
+    @model_validator(mode="after")
+    def _faulted(self) -> ServerOptions:
+        # Only the replicas loadwatch started are its own to kill, stop or fill.
+        if not self.faults:
+            return self
+        if self.target:
+            raise ValueError("--fault-at acts on replicas loadwatch started (--replicas N): it kills, stops or fills "
+                             "nothing of a server it does not own (--target)")
+        if self.replicas is None:
+            raise ValueError("--fault-at acts on an embedded fleet's replicas: give --replicas N (2 or more, for the "
+                             "router to send elsewhere)")
+        unknown = sorted({fault.replica for _, fault in self.faults} - set(self.names()))
+        if unknown:
+            raise ValueError(f"--fault-at names {', '.join(unknown)}, not one of the replicas "
+                             f"({', '.join(self.names())})")
         return self
 
 

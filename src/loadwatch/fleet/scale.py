@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import shlex
 import subprocess
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from pathlib import Path
 
 from loadwatch.fleet.options import FleetOptions
 from loadwatch.fleet.routers import RouterError
+from loadwatch.fleet.schedule import SCALING, Schedule
 from loadwatch.fleet.servers import Servers
 
 REPLICAS = "{replicas}"  # where --scale's command takes the count
@@ -122,3 +124,18 @@ class Scaler:
             time.sleep(POLL_SECONDS)
         raise ScaleError(f"the router lists {len(listed)} replicas after {self.timeout:g} s, not {count}: "
                          + (", ".join(listed) or "none"))
+
+
+def scale_schedule(scaler: Scaler, plan: list[tuple[float, int]], run_dir: Path, say) -> Schedule[int]:
+    """--scale-at's changes: each noted with its replica count, the seconds until the router listed
+    them (`ready_s`), or the `error` the fleet refused it with."""
+    def scale(at: float, replicas: int, _stopping: threading.Event) -> dict:
+        asked = time.time()
+        try:
+            scaler.scale_to(replicas, say)
+        except ScaleError as exc:
+            say(f"warning: --scale-at {at:g}s={replicas}: {exc}")
+            return {"ready_s": None, "error": str(exc)}
+        return {"ready_s": round(time.time() - asked, 3), "error": None}
+
+    return Schedule(plan, scale, run_dir, SCALING, lambda replicas: {"replicas": replicas})

@@ -72,8 +72,9 @@ class Recorder:
         # by scenario: exact across workers, merged the same way. A failure is its replica's where its
         # answer named one (smg's header on an error status or a cut stream), else no replica's.
         self.by_replica = Samples()
-        # A fleet's requests by the second they ended (wall clock) -> [successes, failures]: when a
-        # replica is lost, which failures fell in its outage and when the client's success rate came back.
+        # A fleet's requests by the second they ended (wall clock) -> [successes, failures, successes
+        # outside the SLOs' per-request limits]: when a replica is lost, which failures fell in its outage
+        # and when the client's success rate came back; after a fault, when the SLOs held again.
         self.outcomes: dict[int, list[int]] = {}
         self.in_flight: Counter[tuple[str, ...]] = Counter()
         # Of this run (not Prometheus counters): what --num-requests and the warm-up stage follow.
@@ -118,15 +119,17 @@ class Recorder:
             self.warmup_finished += 1
             return
         self.finished += 1
+        m = req.metrics
+        good = m is not None and within(self.goodput, {"ttft": m.ttft, "tpot": m.tpot, "e2el": m.e2e})
         if req.fleet:
-            tally = self.outcomes.setdefault(int(req.started_at + req.elapsed), [0, 0])
-            tally[req.metrics is None and not req.cancelled] += 1
+            tally = self.outcomes.setdefault(int(req.started_at + req.elapsed), [0, 0, 0])
+            tally[m is None and not req.cancelled] += 1
+            tally[2] += m is not None and not good
         labels = req.labels
         self.counts.inc(Client.REQUESTS, labels)
         if req.images:  # sent, whatever came back: what the server had to take in
             self.counts.inc(Client.IMAGES, labels, req.images)
             self.counts.inc(Client.IMAGE_BYTES, labels, req.image_bytes)
-        m = req.metrics
         series = self.samples.of((*labels, req.stage))
         if req.cancelled:  # out of every latency but TTFT, where it got that far
             self.counts.inc(Client.CANCELLED, labels)
@@ -159,7 +162,6 @@ class Recorder:
             self.counts.inc(Client.PROMPT_TOKENS, labels, m.prompt_tokens)
         if m.completion_tokens is not None:
             self.counts.inc(Client.GENERATION_TOKENS, labels, m.completion_tokens)
-        good = within(self.goodput, {"ttft": m.ttft, "tpot": m.tpot, "e2el": m.e2e})
         series.add_success(req.started_at, m, good, req.images, req.image_bytes)
         if req.replica is not None:
             self.by_replica.of((req.replica,)).add_success(req.started_at, m, good, req.images, req.image_bytes)
@@ -249,10 +251,10 @@ class Recorder:
         self.counts.merge(report["counts"])
         self.samples.merge(report["samples"])
         self.by_replica.merge(report.get("by_replica", []))
-        for second, (ok, failed) in report.get("outcomes", []):
-            tally = self.outcomes.setdefault(second, [0, 0])
-            tally[0] += ok
-            tally[1] += failed
+        for second, counts in report.get("outcomes", []):
+            tally = self.outcomes.setdefault(second, [0, 0, 0])
+            for i, count in enumerate(counts):
+                tally[i] += count
         self.finished += report["finished"]
         self.warmup_finished += report["warmup_finished"]
         self.tokens_from.update(report["tokens_from"])

@@ -3,7 +3,9 @@ it, and when it came back. The master (or a local runner) reads the sidecar's /m
 (--engine-metrics) every second, never in a request's path: each replica is a target there (with
 its `up`), and the router's count of the requests it sent to each replica, failed tries included,
 is there too (catalogue.Router.REPLICA_REQUESTS). That count stops moving once the router stops
-sending to the lost replica (its health checks, or its circuit breaker).
+sending to the lost replica (its health checks, or its circuit breaker). The router's retries and
+its circuit breaker's state and counted failures are kept from each reading too: a fault's figures
+(loadgen/faults.py) say what the router did while it lasted.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -38,17 +40,38 @@ class Outage:
     back_at: float | None = None  # the first reading in which it was up again
 
 
-def read(text: str) -> tuple[dict[str, bool], dict[str, float]]:
-    """Each replica's up, and the router's count of requests sent to it, from the sidecar's payload."""
+@dataclass
+class RouterReading:
+    """The router's view at one reading: its retries (every route), and by replica its circuit
+    breaker's state (0 closed, 1 open, 2 half-open) and the failures the breaker counted."""
+
+    at: float
+    retries: float | None = None  # None: the router exposes no retries
+    breaker: dict[str, float] = field(default_factory=dict)
+    breaker_failures: dict[str, float] = field(default_factory=dict)
+
+
+def read(text: str, at: float = 0.0) -> tuple[dict[str, bool], dict[str, float], RouterReading]:
+    """Each replica's up, the router's count of requests sent to it and the router's reading, from the
+    sidecar's payload."""
     up: dict[str, bool] = {}
     sent: dict[str, float] = {}
+    router = RouterReading(at)
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
+            replica = sample.labels.get("replica")
             if sample.name == Engine.UP and "target" in sample.labels:
                 up[sample.labels["target"]] = sample.value >= 1
-            elif sample.name == total(Router.REPLICA_REQUESTS) and "replica" in sample.labels:
-                sent[sample.labels["replica"]] = sent.get(sample.labels["replica"], 0.0) + sample.value
-    return up, sent
+            elif sample.name == total(Router.REPLICA_REQUESTS) and replica:
+                sent[replica] = sent.get(replica, 0.0) + sample.value
+            elif sample.name == total(Router.RETRIES):
+                router.retries = (router.retries or 0.0) + sample.value
+            elif sample.name == Router.REPLICA_CIRCUIT_BREAKER and replica:
+                router.breaker[replica] = sample.value
+            elif sample.name == total(Router.REPLICA_CIRCUIT_BREAKER_OUTCOMES) and replica \
+                    and sample.labels.get("outcome") == "failure":
+                router.breaker_failures[replica] = router.breaker_failures.get(replica, 0.0) + sample.value
+    return up, sent, router
 
 
 class ReplicaWatch:
@@ -58,13 +81,15 @@ class ReplicaWatch:
         self.outages: list[Outage] = []
         self._seen_up: set[str] = set()
         self._sent: dict[str, float] = {}
+        self.router: list[RouterReading] = []  # one a reading: a run's faults read what the router did
 
     def read_once(self, now: float | None = None) -> None:
         now = time.time() if now is None else now
         try:
-            up, sent = read(self.fetch(self.url))
+            up, sent, router = read(self.fetch(self.url), now)
         except (OSError, ValueError):
             return  # the sidecar unread says nothing of the replicas
+        self.router.append(router)
         for name in sorted(self.names.listed(frozenset(up)) & set(up)):
             open_ = next((o for o in self.outages if o.replica == name and o.back_at is None), None)
             if up[name]:

@@ -11,6 +11,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 from loadwatch.atomic import write_atomically
+from loadwatch.loadgen.faults import run_faults
 from loadwatch.loadgen.process import Process
 from loadwatch.loadgen.replica_watch import outage_figures
 from loadwatch.metrics.cost import per_million_tokens
@@ -49,6 +50,9 @@ def _results(process: Process, partial: bool = False) -> tuple[Results, list[Ver
         watch = process.replica_watch
         figures["replicas_lost"] = [outage_figures(o, recorder.outcomes, state.stopped_at or time.time())
                                     for o in (watch.outages if watch else []) if o.lost_at >= state.started_at]
+        if settings.results_json is not None:  # `loadwatch run` notes its faults beside the results
+            figures["faults"] = run_faults(settings.results_json.parent, recorder.outcomes,
+                                           watch.router if watch else [], state.stopped_at or time.time())
     ended_at = state.stopped_at or time.time()
     price = settings.price_per_hour * settings.gpus if settings.price_per_hour is not None else None
     result = Results.model_validate({

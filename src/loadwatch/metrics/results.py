@@ -162,6 +162,11 @@ class Results(Figures):
                                                                 "(and came back), the requests that failed in its "
                                                                 "outage, how long the router kept sending to it and "
                                                                 "until the client's success rate recovered")
+    faults: list[dict[str, Any]] = Field([], description="faults made in an embedded fleet (--fault-at): each "
+                                                         "as asked and done (faults.json), the requests that "
+                                                         "failed and those outside the SLOs until the next fault or "
+                                                         "the end, when the SLOs held again, the router's retries "
+                                                         "and the faulted replica's circuit breaker")
     stages: list[Stage] = Field([], description="the same figures for each stage of a load shape, with its name, "
                                                 "level, unit, start and end")
     slo: list[dict[str, Any]] = Field([], description="each SLO's verdict: name, limit, measured, passed")

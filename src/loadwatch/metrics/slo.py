@@ -104,3 +104,17 @@ class Verdict:
 
     def as_dict(self) -> dict:
         return {"name": self.slo.name, "limit": self.slo.limit, "measured": self.measured, "passed": self.passed}
+
+
+def held_since(verdicts: list[tuple[float, bool | None]]) -> float | None:
+    """Where the SLOs held again, from windows in time order (start, verdict; None: not judged): the
+    start of the first judged window from which every judged one holds; None where the last judged one
+    broke, or none was judged. A recovery is read so (a fleet's change, a fault): one good window
+    amid bad ones is not the fleet serving again."""
+    since = None
+    for at, verdict in verdicts:
+        if verdict is False:
+            since = None
+        elif verdict is True and since is None:
+            since = at
+    return since

@@ -144,7 +144,25 @@ def format_replicas(result: Results) -> list[str]:
                      + f": {lost['failed_in_window']} requests failed in its outage; the router stopped sending "
                      f"to it {after(lost['router_stopped_after_s'], 'never (still at the end)')}; the client's "
                      f"success rate recovered {after(lost['recovered_after_s'], 'never in the run')}")
+    lines += [fault_line(fault, result.started_at) for fault in result.faults]
     return lines
+
+
+def fault_line(fault: dict, started_at: float) -> str:
+    """A fault (--fault-at) as the summary and the report say it."""
+    def figure(value: float | None, words: str) -> str:
+        return "" if value is None else f", {value:g} {words}"
+
+    lasting = f" for {fault['duration_s']:g} s" if fault.get("duration_s") else ""
+    held = fault.get("slo_held_again_s")
+    return (f"fault {fault['action']}:{fault['replica']}{lasting} at +{fault['asked'] - started_at:.1f} s"
+            + (f" (not made: {fault['error']})" if fault.get("error") else "")
+            + f": {fault['failed']} requests failed and {fault['outside_slo']} succeeded outside the SLOs until the "
+            f"next fault or the end{figure(fault['router_retries'], 'retries by the router')}"
+            + figure(fault["breaker_failures"], f"failures counted by {fault['replica']}'s circuit breaker")
+            + (" (it opened)" if fault["breaker_opened"] else "")
+            + "; served within the SLOs again "
+            + ("never in the run" if held is None else f"after {held:g} s"))
 
 
 def _row(label: str, value: object) -> str:

@@ -27,7 +27,8 @@ def fleet_figures(results: Results, api: PrometheusAPI | None, start: float, end
                                                       latency_key("tpot", "median"))},
                      "running_peak": state.running if state else None, "waiting_peak": state.waiting if state else None,
                      "kv_cache_peak": state.kv_cache if state else None})
-    lost = [line for line in format_replicas(results) if line.startswith("replica ")]
+    # The replicas lost and the faults made (--fault-at), as the summary words them.
+    lost = [line for line in format_replicas(results) if line.startswith(("replica ", "fault "))]
     # Round robin splits by count: a slow replica gets its even share and queues it, so the spread of the
     # queues shows an imbalance the shares do not.
     peaks = [r["waiting_peak"] for r in rows if r["waiting_peak"] is not None]

@@ -29,6 +29,7 @@ from loadwatch.report.page import (
     new_chart,
     write_page,
 )
+from loadwatch.report.scaling import fault_marks
 from loadwatch.report.timeline import CLIENT_SERIES, ENGINE_SERIES, client_over_time, engine_over_time, scatter_points
 
 PAGE = "report.html"
@@ -118,7 +119,7 @@ def write_run_page(report: dict, results: Results, records: list[dict] | None, a
     w = report["window"]
     notes = [*report["notes"], *([report["engine_missing"]] if report.get("engine_missing") else [])]
     charts = time_charts(records, None if report.get("engine_missing") else api, results.started_at,
-                         results.ended_at, list(results.stages), notes)
+                         results.ended_at, [*results.stages, *fault_marks(results.faults)], notes)
     if records:
         points, note = scatter_points(records)
         scatter = new_chart(f"Each request's TTFT against when it was sent ({note}); hover for its id and cause", "ms",

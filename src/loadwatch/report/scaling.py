@@ -16,7 +16,8 @@ from pathlib import Path
 import numpy as np
 
 from loadwatch.fleet.schedule import SCALING
-from loadwatch.metrics.slo import FAILURE_RATIO, SLO
+from loadwatch.metrics.slo import FAILURE_RATIO, SLO, held_since
+from loadwatch.report.page import Mark
 
 WINDOW = 10.0
 MIN_REQUESTS = 5
@@ -52,14 +53,22 @@ def held_again(slos: list[SLO], records: list[dict], start: float, end: float) -
     they did not hold again before it."""
     done = [r for r in records if r["stage"] != "warmup" and start <= r["start"] + r["elapsed_s"] < end]
     edges = np.arange(start, end, WINDOW)
-    verdicts = [holds(slos, [r for r in done if a <= r["start"] + r["elapsed_s"] < a + WINDOW]) for a in edges]
-    since = None
-    for at, verdict in zip(edges, verdicts, strict=True):
-        if verdict is False:
-            since = None
-        elif verdict is True and since is None:
-            since = at
-    return None if since is None else round(float(since - start), 1)
+    since = held_since([(float(a), holds(slos, [r for r in done if a <= r["start"] + r["elapsed_s"] < a + WINDOW]))
+                        for a in edges])
+    return None if since is None else round(since - start, 1)
+
+
+def fault_marks(faults: list[dict]) -> list[Mark]:
+    """A run's faults (--fault-at) on its time charts, beside the replicas serving: each where it was
+    asked, where it was undone (one that lasts), and where the SLOs held again after it."""
+    marks = []
+    for fault in faults:
+        marks.append(Mark(f"{fault['action']} {fault['replica']}", fault["asked"]))
+        if fault.get("ended"):
+            marks.append(Mark(f"{fault['replica']} {fault['action']} ends", fault["ended"]))
+        if fault.get("slo_held_again_s"):
+            marks.append(Mark("SLOs held again", fault["asked"] + fault["slo_held_again_s"]))
+    return marks
 
 
 def scaling_figures(run_dir: Path, records: list[dict] | None, slos: list[SLO], end: float) -> dict | None:

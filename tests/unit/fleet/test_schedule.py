@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from loadwatch.fleet.scale import ScaleError
-from loadwatch.fleet.schedule import SCALING, Schedule, parse_plan
+from loadwatch.fleet.scale import ScaleError, scale_schedule
+from loadwatch.fleet.schedule import SCALING, parse_plan
 
 
 @pytest.mark.parametrize("item", ["60s", "60s=0", "soon=2", "-5s=2"])
@@ -32,10 +32,10 @@ class Fleet:
 
 def test_changes_due_at_the_start_are_made_at_once_and_a_refused_one_is_noted_and_said(tmp_path):
     fleet, said = Fleet(), []
-    schedule = Schedule(fleet, [(0.0, 2), (0.0, 3), (3600.0, 1)], said.append)  # type: ignore[arg-type]
+    schedule = scale_schedule(fleet, [(0.0, 2), (0.0, 3), (3600.0, 1)], tmp_path, said.append)  # type: ignore[arg-type]
     schedule.begin()
     assert fleet.asked == [2, 3]  # before the load's first request
-    schedule.end(tmp_path)  # the load ended before the change due in an hour
+    schedule.end()  # the load ended before the change due in an hour
     written = json.loads((tmp_path / SCALING).read_text())
     assert written["started_at"] == schedule.started_at
     assert [(e["replicas"], e["ready_s"] is not None, e["error"]) for e in written["events"]] == \
@@ -45,9 +45,9 @@ def test_changes_due_at_the_start_are_made_at_once_and_a_refused_one_is_noted_an
 
 def test_a_later_change_is_made_when_due(tmp_path):
     fleet = Fleet()
-    schedule = Schedule(fleet, [(0.05, 1)], print)  # type: ignore[arg-type]
+    schedule = scale_schedule(fleet, [(0.05, 1)], tmp_path, print)  # type: ignore[arg-type]
     schedule.begin()
     assert fleet.asked == []
     schedule._thread.join(timeout=10)  # the thread ends after the plan's last change
-    schedule.end(tmp_path)
+    schedule.end()
     assert fleet.asked == [1] and json.loads((tmp_path / SCALING).read_text())["events"][0]["at_s"] == 0.05
