@@ -137,8 +137,6 @@ def down_command(args: argparse.Namespace) -> int:
 
 
 def run_command(args: argparse.Namespace) -> int:
-    from loadwatch.run import RunOptions, headless_run
-
     try:
         shared = shared_options(args)
         vllm_args = engine_args(args.vllm_args, {endpoint_of(args.passthrough)})
@@ -147,6 +145,8 @@ def run_command(args: argparse.Namespace) -> int:
     except ValueError as exc:
         say(f"error: {exc}")
         return 2
+    from loadwatch.run import RunOptions, headless_run  # the stack's modules, once the options hold
+
     return headless_run(RunOptions(
         locustfile=shared.locustfile, target=shared.target, webhook_url=args.webhook_url, users=args.users,
         spawn_rate=args.spawn_rate, run_time=args.run_time, slo=shared.slo, metrics_port=args.metrics_port,

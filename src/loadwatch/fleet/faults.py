@@ -33,6 +33,7 @@ from urllib.error import HTTPError
 from urllib.request import Request
 
 from loadwatch import loopback, processes
+from loadwatch.defaults import Part
 from loadwatch.durations import parse_duration
 from loadwatch.fleet.schedule import Schedule, timed
 
@@ -82,7 +83,8 @@ def parse_faults(items: list[str]) -> list[tuple[float, Fault]]:
 
 def cap_of(options: ServerOptions, vllm_args: list[str], replica: str) -> int | None:
     """The replica's --max-num-queued-reqs, its own flag before the fleet's; None where it has none."""
-    for flag in [*options.flags_of(replica), *vllm_args][::-1]:  # the last one given wins, as in argparse
+    # In the replica's command line its own flags follow the fleet's, and the last one given wins.
+    for flag in [*vllm_args, *options.flags_of(replica)][::-1]:
         name, _, value = flag.partition("=")
         if name == CAP_FLAG and value.isdigit():
             return int(value)
@@ -213,6 +215,14 @@ class _Holding:
             self.admitted += 1
             if self.admitted >= self.count:
                 self.full.set()
+
+
+def killed_replicas(run_dir: Path) -> set[str]:
+    """The stack's names of the replicas a fault of the run killed (faults.json): theirs is no death to
+    report when the stack stops."""
+    path = run_dir / FAULTS
+    events = json.loads(path.read_text())["events"] if path.is_file() else []
+    return {Part.replica(e["replica"]) for e in events if e.get("action") == KILL and not e.get("error")}
 
 
 def fault_schedule(plan: list[tuple[float, Fault]], injector: Injector, run_dir: Path) -> Schedule[Fault]:

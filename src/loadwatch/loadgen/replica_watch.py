@@ -123,7 +123,7 @@ def outage_figures(outage: Outage, outcomes: dict[int, list[int]], ended_at: flo
     recovered = None if first is not None else float(start)
     for second in range(first + 1, last) if first is not None else ():
         window = [outcomes.get(s, [0, 0]) for s in range(second, second + RECOVERED_SECONDS)]
-        if all(ok > 0 and failed == 0 for ok, failed in window):
+        if all(tally[0] > 0 and tally[1] == 0 for tally in window):
             recovered = second
             break
     end = int(recovered) if recovered is not None else last

@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from loadwatch.defaults import LOOPBACK
+from loadwatch.fleet.faults import killed_replicas
 from loadwatch.fleet.options import FleetOptions
 from loadwatch.fleet.servers import HERE
 from loadwatch.loadrun.locust import LocustRun
@@ -45,7 +46,8 @@ def running(run_dir: Path, target: str | None, vllm_args: list[str], say, settin
     try:
         yield stack
     finally:
-        for component in stack.dead():
+        killed = killed_replicas(run_dir)  # --fault-at's: dead as asked
+        for component in (c for c in stack.dead() if c.name not in killed):
             say(f"error: {component.name} died during the run; end of {component.log}:\n{log_tail(component.log)}")
         down(settings, run_dir)
         say("stack stopped" + (" (embedded engine included)" if stack.servers.owner == HERE else ""))
