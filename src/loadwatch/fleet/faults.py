@@ -160,9 +160,13 @@ class Injector:
 
 def _served(url: str) -> tuple[str, int]:
     """The model a replica serves and its context length, from its /v1/models (vLLM's max_model_len)."""
-    with loopback.urlopen(url.rstrip("/") + "/v1/models", timeout=10) as response:
-        card = json.loads(response.read())["data"][0]
-    return card["id"], int(card.get("max_model_len") or 4096)
+    where = url.rstrip("/") + "/v1/models"
+    with loopback.urlopen(where, timeout=10) as response:
+        try:
+            card = json.loads(response.read())["data"][0]
+            return str(card["id"]), int(card.get("max_model_len") or 4096)
+        except (ValueError, KeyError, IndexError, TypeError):
+            raise OSError(f"{where} listed no model") from None
 
 
 class _Holding:
@@ -177,7 +181,6 @@ class _Holding:
                                 "max_tokens": max(1, longest - self.PROMPT_ROOM), "ignore_eos": True}).encode()
         self.admitted = 0  # streams that were admitted once at least
         self.full = threading.Event()  # every stream admitted, or the replica refused one: its slots are full
-        self.ended: float | None = None
         self._lock = threading.Lock()
         self._hang_up = threading.Event()
         self._threads = [threading.Thread(target=self._hold, name=f"refuse-{i}", daemon=True) for i in range(count)]

@@ -48,6 +48,8 @@ def test_a_killed_replica_shows_as_the_router_saw_it_retries_and_failed_tries():
     assert value(found, total(Router.RETRIES), route="/v1/chat/completions") == 8
     assert value(found, Router.REPLICA_HEALTHY, replica="b") == 1
     assert value(found, Router.REPLICA_CIRCUIT_BREAKER, replica="b") == 0
+    # the breaker counted the failed tries, below its threshold: it stayed closed
+    assert value(found, total(Router.REPLICA_CIRCUIT_BREAKER_OUTCOMES), replica="b", outcome="failure") == 8
 
 
 def test_a_replica_no_target_has_is_named_by_its_url_and_a_payload_of_no_router_is_refused():

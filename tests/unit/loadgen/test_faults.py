@@ -5,10 +5,16 @@ from __future__ import annotations
 
 import json
 
+from prometheus_client.core import Metric
+from prometheus_client.exposition import generate_latest
+from prometheus_client.registry import Collector, CollectorRegistry
+
+from loadwatch.exporter.router import normalize_router
 from loadwatch.fleet.faults import FAULTS
 from loadwatch.loadgen.faults import fault_figures, run_faults, served_well
-from loadwatch.loadgen.replica_watch import RouterReading
+from loadwatch.loadgen.replica_watch import RouterReading, read
 from loadwatch.metrics.slo import held_since
+from tests.conftest import REPO
 
 KILL = {"at_s": 30.0, "action": "kill", "replica": "b", "duration_s": None, "asked": 100.4, "effective_s": 0.1,
         "ended": None, "error": None}
@@ -54,3 +60,22 @@ def test_the_faults_are_read_from_the_run_folder_each_until_the_next(tmp_path):
     outcomes = {149: [0, 3, 0], 151: [0, 2, 0]}  # the second one's failures are its own
     first, second = run_faults(tmp_path, outcomes, [], 200.0)
     assert (first["failed"], second["failed"]) == (3, 2)
+
+
+class _Payload(Collector):
+    def __init__(self, families: list[Metric]):
+        self.families = families
+
+    def collect(self):
+        return self.families
+
+
+def test_the_watch_reads_the_routers_retries_and_breaker_from_the_sidecar():
+    """vllm-router 0.1.17's real payload after a replica was killed, as the sidecar serves it."""
+    text = (REPO / "tests" / "data" / "router" / "vllm-router-0.1.17-worker-killed.txt").read_text()
+    registry = CollectorRegistry()
+    registry.register(_Payload(normalize_router(text, "vllm-router", {"http://127.0.0.1:18001": "a",
+                                                                      "http://127.0.0.1:18002": "b"})))
+    _up, sent, router = read(generate_latest(registry).decode(), at=5.0)
+    assert router == RouterReading(5.0, 8.0, {"a": 0.0, "b": 0.0}, {"b": 8.0})
+    assert sent["b"] > 0
