@@ -4,10 +4,12 @@ real replicas: tests/e2e/test_fleet_faults.py."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from loadwatch.cli import main, parser
-from loadwatch.fleet.faults import Fault, cap_of, parse_faults, with_refusal_cap
+from loadwatch.fleet.faults import FAULTS, Fault, cap_of, killed_replicas, parse_faults, with_refusal_cap
 from loadwatch.fleet.options import ServerOptions
 
 
@@ -65,3 +67,11 @@ def test_a_refused_replica_is_capped_at_the_runs_users_unless_it_has_a_cap_of_it
     assert with_refusal_cap(own, [], users=8).replica_arg == ["b=--max-num-queued-reqs=3"]
     assert with_refusal_cap(planned, ["--max-num-queued-reqs=5"], users=8) is planned  # the fleet's flag holds
     assert cap_of(own, ["--max-num-queued-reqs=5"], "b") == 3, "the replica's own flag comes before the fleet's"
+
+
+def test_the_replicas_a_fault_killed_are_no_death_to_report(tmp_path):
+    assert killed_replicas(tmp_path) == set()
+    (tmp_path / FAULTS).write_text(json.dumps({"started_at": 1.0, "events": [
+        {"action": "stop", "replica": "a", "error": None}, {"action": "kill", "replica": "b", "error": None},
+        {"action": "kill", "replica": "c", "error": "c's engine: No such process"}]}))
+    assert killed_replicas(tmp_path) == {"replica-b"}

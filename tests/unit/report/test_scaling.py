@@ -8,7 +8,8 @@ import pytest
 
 from loadwatch.fleet.schedule import SCALING
 from loadwatch.metrics.slo import parse_slo
-from loadwatch.report.scaling import held_again, scaling_figures
+from loadwatch.report.page import Mark
+from loadwatch.report.scaling import fault_marks, held_again, scaling_figures
 
 SLOS = [parse_slo("ttft_p99_ms=500")]
 
@@ -45,3 +46,10 @@ def test_the_report_reads_the_runs_changes_and_judges_each_until_the_next(tmp_pa
     again = [e["slo_held_again_s"] for e in figures["events"]]
     assert again == [None, pytest.approx(30.0), None] and figures["judged"]
     assert scaling_figures(tmp_path / "elsewhere", records, [], 170) is None
+
+
+def test_each_fault_is_marked_where_asked_where_undone_and_where_the_slos_held_again():
+    faults = [{"action": "refuse", "replica": "b", "asked": 100.0, "ended": 120.0, "slo_held_again_s": 22.5},
+              {"action": "kill", "replica": "b", "asked": 130.0, "ended": None, "slo_held_again_s": 0.0}]
+    assert fault_marks(faults) == [Mark("refuse b", 100.0), Mark("b refuse ends", 120.0),
+                                   Mark("SLOs held again", 122.5), Mark("kill b", 130.0)]
