@@ -29,13 +29,14 @@ def served_well(tally: list[int] | tuple[int, ...]) -> bool | None:
 
 
 def _growth(readings: list[RouterReading], start: float, end: float, of) -> float | None:
-    """How much a counter (`of`: a reading -> its value or None) grew from the last reading before
-    `start` to the last one before `end`; None where the router exposes no such counter."""
-    before = [of(r) for r in readings if r.at < start and of(r) is not None]
-    during = [of(r) for r in readings if r.at <= end and of(r) is not None]
-    if not during:
+    """How much a counter (`of`: a reading -> its value) grew from the last reading of the router
+    before `start` (0 where there was none: the router started with the fleet) to the last one before
+    `end`; None where the sidecar never read the router."""
+    seen = [r for r in readings if r.seen and r.at <= end]
+    if not seen:
         return None
-    return during[-1] - (before[-1] if before else during[0])
+    before = [r for r in seen if r.at < start]
+    return of(seen[-1]) - (of(before[-1]) if before else 0.0)
 
 
 def fault_figures(event: dict, until: float, outcomes: dict[int, list[int]], router: list[RouterReading]) -> dict:
@@ -57,7 +58,7 @@ def fault_figures(event: dict, until: float, outcomes: dict[int, list[int]], rou
             "slo_held_again_s": None if since is None else round(max(0.0, since - event["asked"]), 1),
             "router_retries": _growth(router, event["asked"], until, lambda r: r.retries),
             "breaker_opened": any(state > 0 for state in states) if states else None,
-            "breaker_failures": _growth(router, event["asked"], until, lambda r: r.breaker_failures.get(replica))}
+            "breaker_failures": _growth(router, event["asked"], until, lambda r: r.breaker_failures.get(replica, 0.0))}
 
 
 def run_faults(run_dir: Path, outcomes: dict[int, list[int]], router: list[RouterReading],

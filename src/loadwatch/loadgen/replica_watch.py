@@ -43,10 +43,13 @@ class Outage:
 @dataclass
 class RouterReading:
     """The router's view at one reading: its retries (every route), and by replica its circuit
-    breaker's state (0 closed, 1 open, 2 half-open) and the failures the breaker counted."""
+    breaker's state (0 closed, 1 open, 2 half-open) and the failures the breaker counted. A router
+    exposes a counter from its first count on (vllm-router's retries, a replica's breaker failures):
+    one the sidecar read the router without is 0, not unknown."""
 
     at: float
-    retries: float | None = None  # None: the router exposes no retries
+    seen: bool = False  # the sidecar read the router: its counters absent here are 0
+    retries: float = 0.0
     breaker: dict[str, float] = field(default_factory=dict)
     breaker_failures: dict[str, float] = field(default_factory=dict)
 
@@ -60,12 +63,14 @@ def read(text: str, at: float = 0.0) -> tuple[dict[str, bool], dict[str, float],
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             replica = sample.labels.get("replica")
-            if sample.name == Engine.UP and "target" in sample.labels:
+            if sample.name == Router.UP:
+                router.seen = router.seen or sample.value >= 1
+            elif sample.name == Engine.UP and "target" in sample.labels:
                 up[sample.labels["target"]] = sample.value >= 1
             elif sample.name == total(Router.REPLICA_REQUESTS) and replica:
                 sent[replica] = sent.get(replica, 0.0) + sample.value
             elif sample.name == total(Router.RETRIES):
-                router.retries = (router.retries or 0.0) + sample.value
+                router.retries += sample.value
             elif sample.name == Router.REPLICA_CIRCUIT_BREAKER and replica:
                 router.breaker[replica] = sample.value
             elif sample.name == total(Router.REPLICA_CIRCUIT_BREAKER_OUTCOMES) and replica \

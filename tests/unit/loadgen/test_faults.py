@@ -9,6 +9,7 @@ from prometheus_client.core import Metric
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from loadwatch.catalogue import Router
 from loadwatch.exporter.router import normalize_router
 from loadwatch.fleet.faults import FAULTS
 from loadwatch.loadgen.faults import fault_figures, run_faults, served_well
@@ -35,14 +36,23 @@ def test_the_slos_hold_again_from_the_first_window_every_later_one_holds():
 def test_a_kills_failures_recovery_and_the_routers_retries_are_counted_until_the_next_fault():
     outcomes = {s: [4, 0, 0] for s in range(95, 130)}
     outcomes |= {100: [3, 1, 0], 101: [2, 2, 0], 103: [4, 0, 2], 104: [4, 0, 0], 105: [3, 1, 0]}
-    router = [RouterReading(99.5, 2.0, {"b": 0}, {"b": 0}), RouterReading(101.0, 5.0, {"b": 0}, {"b": 3}),
-              RouterReading(103.0, 9.0, {"b": 1}, {"b": 5}), RouterReading(125.0, 9.0, {"b": 1}, {"b": 5}),
-              RouterReading(127.0, 20.0, {"b": 1}, {"b": 5})]
+    router = [RouterReading(99.5, True, 2.0, {"b": 0}, {"b": 0}), RouterReading(101.0, True, 5.0, {"b": 0}, {"b": 3}),
+              RouterReading(103.0, True, 9.0, {"b": 1}, {"b": 5}), RouterReading(125.0, True, 9.0, {"b": 1}, {"b": 5}),
+              RouterReading(127.0, True, 20.0, {"b": 1}, {"b": 5})]
     figures = fault_figures(KILL, 126.0, outcomes, router)
     assert figures["failed"] == 4 and figures["outside_slo"] == 2  # from second 100 (its asking) to 126
     assert figures["slo_held_again_s"] == 5.6, "from second 106: none failed nor missed after the last that did"
     assert figures["router_retries"] == 7.0 and figures["breaker_failures"] == 5.0 and figures["breaker_opened"]
     assert figures["replica"] == "b" and figures["asked"] == 100.4
+
+
+def test_a_counter_the_router_had_not_exposed_before_the_fault_counts_from_0():
+    """vllm-router exposes its retries and a replica's breaker failures from their first count on."""
+    quiet = [RouterReading(99.0, True), RouterReading(100.0, True)]
+    router = [*quiet, RouterReading(102.0, True, 3.0, {"b": 1}, {"b": 3}), RouterReading(104.0, False)]
+    figures = fault_figures(KILL, 110.0, {}, router)
+    assert figures["router_retries"] == 3.0 and figures["breaker_failures"] == 3.0
+    assert fault_figures(KILL, 110.0, {}, [RouterReading(102.0, False)])["router_retries"] is None, "never read"
 
 
 def test_a_fault_the_client_never_saw_held_at_once_and_one_still_failing_at_the_end_never():
@@ -73,9 +83,11 @@ class _Payload(Collector):
 def test_the_watch_reads_the_routers_retries_and_breaker_from_the_sidecar():
     """vllm-router 0.1.17's real payload after a replica was killed, as the sidecar serves it."""
     text = (REPO / "tests" / "data" / "router" / "vllm-router-0.1.17-worker-killed.txt").read_text()
+    up = Metric(Router.UP, "the sidecar's last sample of the router succeeded", "gauge")
+    up.add_sample(Router.UP, {"router": "vllm-router"}, 1.0)
     registry = CollectorRegistry()
-    registry.register(_Payload(normalize_router(text, "vllm-router", {"http://127.0.0.1:18001": "a",
-                                                                      "http://127.0.0.1:18002": "b"})))
+    registry.register(_Payload([up, *normalize_router(text, "vllm-router", {"http://127.0.0.1:18001": "a",
+                                                                             "http://127.0.0.1:18002": "b"})]))
     _up, sent, router = read(generate_latest(registry).decode(), at=5.0)
-    assert router == RouterReading(5.0, 8.0, {"a": 0.0, "b": 0.0}, {"b": 8.0})
+    assert router == RouterReading(5.0, True, 8.0, {"a": 0.0, "b": 0.0}, {"b": 8.0})
     assert sent["b"] > 0
