@@ -51,7 +51,10 @@ def fault_figures(event: dict, until: float, outcomes: dict[int, list[int]], rou
     seconds = [(float(s), outcomes.get(s, list(EMPTY))) for s in range(start, last)]
     since = held_since([(at, served_well(tally)) for at, tally in seconds])
     replica = event["replica"]
-    states = [r.breaker[replica] for r in router if event["asked"] <= r.at <= until and replica in r.breaker]
+    # The breaker's states over the fault: the reading that held as it was asked, and those that followed.
+    held = [r for r in router if r.at <= event["asked"]][-1:]
+    states = [r.breaker[replica] for r in [*held, *(r for r in router if event["asked"] < r.at <= until)]
+              if replica in r.breaker]
     return {**event,
             "failed": sum(tally[1] for _, tally in seconds),
             "outside_slo": sum((*tally, 0)[2] for _, tally in seconds),

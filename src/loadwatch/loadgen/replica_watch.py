@@ -86,7 +86,9 @@ class ReplicaWatch:
         self.outages: list[Outage] = []
         self._seen_up: set[str] = set()
         self._sent: dict[str, float] = {}
-        self.router: list[RouterReading] = []  # one a reading: a run's faults read what the router did
+        # The router's readings where they changed: a run's faults read what the router did. Each holds
+        # until the next one.
+        self.router: list[RouterReading] = []
 
     def read_once(self, now: float | None = None) -> None:
         now = time.time() if now is None else now
@@ -94,7 +96,10 @@ class ReplicaWatch:
             up, sent, router = read(self.fetch(self.url), now)
         except (OSError, ValueError):
             return  # the sidecar unread says nothing of the replicas
-        self.router.append(router)
+        last = self.router[-1] if self.router else None
+        if last is None or (last.seen, last.retries, last.breaker, last.breaker_failures) != \
+                (router.seen, router.retries, router.breaker, router.breaker_failures):
+            self.router.append(router)  # a change: a soak's hours of a quiet router stay a few readings
         for name in sorted(self.names.listed(frozenset(up)) & set(up)):
             open_ = next((o for o in self.outages if o.replica == name and o.back_at is None), None)
             if up[name]:

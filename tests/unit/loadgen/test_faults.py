@@ -13,8 +13,9 @@ from loadwatch.catalogue import Router
 from loadwatch.exporter.router import normalize_router
 from loadwatch.fleet.faults import FAULTS
 from loadwatch.loadgen.faults import fault_figures, run_faults, served_well
-from loadwatch.loadgen.replica_watch import RouterReading, read
+from loadwatch.loadgen.replica_watch import ReplicaWatch, RouterReading, read
 from loadwatch.metrics.slo import held_since
+from loadwatch.settings import ReplicaNames
 from tests.conftest import REPO
 
 KILL = {"at_s": 30.0, "action": "kill", "replica": "b", "duration_s": None, "asked": 100.4, "effective_s": 0.1,
@@ -91,3 +92,20 @@ def test_the_watch_reads_the_routers_retries_and_breaker_from_the_sidecar():
     _up, sent, router = read(generate_latest(registry).decode(), at=5.0)
     assert router == RouterReading(5.0, True, 8.0, {"a": 0.0, "b": 0.0}, {"b": 8.0})
     assert sent["b"] > 0
+
+
+def test_the_watch_keeps_the_routers_readings_where_they_changed_and_a_fault_reads_the_one_that_held():
+    def payload(retries: int, state: int) -> str:
+        return ("# TYPE loadwatch_router_up gauge\nloadwatch_router_up{router=\"r\"} 1\n"
+                "# TYPE loadwatch_router_retries counter\n"
+                f"loadwatch_router_retries_total{{router=\"r\",route=\"/v1/chat/completions\"}} {retries}\n"
+                "# TYPE loadwatch_router_replica_circuit_breaker_state gauge\n"
+                f"loadwatch_router_replica_circuit_breaker_state{{router=\"r\",replica=\"b\"}} {state}\n")
+
+    readings = iter([payload(0, 0), payload(0, 0), payload(2, 1), payload(2, 1), payload(2, 1)])
+    watch = ReplicaWatch("u", ReplicaNames(frozenset({"a", "b"})), fetch=lambda _url: next(readings))
+    for second in range(100, 105):
+        watch.read_once(float(second))
+    assert [(r.at, r.retries) for r in watch.router] == [(100.0, 0.0), (102.0, 2.0)]
+    later = fault_figures({**KILL, "asked": 103.5}, 110.0, {}, watch.router)
+    assert later["breaker_opened"] is True and later["router_retries"] == 0.0, "open since before, no retry since"
