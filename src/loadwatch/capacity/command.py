@@ -26,7 +26,7 @@ from loadwatch.loadrun.locust import INTERRUPTED, MAX_STRETCH, Load, LocustRun
 from loadwatch.loadrun.stack import new_run_dir, on_stack, running
 from loadwatch.metrics.capacity import Capacity, NextStep, Scaling
 from loadwatch.metrics.records import read_records
-from loadwatch.metrics.slo import FAILURE_RATIO, SLO
+from loadwatch.metrics.slo import SLO
 from loadwatch.prometheus import PrometheusAPI, PrometheusError
 from loadwatch.report.engine import engine_figures, replica_peaks
 from loadwatch.report.fleet import prefix_affinity
@@ -46,7 +46,7 @@ def needed_requests(slos: list[SLO]) -> int:
     """Requests a level must complete for its tightest percentile to mean something: 5 beyond it."""
     needed = MIN_REQUESTS
     for slo in slos:
-        if slo.metric == FAILURE_RATIO or slo.stat == "mean":
+        if slo.is_ratio or slo.stat == "mean":
             continue
         q = 0.5 if slo.stat == "median" else float(slo.stat[1:]) / 100
         needed = max(needed, math.ceil(round(5 / (1 - q), 6)))  # 5 / 0.1 is 50.000000000000004

@@ -50,6 +50,8 @@ def queries(duration: float, settle: float = SETTLE_SECONDS) -> dict[str, tuple[
         "iteration_tokens_mean": (_ratio(Engine.ITERATION_TOKENS + "_sum", Engine.ITERATION_TOKENS + "_count",
                                          counters), True),
         "preemptions": (f"sum(increase({total(Engine.PREEMPTIONS)}[{counters}]))", True),
+        # The server's own count of the requests it refused, beside the client's (rejections_compared).
+        "admission_rejections": (f"sum(increase({total(Engine.ADMISSION_REJECTIONS)}[{counters}]))", True),
         "prefix_cache_hit_ratio": (
             _ratio(total(Engine.PREFIX_CACHE_HITS), total(Engine.PREFIX_CACHE_QUERIES), counters), True),
         "spec_decode_acceptance_ratio": (
@@ -90,6 +92,26 @@ def engine_figures(api: PrometheusAPI, started_at: float, ended_at: float,
         name: api.scalar(expr, ended_at + (settle if counters else 0.0))
         for name, (expr, counters) in queries(ended_at - started_at, settle).items()
     }
+
+
+def rejections_compared(rejected: int, by_reason: dict[str, int], server: float | None) -> str | None:
+    """A note of the requests the server refused at admission: the client's count beside the engine's
+    own (vllm:admission_rejections, through the sidecar), and whether they differ; None where neither
+    saw one. They can differ honestly: the engine also counts the warm-up's refusals and any other
+    client's, and Prometheus' increase() extrapolates a counter over the window's edges."""
+    if not rejected and not server:
+        return None
+    reasons = "".join(f", {reason} {n}" for reason, n in by_reason.items())
+    words = f"Rejected by admission control: {rejected} by the client's count{reasons}"
+    if server is None:
+        return (words + "; the engine's own count is not in Prometheus (vLLM before 0.32, or the sidecar did not "
+                "read it), so it could not be compared.")
+    counted = round(server)
+    if counted == rejected:
+        return words + f"; the engine counted the same ({counted}, admission_rejections)."
+    return (words + f"; the engine counted {counted} (admission_rejections): they differ by {counted - rejected:+d} "
+            "(the engine also counts the warm-up's and other clients' refusals, and Prometheus extrapolates at the "
+            "window's edges; a client that counts fewer missed refusals in some other outcome).")
 
 
 def replica_peaks(api: PrometheusAPI, started_at: float, ended_at: float) -> dict[str, dict[str, float | None]]:

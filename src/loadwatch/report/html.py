@@ -45,8 +45,8 @@ def _summary(report: dict) -> str:
     c = report["client"]
     rows = [[name, _ms(c.get(f"mean_{key}_ms")), _ms(c.get(f"median_{key}_ms")), _ms(c.get(f"p99_{key}_ms"))]
             for name, key in (("TTFT", "ttft"), ("TPOT", "tpot"), ("ITL", "itl"), ("E2E", "e2el"))]
-    figures = html_table(["requests", "failed", "req/s", "output tok/s", "goodput req/s"], [[
-        f"{c['completed']:,}", f"{c['failed']:,}", f"{c['request_throughput'] or 0:.2f}",
+    figures = html_table(["requests", "failed", "rejected", "req/s", "output tok/s", "goodput req/s"], [[
+        f"{c['completed']:,}", f"{c['failed']:,}", f"{c.get('rejected') or 0:,}", f"{c['request_throughput'] or 0:.2f}",
         f"{c['output_throughput'] or 0:.1f}", f"{c['request_goodput'] or 0:.2f}"]])
     slo = html_table(["SLO", "limit", "measured", "verdict"], [
         [s["name"], f"{s['limit']:g}", "n/a" if s["measured"] is None else f"{s['measured']:.4g}",

@@ -20,7 +20,7 @@ from loadwatch.loadrun.locust import INTERRUPTED, LocustRun
 from loadwatch.loadrun.stack import new_run_dir, on_stack
 from loadwatch.metrics.capacity import Capacity, CapacityLevel
 from loadwatch.metrics.repeats import times_to_resolve
-from loadwatch.metrics.slo import FAILURE_RATIO, SLO
+from loadwatch.metrics.slo import SLO
 from loadwatch.metrics.tune import Configuration, Cost, Final, Gain, Measured, Runs, Search, Step, Tune
 from loadwatch.processes import ComponentError
 from loadwatch.prometheus import PrometheusAPI
@@ -97,7 +97,7 @@ def config_words(config: Config) -> str:
 def metric_of(slos: list[SLO], level: CapacityLevel) -> str:
     """The SLO a trial is judged on: the one the level broke, else the first latency one."""
     broken = [s["name"] for s in level.slo if not s["passed"]]
-    latency = [slo.name for slo in slos if slo.metric != FAILURE_RATIO]
+    latency = [slo.name for slo in slos if not slo.is_ratio]
     return (broken or latency or [slos[0].name])[0]
 
 
