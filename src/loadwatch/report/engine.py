@@ -50,8 +50,6 @@ def queries(duration: float, settle: float = SETTLE_SECONDS) -> dict[str, tuple[
         "iteration_tokens_mean": (_ratio(Engine.ITERATION_TOKENS + "_sum", Engine.ITERATION_TOKENS + "_count",
                                          counters), True),
         "preemptions": (f"sum(increase({total(Engine.PREEMPTIONS)}[{counters}]))", True),
-        # The server's own count of the requests it refused, beside the client's (rejections_compared).
-        "admission_rejections": (f"sum(increase({total(Engine.ADMISSION_REJECTIONS)}[{counters}]))", True),
         "prefix_cache_hit_ratio": (
             _ratio(total(Engine.PREFIX_CACHE_HITS), total(Engine.PREFIX_CACHE_QUERIES), counters), True),
         "spec_decode_acceptance_ratio": (
@@ -88,10 +86,28 @@ def engine_figures(api: PrometheusAPI, started_at: float, ended_at: float,
                    settle: float = SETTLE_SECONDS) -> dict[str, float | None]:
     """Each figure, or None where the engine does not have it (speculative decoding off, say).
     Counters are read `settle` seconds after the end: nothing else may run on the engine then."""
-    return {
+    figures = {
         name: api.scalar(expr, ended_at + (settle if counters else 0.0))
         for name, (expr, counters) in queries(ended_at - started_at, settle).items()
     }
+    # The server's own count of the requests it refused, set beside the client's (rejections_compared).
+    figures["admission_rejections"] = counter_rise(api, total(Engine.ADMISSION_REJECTIONS), started_at,
+                                                   ended_at + settle)
+    return figures
+
+
+def counter_rise(api: PrometheusAPI, counter: str, start: float, end: float) -> float | None:
+    """How much a counter (summed over its series) rose from `start` to `end`: its last scraped value by
+    `end` less its last before `start`, so a count to compare with the client's, where increase()
+    extrapolates over the window's edges (it read 328 of 350 refusals in a 30 s run). A series that
+    first appeared within the window rose from 0; a reset within it (an engine restarted) makes the
+    rise meaningless, and it is None then, as where the engine has no such counter."""
+    after = api.scalar(f"sum({counter})", end)
+    if after is None:
+        return None
+    before = api.scalar(f"sum({counter})", start) or 0.0
+    resets = api.scalar(f"sum(resets({counter}[{max(1, math.ceil(end - start))}s]))", end)
+    return after - before if not resets and after >= before else None
 
 
 def rejections_compared(rejected: int, by_reason: dict[str, int], server: float | None) -> str | None:

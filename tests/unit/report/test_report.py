@@ -72,3 +72,25 @@ def test_the_clients_rejections_are_set_beside_the_engines_and_a_difference_is_n
                     "counted the same (40, admission_rejections).")
     assert "the engine counted 43 (admission_rejections): they differ by +3" in rejections_compared(40, reasons, 43.0)
     assert "could not be compared" in rejections_compared(40, reasons, None)
+
+
+class CounterAt:
+    """Stands in for Prometheus: the summed counter's last value by a time, and its resets."""
+
+    def __init__(self, values: dict[float, float], resets: float = 0.0) -> None:
+        self.values, self.resets = values, resets
+
+    def scalar(self, expr: str, at: float) -> float | None:
+        if expr.startswith("sum(resets("):
+            return self.resets
+        seen = [v for t, v in sorted(self.values.items()) if t <= at]
+        return seen[-1] if seen else None
+
+
+def test_the_engines_count_is_its_counters_rise_over_the_run_not_an_extrapolation():
+    from loadwatch.report.engine import counter_rise
+
+    assert counter_rise(CounterAt({0.0: 12.0, 35.0: 362.0}), "c", 10.0, 45.0) == 350.0
+    assert counter_rise(CounterAt({20.0: 40.0}), "c", 10.0, 45.0) == 40.0  # the series began within the run
+    assert counter_rise(CounterAt({}), "c", 10.0, 45.0) is None  # an engine without the counter
+    assert counter_rise(CounterAt({0.0: 300.0, 35.0: 20.0}, resets=1.0), "c", 10.0, 45.0) is None  # restarted
