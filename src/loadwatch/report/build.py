@@ -107,9 +107,10 @@ def build_report(results_path: Path, api: PrometheusAPI | None, out_dir: Path, r
         except PrometheusError as exc:
             missing = f"The engine's side is missing: {exc}."
     client = {key: results.field(key) for key in CLIENT_KEYS}
+    # Where the two counts agree the comparison is a figure of the report; where they do not, a note too.
     compared = rejections_compared(results.rejected, results.rejections, engine.get("admission_rejections"))
-    if compared:
-        notes.append(compared)
+    if compared and not compared[1]:
+        notes.append(compared[0])
     # Read once for the turns, the attribution and the page (the exact figures were read with the results).
     rows = list(read_records(records_of(results_path, results))) if records is not None else None
     turns = by_turn(rows) if rows is not None else []
@@ -144,6 +145,7 @@ def build_report(results_path: Path, api: PrometheusAPI | None, out_dir: Path, r
         "plot": plot,
         "plot_latency": plot_latency,  # TTFT, or E2E for a run that streamed nothing
         "notes": notes,
+        "rejections": compared[0] if compared else None,
     }
     out_dir.mkdir(parents=True, exist_ok=True)
     report["html"] = write_run_page(report, results, rows, api, out_dir).name

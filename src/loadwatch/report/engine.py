@@ -110,9 +110,9 @@ def counter_rise(api: PrometheusAPI, counter: str, start: float, end: float) -> 
     return after - before if not resets and after >= before else None
 
 
-def rejections_compared(rejected: int, by_reason: dict[str, int], server: float | None) -> str | None:
-    """A note of the requests the server refused at admission: the client's count beside the engine's
-    own (vllm:admission_rejections, through the sidecar), and whether they differ; None where neither
+def rejections_compared(rejected: int, by_reason: dict[str, int], server: float | None) -> tuple[str, bool] | None:
+    """The requests the server refused at admission in words, the client's count beside the engine's
+    own (vllm:admission_rejections, through the sidecar), and whether the two agree; None where neither
     saw one. They can differ honestly: the engine also counts the warm-up's refusals and any other
     client's, and Prometheus' increase() extrapolates a counter over the window's edges."""
     if not rejected and not server:
@@ -120,14 +120,14 @@ def rejections_compared(rejected: int, by_reason: dict[str, int], server: float 
     reasons = "".join(f", {reason} {n}" for reason, n in by_reason.items())
     words = f"Rejected by admission control: {rejected} by the client's count{reasons}"
     if server is None:
-        return (words + "; the engine's own count is not in Prometheus (vLLM before 0.32, or the sidecar did not "
-                "read it), so it could not be compared.")
+        return (words + "; the engine's own count is not in Prometheus (vLLM before 0.32, an engine restarted in "
+                "the run, or the sidecar did not read it), so it could not be compared.", False)
     counted = round(server)
     if counted == rejected:
-        return words + f"; the engine counted the same ({counted}, admission_rejections)."
+        return words + f"; the engine counted the same ({counted}, admission_rejections).", True
     return (words + f"; the engine counted {counted} (admission_rejections): they differ by {counted - rejected:+d} "
-            "(the engine also counts the warm-up's and other clients' refusals, and Prometheus extrapolates at the "
-            "window's edges; a client that counts fewer missed refusals in some other outcome).")
+            "(the engine also counts refusals of requests sent outside the measured window and other clients'; a "
+            "client that counts fewer took some refusals for another outcome).", False)
 
 
 def replica_peaks(api: PrometheusAPI, started_at: float, ended_at: float) -> dict[str, dict[str, float | None]]:

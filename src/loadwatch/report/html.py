@@ -67,7 +67,11 @@ def _summary(report: dict) -> str:
           "n/a" if r["waiting_peak"] is None else f"{r['waiting_peak']:.0f}",
           "n/a" if r["kv_cache_peak"] is None else f"{r['kv_cache_peak']:.0%}"] for r in fleet["replicas"]]) + "".join(
         f"<p>{html.escape(line, quote=False)}.</p>" for line in fleet["lost"]) if fleet else ""
-    return figures + cost + html_table(["latency", "mean", "median", "p99"], rows) + load_generator + replicas + slo
+    # The client's refusals beside the engine's, where they agree (where not, the notes say so).
+    rejections = (f"<p>{html.escape(report['rejections'], quote=False)}</p>"
+                  if report.get("rejections") and report["rejections"] not in report["notes"] else "")
+    return (figures + cost + rejections + html_table(["latency", "mean", "median", "p99"], rows) + load_generator
+            + replicas + slo)
 
 
 def time_charts(records: list[dict] | None, api: PrometheusAPI | None, start: float, end: float, marks: list,

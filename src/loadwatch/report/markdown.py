@@ -197,6 +197,8 @@ def render(report: dict) -> str:
         lines += ["", words]
     if c["failures"]:
         lines += ["", "Failures: " + ", ".join(f"{reason} {n}" for reason, n in c["failures"].items()) + "."]
+    if report.get("rejections") and report["rejections"] not in report["notes"]:
+        lines += ["", report["rejections"]]
     if report.get("engine_missing"):
         lines += ["", report["engine_missing"]]
     if e:

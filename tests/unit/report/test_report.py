@@ -67,11 +67,13 @@ def test_the_clients_rejections_are_set_beside_the_engines_and_a_difference_is_n
 
     reasons = {"max_num_queued_reqs": 40}
     assert rejections_compared(0, {}, None) is None and rejections_compared(0, {}, 0.0) is None
-    same = rejections_compared(40, reasons, 40.2)
+    same = rejections_compared(40, reasons, 40.0)
     assert same == ("Rejected by admission control: 40 by the client's count, max_num_queued_reqs 40; the engine "
-                    "counted the same (40, admission_rejections).")
-    assert "the engine counted 43 (admission_rejections): they differ by +3" in rejections_compared(40, reasons, 43.0)
-    assert "could not be compared" in rejections_compared(40, reasons, None)
+                    "counted the same (40, admission_rejections).", True)
+    words, agree = rejections_compared(40, reasons, 43.0)
+    assert "the engine counted 43 (admission_rejections): they differ by +3" in words and not agree
+    words, agree = rejections_compared(40, reasons, None)
+    assert "could not be compared" in words and not agree
 
 
 class CounterAt:
