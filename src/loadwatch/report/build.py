@@ -27,7 +27,8 @@ from loadwatch.report.scaling import scaling_figures
 log = logging.getLogger(__name__)
 PLOT = "ttft-kv-waiting.png"
 CLIENT_KEYS = (
-    "completed", "failed", "duration", "request_throughput", "request_goodput", "output_throughput",
+    "completed", "failed", "rejected", "rejected_ratio", "rejections",
+    "duration", "request_throughput", "request_goodput", "output_throughput",
     "total_token_throughput", "failure_ratio", "failures", "total_tool_calls", "total_reasoning_tokens",
     "cached_prompt_tokens_ratio", "price_per_hour", "cost_per_million_output_tokens", "cost_per_million_total_tokens",
     *(latency_key(metric, stat) for metric in DISTRIBUTIONS for stat in ("mean", "median", "p99")),
