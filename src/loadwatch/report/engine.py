@@ -50,6 +50,10 @@ def queries(duration: float, settle: float = SETTLE_SECONDS) -> dict[str, tuple[
         "iteration_tokens_mean": (_ratio(Engine.ITERATION_TOKENS + "_sum", Engine.ITERATION_TOKENS + "_count",
                                          counters), True),
         "preemptions": (f"sum(increase({total(Engine.PREEMPTIONS)}[{counters}]))", True),
+        # Prompt tokens the engine took in a second over the window: at the knee, the rate its prefill
+        # backlog drains at, which sizes --max-num-queued-tokens (target TTFT times this).
+        "prompt_tokens_per_second": (f"sum(increase({total(Engine.PROMPT_TOKENS)}[{counters}])) / "
+                                     f"{max(1.0, duration):g}", True),
         "prefix_cache_hit_ratio": (
             _ratio(total(Engine.PREFIX_CACHE_HITS), total(Engine.PREFIX_CACHE_QUERIES), counters), True),
         "spec_decode_acceptance_ratio": (
@@ -90,7 +94,8 @@ def engine_figures(api: PrometheusAPI, started_at: float, ended_at: float,
         name: api.scalar(expr, ended_at + (settle if counters else 0.0))
         for name, (expr, counters) in queries(ended_at - started_at, settle).items()
     }
-    # The server's own count of the requests it refused, set beside the client's (rejections_compared).
+    # The server's own count of the requests its admission control refused (vLLM 0.32's
+    # --max-num-queued-reqs or --max-num-queued-tokens), set beside the client's (rejections_compared).
     figures["admission_rejections"] = counter_rise(api, total(Engine.ADMISSION_REJECTIONS), started_at,
                                                    ended_at + settle)
     return figures

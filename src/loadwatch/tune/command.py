@@ -29,6 +29,7 @@ from loadwatch.tune import output
 from loadwatch.tune.config import Config
 from loadwatch.tune.levers import NO_LEVER, Situation, applicable
 from loadwatch.tune.options import TuneOptions
+from loadwatch.tune.overload import try_cap
 from loadwatch.tune.server import ARGS, Server, why_refused
 from loadwatch.tune.trial import JUDGED_ON, Arm, BudgetSpent, better, decide, gain, run_trial, slo_change
 
@@ -240,6 +241,13 @@ def tune(capacity: CapacityOptions, options: TuneOptions, template: LocustRun, t
                 say(f"step {step}: the engine alone moved from the baseline's on the same probe ({moved}): the "
                     "flag changes one request's speed, or the machine changed under tune")
             output.write(run_dir, doc, current)
+        # Past the knee: where the last search found a server that queued without refusing, the
+        # admission cap it sized, tried as the trade it is (tune/overload.py).
+        try:
+            doc.overload = try_cap(result, current, tuner.server, template, capacity, options.repeats,
+                                   run_dir / "overload", tuner.left, say)
+        except BudgetSpent:
+            say("overload: the budget ran out before the admission cap's rounds ended; it is left untried")
     except BudgetSpent:
         # Incomplete where not one step finished: a budget too short for what tune is for.
         before = (" before the baseline's capacity was known" if not doc.baseline else
