@@ -12,6 +12,9 @@ run: its cost is the number of pairs times the mean seconds of one of this run's
 (a start included).
 
     .venv/bin/python benchmarks/tune.py [--scenario slots|prefix|both] [--budget 20m] [--times 3] [--max-steps 1]
+
+With --max-steps 0 the slots scenario is the mis-tuned engine pushed past its knee: tune measures its
+baseline, then tries the admission cap that search sized at the level that broke (tune's `overload`).
 """
 
 from __future__ import annotations
@@ -83,6 +86,10 @@ def report(name: str, outcome: dict) -> None:
         knee = f"{final.capacity.max_sustainable} {final.capacity.unit}" if final.capacity else "not measured"
         print(f"final: {final.command_line}: {knee}, limit {final.limit}")
     print(f"stopped: {doc.stopped}")
+    if doc.overload:  # past the knee: the admission cap's trade, as the report's table gives it
+        o = doc.overload
+        print(f"past the knee, at {o.level:g} {o.unit}: {o.change.flag} {o.change.after}"
+              + (f" refused: {o.refused}" if o.refused else f": {o.verdict}"))
     searches = cost.capacity_searches
     if searches:
         per_config = sum(s.seconds for s in searches) / len(searches)
@@ -104,7 +111,8 @@ def main() -> None:
                         help="run each scenario this many times, each from nothing, and count what each adopted "
                              "(the issue's 3 of 3)")
     parser.add_argument("--max-steps", help="tune's --max-steps: 1 ends each run after its first step and the "
-                                            "capacity after it, what --times counts")
+                                            "capacity after it, what --times counts; 0 after the baseline, and "
+                                            "the admission cap past its knee")
     args = parser.parse_args()
     steps = ["--max-steps", args.max_steps] if args.max_steps else []
     for name in SCENARIOS if args.scenario == "both" else [args.scenario]:

@@ -31,6 +31,9 @@ class Client:
     REQUESTS = CLIENT_PREFIX + "requests"
     FAILURES = CLIENT_PREFIX + "request_failures"
     CANCELLED = CLIENT_PREFIX + "requests_cancelled"
+    # Refused by the server's admission control (label `reason`: vLLM's max_num_queued_reqs or
+    # max_num_queued_tokens), the client's side of Engine.ADMISSION_REJECTIONS.
+    REJECTED = CLIENT_PREFIX + "requests_rejected"
     PROMPT_TOKENS = CLIENT_PREFIX + "prompt_tokens"
     GENERATION_TOKENS = CLIENT_PREFIX + "generation_tokens"
     IMAGES = CLIENT_PREFIX + "images"  # sent in requests (--dataset random-mm), and their encoded bytes

@@ -180,9 +180,9 @@ class LoadSettings(BaseSettings):
                                                                  "results")
     gpus: int = Field(1, gt=0, description="GPUs the server runs on, when --price-per-hour is a GPU's")
     slo: list[Objective] = Field([], description="Service-level objective, repeatable: ttft_p99_ms=500, "
-                                           "tpot_median_ms=50, e2el_p90_ms=20000, failure_ratio=0.01 "
-                                           "(comma-separated in the web UI). A broken one makes a headless "
-                                           "run exit 3")
+                                           "tpot_median_ms=50, e2el_p90_ms=20000, failure_ratio=0.01, "
+                                           "rejected_ratio=0.01 (comma-separated in the web UI). A broken one "
+                                           "makes a headless run exit 3")
     run_name: str = Field("", pattern=r"^[A-Za-z0-9._/-]*$", json_schema_extra=cli(web_ui=False),
                           description="Start of the run's id (run_info's run_id label, the results): "
                                       "loadwatch experiment names each cell so")

@@ -21,7 +21,8 @@ class SharedOptions(BaseModel):
     target: str | None = Field(None, description="base URL of an OpenAI-compatible server (a vLLM, or a fleet's "
                                                  "router); default: the embedded engine")
     slo: list[Objective] = Field([], description="a service-level objective, repeatable: "
-                                                 "(ttft|tpot|itl|e2el)_(mean|median|pNN)_ms=MS or failure_ratio=R, "
+                                                 "(ttft|tpot|itl|e2el)_(mean|median|pNN)_ms=MS, failure_ratio=R or "
+                                                 "rejected_ratio=R, "
                                                  "e.g. ttft_p99_ms=500: what run judges, the limits capacity and "
                                                  "tune search within")
     locustfile: Path = Field(default_factory=assets.locustfile,

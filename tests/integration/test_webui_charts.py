@@ -68,6 +68,7 @@ def test_the_llm_tab_charts_client_latency_beside_the_engine(fake_server, tmp_pa
             kv = known(series(page, "kv")["usage"])
             stage_marks = marks(page, "ttft")
             failures = series(page, "failures")
+            rejections = series(page, "rejections")
             wait_for(lambda: page.locator("#loadwatch-slowest-table tr").count() > 3, 15, "the slowest listed")
             slow_rows = page.locator("#loadwatch-slowest-table tr").all_inner_texts()
             page.screenshot(path=str(tmp_path / "llm-tab.png"), full_page=True)
@@ -102,6 +103,10 @@ def test_the_llm_tab_charts_client_latency_beside_the_engine(fake_server, tmp_pa
     assert len(known(ttft["client p99"])) >= 5 and min(known(ttft["client p50"])) >= 50
     assert known(ttft["engine mean"]), "the engine's own TTFT beside the client's"
     assert kv[-1] > kv[0] + 0.3, f"the KV cache fills in the chart: {kv}"
+    # The fake server refuses nothing: the client's refusals are charted as none, beside the engine's
+    # (its payload has no admission counter, as vLLM before 0.32: a gap, never zeros).
+    assert set(rejections) == {"client", "engine"} and known(rejections["client"])
+    assert set(known(rejections["client"])) == {0} and not known(rejections["engine"])
     assert stage_marks[:2] == ["warmup", "load"]
     # The fake server sends no engine account: the parts named are the client's own, before and after the headers.
     assert slow_rows[0].split("\t")[:2] == ["request id", "scenario"]

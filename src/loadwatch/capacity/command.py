@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from loadwatch.capacity import autoscale, output
-from loadwatch.capacity.diagnose import FULL_BATCH, GREW, ReplicaState, diagnose
+from loadwatch.capacity.diagnose import FULL_BATCH, GREW, ReplicaState, diagnose, refused
 from loadwatch.capacity.interval import judge, knee_interval, rerun_interval
 from loadwatch.capacity.levels import Level, level_records, run_level
 from loadwatch.capacity.options import CapacityOptions
@@ -26,7 +26,7 @@ from loadwatch.loadrun.locust import INTERRUPTED, MAX_STRETCH, Load, LocustRun
 from loadwatch.loadrun.stack import new_run_dir, on_stack, running
 from loadwatch.metrics.capacity import Capacity, NextStep, Scaling
 from loadwatch.metrics.records import read_records
-from loadwatch.metrics.slo import FAILURE_RATIO, SLO
+from loadwatch.metrics.slo import SLO
 from loadwatch.prometheus import PrometheusAPI, PrometheusError
 from loadwatch.report.engine import engine_figures, replica_peaks
 from loadwatch.report.fleet import prefix_affinity
@@ -46,7 +46,7 @@ def needed_requests(slos: list[SLO]) -> int:
     """Requests a level must complete for its tightest percentile to mean something: 5 beyond it."""
     needed = MIN_REQUESTS
     for slo in slos:
-        if slo.metric == FAILURE_RATIO or slo.stat == "mean":
+        if slo.is_ratio or slo.stat == "mean":
             continue
         q = 0.5 if slo.stat == "median" else float(slo.stat[1:]) / 100
         needed = max(needed, math.ceil(round(5 / (1 - q), 6)))  # 5 / 0.1 is 50.000000000000004
@@ -191,7 +191,9 @@ def search(options: CapacityOptions, template: LocustRun, api: PrometheusAPI, ta
         records = level_records(records_beside(results))
         level.attribute(records, api)
         if not level.problem:
-            level.sure, level.slo_intervals = judge(records, template.slo, level.passed, level.stopped_early)
+            # Refusals no SLO allows break a level beyond doubt: each one is counted, not sampled.
+            level.sure, level.slo_intervals = judge(records, template.slo, level.passed, level.stopped_early
+                                                    or ("refused" if refused(level.results) else None))
         levels.append(level)
         if level.too_few and level.under_slos and _more_than_before(level, levels[:-1]):
             # More load completes more requests: the knee lies higher.
@@ -202,7 +204,7 @@ def search(options: CapacityOptions, template: LocustRun, api: PrometheusAPI, ta
             undecided = f"{level.name} ({value:g} {options.unit}) could not be judged: {level.problem}"
             break
         search.record(value, level.passed)
-        verdict = "held" if level.passed else f"broke ({level.stopped_early or level.problem or 'SLO'})"
+        verdict = level.verdict
         doubt = ", within its SLO's noise (in doubt)" if level.sure == "in doubt" else ""
         say(f"{level.name}: {verdict}{doubt}, {level.results.get('request_throughput', 0):.2f} req/s")
     best = search.best
@@ -217,6 +219,10 @@ def search(options: CapacityOptions, template: LocustRun, api: PrometheusAPI, ta
                          batch or inferred_batch(levels), shared_prefix(figures), _below(levels, decisive),
                          replica_states(levels, decisive, batch), affinity_at(decisive, run_dir),
                          _full_served(levels, decisive), routing_at(api, decisive, say))
+    if diagnosis.limit == "admission":  # how the refusals grew with the load
+        diagnosis.evidence["rejections_per_level"] = [
+            {"level": lv.value, "rejected": lv.results.get("rejected") or 0,
+             "rejected_ratio": lv.results.get("rejected_ratio") or 0.0} for lv in levels if lv.results]
     count = len(decisive.replicas) if decisive and decisive.replicas else 1
     scaling = scaling_of(one_replica, best, count)
     if diagnosis.limit == "replicas" and best and decisive:
@@ -242,7 +248,8 @@ def search(options: CapacityOptions, template: LocustRun, api: PrometheusAPI, ta
         say(f"capacity: the knee was not located: {undecided}"
             + (f"; {best:g} {options.unit} held" if best is not None else ""))
     else:
-        say(f"capacity: {best:g} {options.unit} sustained{output.interval_words(result)}, "
+        say(f"capacity: {best:g} {options.unit} sustained{output.refusing_words(result)}"
+            f"{output.interval_words(result)}, "
             f"{result.recommended:g} {options.unit} recommended; limit: {diagnosis.explanation}"
             if best is not None else "capacity: no level held its SLOs")
     for item in diagnosis.missed:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from loadwatch.capacity.room import Batch, room
+from loadwatch.metrics.slo import RATIOS, REJECTED_RATIO
 from loadwatch.workloads.datasets import SharedPrefix
 
 KV_FULL = 0.9  # KV cache usage peak from which the cache is the limit (with requests waiting or preempted)
@@ -32,7 +33,13 @@ GREW = 1.2
 FULL_BATCH = 0.95
 FLAT = 0.25
 
+# Past the knee, a queue at least this many times the running batch, with no refusal, is one admission
+# control would have cut: every request waits behind a batch's worth or more.
+QUEUED_PAST = 1.0
+
 LIMITS = {
+    "admission": "admission control: the server refuses requests (HTTP 503) once --max-num-queued-reqs requests "
+                 "are unfinished or --max-num-queued-tokens prompt tokens wait for prefill",
     "kv_cache": "KV cache: its usage peaks near 100 % with requests waiting or preempted",
     "batch_slots": "batch slots: the running batch is full (--max-num-seqs) while requests wait, KV cache to spare",
     "token_budget": "token budget: requests wait for room with the batch below --max-num-seqs and the KV cache "
@@ -85,6 +92,8 @@ def diagnose(results: dict, engine: dict, saturated: dict[str, str], batch: Batc
     prefix on one replica (report.routing.reasons), if it says. The engine's own evidence of a full cache, batch
     or budget comes first: it holds whatever the client measured; a late load generator comes next,
     before what rests on the client's figures."""
+    if refused(results):
+        return Diagnosis("admission", admission(results, engine), missed(results, engine, prefix, affinity, routing))
     limit, evidence = _limit(results, engine, saturated, batch, below, full_served)
     if limit not in ("slo_only", "load_generator"):
         evidence.update(room(results, engine, batch, prefix))
@@ -93,6 +102,30 @@ def diagnose(results: dict, engine: dict, saturated: dict[str, str], batch: Batc
     if limit == "imbalance" and routing and routing["routing_reason"] == "no_hash_key":
         evidence.update(routing)  # one replica took every request: the hash's doing, not the load's
     return Diagnosis(limit, evidence, missed(results, engine, prefix, affinity, routing))
+
+
+def refused(results: dict) -> bool:
+    """Whether the level's server refused more requests than its SLOs allow: any refusal, unless a
+    rejected_ratio SLO bounds them (and held). A server that sheds load has reached what it admits,
+    whatever the admitted requests' latency says."""
+    if not results.get("rejected"):
+        return False
+    bound = next((s for s in results.get("slo") or [] if s["name"] == REJECTED_RATIO), None)
+    return bound is None or not bound["passed"]
+
+
+def admission(results: dict, engine: dict) -> dict:
+    """The evidence of admission control: its refusals by reason, the server's own count beside the
+    client's, and whether the admitted requests kept their latency SLOs (a cap that refuses enough
+    keeps them; one that refuses too little lets the queue grow behind it)."""
+    latency = [s for s in results.get("slo") or [] if s["name"] not in RATIOS]
+    return {"rejected": results.get("rejected"), "rejected_ratio": results.get("rejected_ratio"),
+            "rejections": results.get("rejections") or {},
+            "server_admission_rejections": engine.get("admission_rejections"),
+            "admitted_within_slo": all(s["passed"] for s in latency) if latency else None,
+            "admitted_slo": {s["name"]: s["measured"] for s in latency},
+            "client_p99_ttft_ms": results.get("p99_ttft_ms"), "requests_waiting_peak":
+            engine.get("requests_waiting_peak"), "requests_running_peak": engine.get("requests_running_peak")}
 
 
 @dataclass(frozen=True)
@@ -198,6 +231,37 @@ def missed(results: dict, engine: dict, prefix: SharedPrefix | None, affinity: d
     """What the engine could have done for this workload and did not, each with its evidence.
     `affinity`: where a fleet sent each shared prefix's requests (report.fleet.prefix_affinity);
     `routing`: why the router did not keep them together, where its counters say."""
+    return _prefix_missed(results, engine, prefix, affinity, routing)
+
+
+def overload(results: dict, engine: dict) -> dict | None:
+    """Past the knee, a queue that grew past the running batch while the server refused nothing: every
+    request waited behind it, and each one's TTFT grew. vLLM's --max-num-queued-tokens, set to the
+    target TTFT times the rate the engine took prompt tokens in here (its docstring's sizing), would
+    refuse the excess with a 503 that a router or client retries elsewhere, so that the admitted keep
+    their TTFT. Not a missed capacity: a refusal counts against the load sustained, so the lever
+    protects the SLO past the knee and moves no knee. None where the queue stayed short, or the server
+    already refused."""
+    waiting, running = engine.get("requests_waiting_peak"), engine.get("requests_running_peak")
+    if results.get("rejected") or not waiting or not running or waiting < QUEUED_PAST * running:
+        return None
+    ttft = next((s for s in results.get("slo") or [] if s["name"].startswith("ttft_")), None)
+    rate = engine.get("prompt_tokens_per_second")
+    cap = round(ttft["limit"] / 1000 * rate) if ttft and rate else None
+    sized = "--max-num-queued-tokens (a target TTFT times the prompt tokens a second the engine takes in)"
+    if ttft and cap:
+        sized = (f"--max-num-queued-tokens {cap} ({ttft['name']} {ttft['limit']:g} ms times the {rate:.0f} prompt "
+                 "tokens a second the engine took in here)")
+    why = (f"{waiting:.0f} requests waited behind a batch of {running:.0f} and the server refused none: each one's "
+           f"TTFT grew with the queue; admission control, {sized}, would refuse the excess (HTTP 503, which a "
+           "router or client retries elsewhere) so that the requests it admits keep their TTFT")
+    return {"explanation": why, "requests_waiting_peak": waiting, "requests_running_peak": running,
+            "client_p99_ttft_ms": results.get("p99_ttft_ms"), "prompt_tokens_per_second": rate,
+            "ttft_slo": ttft["name"] if ttft else None, "max_num_queued_tokens": cap}
+
+
+def _prefix_missed(results: dict, engine: dict, prefix: SharedPrefix | None, affinity: dict | None,
+                   routing: dict | None) -> list[dict]:
     block_size = engine.get("kv_cache_block_size")
     if prefix is None or (block_size and prefix.tokens < block_size):
         return []  # nothing shared, or less than one block: nothing a prefix cache could keep

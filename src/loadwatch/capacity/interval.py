@@ -27,8 +27,8 @@ from scipy.stats import binomtest
 
 from loadwatch.capacity.probe import CHANGED
 from loadwatch.metrics.bootstrap import CONFIDENCE, request_resamples
-from loadwatch.metrics.records import CANCELLED
-from loadwatch.metrics.slo import FAILURE_RATIO, SLO
+from loadwatch.metrics.records import ratio_counts
+from loadwatch.metrics.slo import SLO
 
 Sureness = Literal["held", "broke", "in doubt"]
 # Per-request values in the records, in seconds; ITL is per gap and not in them (its SLO is judged as measured).
@@ -57,12 +57,11 @@ class SloInterval:
 def slo_interval(records: list[dict], slo: SLO) -> SloInterval:
     """The 95 % interval of an SLO's statistic over a level's requests (warm-up left out)."""
     measured = sorted((r for r in records if r["stage"] != "warmup"), key=lambda r: r["start"])
-    if slo.metric == FAILURE_RATIO:
-        done = [r for r in measured if r["failure"] != CANCELLED]
-        if not done:
+    if slo.is_ratio:
+        counted, ended = ratio_counts(slo.metric, measured)
+        if not ended:
             return SloInterval(slo.name, slo.limit, None, None)
-        failed = sum(r["failure"] is not None for r in done)
-        ci = binomtest(failed, len(done)).proportion_ci(CONFIDENCE, method="wilson")
+        ci = binomtest(counted, ended).proportion_ci(CONFIDENCE, method="wilson")
         return SloInterval(slo.name, slo.limit, float(ci.low), float(ci.high))
     key = RECORD_KEYS.get(slo.metric)
     values = np.array([r[key] * 1000 for r in measured if key and r["failure"] is None and r.get(key) is not None])

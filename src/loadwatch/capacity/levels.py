@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from loadwatch.capacity.diagnose import refused
 from loadwatch.catalogue import Engine
 from loadwatch.loadrun.locust import ENOUGH, INTERRUPTED, WATCH_SECONDS, LocustRun, enough
 from loadwatch.metrics.records import read_records
@@ -51,13 +52,24 @@ class Level:
     def passed(self) -> bool:
         slos = self.results.get("slo") or []
         measured = self.results.get("completed", 0) > 0
-        return measured and not self.stopped_early and not self.problem and all(s["passed"] for s in slos)
+        return measured and not self.stopped_early and not self.problem and all(s["passed"] for s in slos) \
+            and not refused(self.results)
+
+    @property
+    def verdict(self) -> str:
+        """Held outright, held by refusing a share its rejected_ratio SLO allows, or broke, and why."""
+        share = self.results.get("rejected_ratio") or 0.0
+        if self.passed:
+            return f"held by refusing {share:.1%} of its requests" if self.results.get("rejected") else "held"
+        if refused(self.results) and not self.stopped_early and not self.problem:
+            return f"broke (the server refused {share:.1%} of its requests)"
+        return f"broke ({self.stopped_early or self.problem or 'SLO'})"
 
     def as_dict(self) -> dict:
         return {"level": self.value, "unit": self.unit, "name": self.name, "passed": self.passed,
                 "stopped_early": self.stopped_early, "problem": self.problem, "start": self.start, "end": self.end,
                 "slo": self.results.get("slo", []), "saturated": self.results.get("saturated", {}),
-                "client": {k: self.results.get(k) for k in CLIENT_KEYS}, "engine": self.engine,
+                "verdict": self.verdict, "client": {k: self.results.get(k) for k in CLIENT_KEYS}, "engine": self.engine,
                 "ttft_split": self.split, "sure": self.sure, "slo_intervals": self.slo_intervals}
 
     def attribute(self, records: list[dict], api: PrometheusAPI | None) -> None:

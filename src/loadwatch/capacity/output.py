@@ -7,7 +7,7 @@ from pathlib import Path
 from matplotlib.figure import Figure
 
 from loadwatch.atomic import write_atomically
-from loadwatch.capacity.diagnose import Diagnosis
+from loadwatch.capacity.diagnose import Diagnosis, overload
 from loadwatch.capacity.levels import Level
 from loadwatch.capacity.probe import CHANGED
 from loadwatch.capacity.room import KEYS, sentence
@@ -41,6 +41,7 @@ def conclusion(mode: str, unit: str, levels: list[Level], best: float | None, di
         headroom=headroom,
         request_throughput_at_max=at_best.results.get("request_throughput") if at_best else None,
         output_throughput_at_max=at_best.results.get("output_throughput") if at_best else None,
+        rejected_ratio_at_max=(at_best.results.get("rejected_ratio") or 0.0) if at_best else None,
         price_per_hour=at_point.results.get("price_per_hour") if at_point else None,
         cost_level=at_point.value if at_point else None,
         cost_per_million_output_tokens=at_point.results.get("cost_per_million_output_tokens") if at_point else None,
@@ -54,6 +55,7 @@ def conclusion(mode: str, unit: str, levels: list[Level], best: float | None, di
         room=sentence(diagnosis.evidence) if "kv_cache_holds_requests" in diagnosis.evidence else None,
         missed=diagnosis.missed,
         level_rule=rule,
+        overload=overload(decisive.results, decisive.engine) if decisive and not decisive.passed else None,
         throughput_plateau=plateau(levels),
         decode_unbounded=decode_unbounded(slos or []),
         levels=[lv.as_dict() for lv in levels],
@@ -62,7 +64,14 @@ def conclusion(mode: str, unit: str, levels: list[Level], best: float | None, di
 
 def _words(evidence: dict, skip: tuple[str, ...] = ()) -> str:
     return ", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in evidence.items()
-                     if v is not None and not isinstance(v, dict) and k not in skip)
+                     if v is not None and not isinstance(v, dict | list) and k not in skip)
+
+
+def refusing_words(result: Capacity) -> str:
+    """` by refusing 2.1 % of its requests` where the knee held only so (a rejected_ratio SLO allowing
+    it): a server that holds its SLO by refusing is not one that holds it outright."""
+    share = result.rejected_ratio_at_max
+    return f" by refusing {share:.1%} of its requests" if share else ""
 
 
 PLATEAU = 0.95  # a level serving this share of the most any level served: throughput stopped growing there
@@ -120,7 +129,8 @@ def markdown(result: Capacity, run_dir: Path | None = None) -> str:
         lines.append(f"No level held its SLOs: nothing is sustainable down to the lowest level tried "
                      f"({min((lv.level for lv in result.levels), default=0):g} {unit}).")
     else:
-        lines += [f"**{best:g} {unit}**{interval_words(result)} is the most this server sustained within its SLOs "
+        lines += [f"**{best:g} {unit}**{interval_words(result)} is the most this server sustained within its SLOs"
+                  f"{refusing_words(result)} "
                   f"({result.request_throughput_at_max or 0:.2f} req/s, "
                   f"{result.output_throughput_at_max or 0:.0f} output tok/s); run it at "
                   f"**{result.recommended or 0:g} {unit}** ({result.headroom:.0%} of it)."]
@@ -151,6 +161,13 @@ def markdown(result: Capacity, run_dir: Path | None = None) -> str:
     lines += ["", f"The limit that binds: **{result.limit_explained}** ({limit_words})."
               + (f" {result.room}" if result.room else "")
               + (f" The router's doing: {evidence['why']}." if evidence.get("why") else "")]
+    if evidence.get("rejections_per_level"):
+        lines += ["", "The server's refusals by level: " + ", ".join(
+            f"{r['level']:g} {unit} {r['rejected_ratio']:.1%} ({r['rejected']})" for r in evidence[
+                "rejections_per_level"]) + "; by reason at that level: " + (", ".join(
+                    f"{reason} {n}" for reason, n in evidence["rejections"].items()) or "none given")
+                  + ("; the admitted requests " + ("kept" if evidence["admitted_within_slo"] else "broke")
+                     + " their latency SLOs" if evidence.get("admitted_within_slo") is not None else "") + "."]
     if evidence.get("replicas"):
         lines += ["", "The replicas at that level: " + "; ".join(
             f"{name}: {_ms(r['requests_waiting_peak'])} waiting, {_ms(r['requests_running_peak'])} running, KV cache "
@@ -158,6 +175,8 @@ def markdown(result: Capacity, run_dir: Path | None = None) -> str:
             for name, r in evidence["replicas"].items()) + " (peaks)."]
     for item in result.missed:
         lines += ["", f"Missed: **{item.item.replace('_', ' ')}**: {item.explanation} ({_words(item.evidence)})."]
+    if result.overload:
+        lines += ["", f"Past the knee, the server queued: {result.overload['explanation']}."]
     lines += _scaling(result.scaling, unit) + _autoscaling(result.autoscaling, unit)
     for step in result.next:
         lines += ["", f"Next, {step.why}:", "", f"    {step.command}"]
@@ -167,9 +186,9 @@ def markdown(result: Capacity, run_dir: Path | None = None) -> str:
     rows = []
     for lv in result.levels:
         c, e = lv.client, lv.engine
-        verdict = "held" if lv.passed else ("lost early: " + lv.stopped_early if lv.stopped_early
-                                            else lv.problem or "broke: " + ", ".join(
-                                                s["name"] for s in lv.slo if not s["passed"]))
+        verdict = lv.verdict if lv.passed or not lv.slo or all(s["passed"] for s in lv.slo) else (
+            "lost early: " + lv.stopped_early if lv.stopped_early
+            else lv.problem or "broke: " + ", ".join(s["name"] for s in lv.slo if not s["passed"]))
         if lv.sure == "in doubt":
             verdict += " (in doubt: " + ", ".join(f"{i['name']} {i['ci_low']:.4g} to {i['ci_high']:.4g}"
                                                   for i in lv.slo_intervals if i["verdict"] == "in doubt") + ")"
@@ -177,9 +196,9 @@ def markdown(result: Capacity, run_dir: Path | None = None) -> str:
                      _ms(c["median_ttft_ms"]), _ms(c["p99_ttft_ms"]), _ms(c["p99_tpot_ms"]),
                      "n/a" if e.get("kv_cache_usage_peak") is None else f"{e['kv_cache_usage_peak']:.0%}",
                      "n/a" if e.get("requests_waiting_peak") is None else f"{e['requests_waiting_peak']:.0f}",
-                     verdict])
+                     f"{c.get('rejected_ratio') or 0:.1%}", verdict])
     lines += table([f"level ({unit})", "measured req/s", "output tok/s", "TTFT p50 ms", "TTFT p99 ms",
-                    "TPOT p99 ms", "KV peak", "waiting peak", "verdict"], rows)
+                    "TPOT p99 ms", "KV peak", "waiting peak", "refused", "verdict"], rows)
     held = [lv for lv in result.levels if lv.passed and lv.level == best]
     if held:
         lines += ["", f"### Where the time goes at {best:g} {unit}", "",

@@ -52,6 +52,8 @@ def slo_attainment() -> str:
              for m, family in SLO_LATENCIES.items() for stat, q in SLO_STATS.items()]
     terms.append(f"{rate(total(Client.FAILURES), C)} / {rate(total(Client.REQUESTS), C)} / "
                  f"{_objective('failure_ratio')}")
+    terms.append(f"{rate(total(Client.REJECTED), C)} / {rate(total(Client.REQUESTS), C)} / "
+                 f"{_objective('rejected_ratio')}")
     return "\n or ".join(f"({term})" for term in terms)
 
 
@@ -181,8 +183,11 @@ def overview() -> dict:
             Panel("Requests", [
                 (rate(total(Client.REQUESTS), C), "client finished"),
                 (rate(total(Client.FAILURES), C), "client failed"),
+                (rate(total(Client.REJECTED), C), "client rejected"),
                 (rate(total(Engine.REQUEST_SUCCESS), E), "engine finished"),
-            ], "reqps", "Requests finished per second, as the client and as the engine count them."),
+                (rate(total(Engine.ADMISSION_REJECTIONS), E), "engine rejected"),
+            ], "reqps", "Requests finished per second, as the client and as the engine count them; rejected: "
+                        "refused at the engine's admission limits (HTTP 503), apart from failures."),
             Panel("Tokens", [
                 (rate(total(Client.GENERATION_TOKENS), C), "client generated"),
                 (rate(total(Engine.GENERATION_TOKENS), E), "engine generated"),

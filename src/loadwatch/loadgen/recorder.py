@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from loadwatch.catalogue import Client
 from loadwatch.metrics import definitions as d
 from loadwatch.metrics.counts import MetricCounts
-from loadwatch.metrics.records import CANCELLED, as_record
+from loadwatch.metrics.records import CANCELLED, REJECTED, as_record
 from loadwatch.metrics.samples import Samples
 from loadwatch.metrics.slo import SLO, goodput_limits, within
 from loadwatch.metrics.timing import RequestMetrics
@@ -45,6 +45,9 @@ class LLMRequest:
     turn: int | None = None  # a session's turn, from 1; None outside sessions
     cancelled: bool = False  # the client hung up on purpose (--cancel-ratio): neither success nor failure
     cancelled_ttft: float | None = None  # how long its first chunk took, where it came before the hang-up
+    # Refused by the server's admission control, and why (client/failures.py: Rejection): neither
+    # completed nor failed. Its failure_reason stays what the answer was (http_503, stream_error).
+    rejection: str | None = None
     images: int = 0  # sent with it (random-mm), and their encoded bytes
     image_bytes: int = 0
     without_done: bool = False  # complete, its body ended without [DONE] (after its finish_reason)
@@ -60,8 +63,9 @@ class LLMRequest:
         m = self.metrics
         return as_record(self.request_id, self.started_at, worker, self.model, self.scenario,
                          "warmup" if self.warmup else self.stage, self.elapsed,
-                         CANCELLED if self.cancelled else self.failure_reason, m, self.tokens_from, with_itl,
-                         self.turn, self.cancelled_ttft, self.images, self.image_bytes, self.replica, self.prefix)
+                         CANCELLED if self.cancelled else REJECTED if self.rejection else self.failure_reason, m,
+                         self.tokens_from, with_itl, self.turn, self.cancelled_ttft, self.images, self.image_bytes,
+                         self.replica, self.prefix, self.rejection)
 
 
 class Recorder:
@@ -72,9 +76,10 @@ class Recorder:
         # by scenario: exact across workers, merged the same way. A failure is its replica's where its
         # answer named one (smg's header on an error status or a cut stream), else no replica's.
         self.by_replica = Samples()
-        # A fleet's requests by the second they ended (wall clock) -> [successes, failures, successes
-        # outside the SLOs' per-request limits]: when a replica is lost, which failures fell in its outage
-        # and when the client's success rate came back; after a fault, when the SLOs held again.
+        # A fleet's requests by the second they ended (wall clock) -> [successes, requests not served
+        # (failed, or refused by admission control: either way a user got no answer), successes outside
+        # the SLOs' per-request limits]: when a replica is lost, which fell in its outage and when the
+        # client's success rate came back; after a fault, when the SLOs held again.
         self.outcomes: dict[int, list[int]] = {}
         self.in_flight: Counter[tuple[str, ...]] = Counter()
         # Of this run (not Prometheus counters): what --num-requests and the warm-up stage follow.
@@ -136,6 +141,12 @@ class Recorder:
             if req.cancelled_ttft is not None:
                 self.counts.observe(d.TTFT.name, (*labels, d.turn_bucket(req.turn), ""), req.cancelled_ttft)
             series.add_cancelled(req.started_at, req.elapsed, req.cancelled_ttft)
+            return
+        if req.rejection is not None:  # the server refused it: in no latency, and no failure
+            self.counts.inc(Client.REJECTED, (*labels, req.rejection))
+            series.add_rejected(req.started_at, req.elapsed, req.rejection)
+            if req.replica is not None:
+                self.by_replica.of((req.replica,)).add_rejected(req.started_at, req.elapsed, req.rejection)
             return
         if m is None:
             reason = req.failure_reason or "unknown"

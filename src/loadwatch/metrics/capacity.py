@@ -24,6 +24,8 @@ class CapacityLevel(BaseModel):
     name: str = Field(description="its name (level-01, ...): its files in the run folder's levels/ carry it")
     passed: bool = Field(description="whether it held every SLO, judged and not stopped early")
     stopped_early: str | None = Field(None, description="why it was stopped once clearly lost; null where it ran out")
+    verdict: str = Field("", description="in words: held, held by refusing a share of its requests (as a "
+                                         "rejected_ratio SLO allows), or broke and why")
     problem: str | None = Field(None, description="why it could not be judged (no results, too few requests)")
     start: float = Field(0.0, description="when its measured window began, after its warm-up (Unix time, seconds)")
     end: float = Field(0.0, description="when it ended (Unix time, seconds)")
@@ -134,6 +136,10 @@ class Capacity(Document):
     headroom: float = Field(0.8, description="the share of max_sustainable recommended (--headroom)")
     request_throughput_at_max: float | None = Field(None, description="requests a second served at the knee")
     output_throughput_at_max: float | None = Field(None, description="output tokens a second served at the knee")
+    rejected_ratio_at_max: float | None = Field(None, description="the share of its requests the server refused at "
+                                                                  "the knee: 0 where it held outright, above 0 where "
+                                                                  "it held by refusing them (as a rejected_ratio SLO "
+                                                                  "allows); null where no level held")
     price_per_hour: float | None = Field(None, description="the server's cost, $ an hour; null without "
                                                            "--price-per-hour")
     cost_level: float | None = Field(None, description="the held level nearest at or below the operating point, "
@@ -155,6 +161,12 @@ class Capacity(Document):
     missed: list[Missed] = Field([], description="what the run missed that the engine or router could have done: "
                                                  "item, explanation, evidence")
     level_rule: str = Field("", description="how each level was run and judged, in words")
+    overload: dict[str, Any] | None = Field(None, description="past the knee, where the server queued without "
+                                                              "refusing: the queue's and the running batch's peaks, "
+                                                              "the TTFT p99, and the --max-num-queued-tokens that "
+                                                              "would refuse the excess (max_num_queued_tokens: the "
+                                                              "TTFT SLO times prompt_tokens_per_second), with its "
+                                                              "explanation; null otherwise")
     throughput_plateau: Plateau | None = Field(None, description="where throughput stopped growing: level, "
                                                                  "request_throughput, most_request_throughput (req/s)"
                                                                  "; null under two levels served")

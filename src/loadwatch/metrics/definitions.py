@@ -35,7 +35,7 @@ LABELS = ("model", "scenario")
 LATENCY_LABELS = (*LABELS, "turn", "replica")
 TURN_BUCKETS = ((1, "1"), (2, "2"), (4, "3-4"), (8, "5-8"))
 LAST_TURN_BUCKET = "9+"
-FAILURE_LABELS = (*LABELS, "reason")
+FAILURE_LABELS = (*LABELS, "reason")  # a failure's reason, or a rejection's admission limit
 PROCESS_LABELS = ("worker",)
 # The exemplars' one label: the request's X-Request-Id, as in its record and in vLLM's own request id.
 EXEMPLAR_LABEL = "request_id"
@@ -114,10 +114,13 @@ COUNTER_HELP = {
     Client.GENERATION_TOKENS: "Generated tokens of successful requests (usage.completion_tokens).",
     Client.ARRIVALS_DROPPED: "Open loop: arrivals not sent because the concurrency cap was reached.",
     Client.CANCELLED: "Requests the client hung up on before their end (--cancel-ratio); also in requests_total.",
+    Client.REJECTED: "Requests the server refused at admission (vLLM's --max-num-queued-reqs, "
+                     "--max-num-queued-tokens), by the limit it named; also in requests_total, never in "
+                     "request_failures.",
     Client.TOOL_CALLS: "Tool calls the model made in successful requests.",
     Client.IMAGES: "Images sent in requests (--dataset random-mm), successful or not.",
     Client.IMAGE_BYTES: "Encoded bytes (before base64) of the images sent in requests.",
     Client.CPU: "CPU time (user and system) of a Locust process; rate() is the cores it uses.",
 }
-COUNTER_LABELS = {Client.FAILURES: FAILURE_LABELS, Client.CPU: PROCESS_LABELS}
+COUNTER_LABELS = {Client.FAILURES: FAILURE_LABELS, Client.REJECTED: FAILURE_LABELS, Client.CPU: PROCESS_LABELS}
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from loadwatch.metrics.exact import Exact
 from loadwatch.metrics.samples import Samples
-from loadwatch.metrics.slo import SLO, goodput_limits, within
+from loadwatch.metrics.slo import FAILURE_RATIO, SLO, goodput_limits, within
 from loadwatch.metrics.timing import RequestMetrics
 
 
@@ -27,12 +27,16 @@ def _rounded(seconds: float | None) -> float | None:
 
 
 CANCELLED = "cancelled"  # a record's `failure` when the client hung up: not a success, though not the server's failure
+# A record's `failure` when the server refused the request at admission (vLLM's --max-num-queued-reqs,
+# --max-num-queued-tokens): its own outcome, not a failure; the record's `rejection` names the limit.
+REJECTED = "rejected"
 
 
 def as_record(request_id: str, started_at: float, worker: str, model: str, scenario: str, stage: str,
               elapsed: float, failure: str | None, m: RequestMetrics | None, tokens_from: str,
               with_itl: bool, turn: int | None = None, cancelled_ttft: float | None = None, images: int = 0,
-              image_bytes: int = 0, replica: str | None = None, prefix: int | None = None) -> dict:
+              image_bytes: int = 0, replica: str | None = None, prefix: int | None = None,
+              rejection: str | None = None) -> dict:
     ttft = m.ttft if m else cancelled_ttft
     record = {"id": request_id, "start": round(started_at, 6), "worker": worker, "model": model,
               "scenario": scenario, "stage": stage, "failure": failure,
@@ -54,6 +58,8 @@ def as_record(request_id: str, started_at: float, worker: str, model: str, scena
                       engine_decode_s=_rounded(engine.decode), engine_mean_itl_s=_rounded(engine.mean_itl),
                       ttft_rest_s=_rounded(m.ttft_rest), spec_acceptance_length=engine.spec_acceptance_length,
                       spec_acceptance_rate=engine.spec_acceptance_rate)
+    if rejection is not None:  # failure `rejected`: the admission limit the server named
+        record["rejection"] = rejection
     if images:
         record.update(images=images, image_bytes=image_bytes)
     if replica is not None:  # a fleet's: the replica that served it, as its answer said
@@ -63,6 +69,15 @@ def as_record(request_id: str, started_at: float, worker: str, model: str, scena
     if with_itl:
         record["itl_s"] = [round(gap, 6) for gap in m.itl] if m else []
     return record
+
+
+def ratio_counts(metric: str, records: list[dict]) -> tuple[int, int]:
+    """(counted, ended) of failure_ratio or rejected_ratio over records: the failed or the rejected,
+    and every request that ended (a hang-up is the client's: in neither)."""
+    ended = [r["failure"] for r in records if r["failure"] != CANCELLED]
+    counted = sum(f is not None and f != REJECTED for f in ended) if metric == FAILURE_RATIO \
+        else sum(f == REJECTED for f in ended)
+    return counted, len(ended)
 
 
 def read_records(path: Path) -> Iterator[dict]:
@@ -94,6 +109,9 @@ def exact_samples(path: Path, slos: list[SLO]) -> tuple[Samples, bool]:
         series = samples.of((r["model"], r["scenario"], r["stage"]))
         if r["failure"] == CANCELLED:
             series.add_cancelled(r["start"], r["elapsed_s"], r["ttft_s"])
+            continue
+        if r["failure"] == REJECTED:
+            series.add_rejected(r["start"], r["elapsed_s"], r["rejection"])
             continue
         if r["failure"] is not None:
             series.add_failure(r["start"], r["elapsed_s"], r["failure"])

@@ -52,6 +52,10 @@ class Figures(BaseModel):
 
     completed: int = Field(description="requests that completed (streamed to their end, or answered)")
     failed: int = Field(0, description="requests that failed, by any reason in `failures`")
+    rejected: int = Field(0, description="requests the server refused by admission control (vLLM's 503 at "
+                                         "--max-num-queued-reqs or --max-num-queued-tokens): neither completed "
+                                         "nor failed; completed + failed + rejected + cancelled are the requests "
+                                         "sent")
     cancelled: int = Field(0, description="requests the client hung up on (--cancel-ratio): neither completed nor "
                                           "failed")
     duration: float = Field(0.0, description="seconds of the window the figures cover (the run's, without its warm-up)")
@@ -65,8 +69,13 @@ class Figures(BaseModel):
     input_throughput: float = Field(0.0, description="prompt tokens a second: what embeddings and rerank are measured"
                                                      " by")
     total_token_throughput: float = Field(0.0, description="prompt and output tokens a second")
-    failure_ratio: float = Field(0.0, description="failed requests over all that ended (0 to 1)")
+    failure_ratio: float = Field(0.0, description="failed requests over all that ended: completed, failed and "
+                                                  "rejected (0 to 1)")
     failures: dict[str, int] = Field({}, description="failed requests by reason (http_500, timeout, stream_cut, ...)")
+    rejected_ratio: float = Field(0.0, description="rejected requests over all that ended: completed, failed and "
+                                                   "rejected (0 to 1)")
+    rejections: dict[str, int] = Field({}, description="rejected requests by the admission limit the server named "
+                                                       "(max_num_queued_reqs, max_num_queued_tokens)")
     total_tool_calls: int = Field(0, description="tool calls the completed requests' answers made")
     total_reasoning_tokens: int = Field(0, description="output tokens the server counted as reasoning")
     total_cached_tokens: int = Field(0, description="prompt tokens the server found in its prefix cache")

@@ -80,6 +80,8 @@ class Series:
         self.cancelled = 0  # the client hung up: in no latency but TTFT, where it got that far
         self.good = 0  # completed within every goodput limit
         self.failures: Counter[str] = Counter()
+        # Refused by the server's admission control, by its reason: neither completed nor failed.
+        self.rejections: Counter[str] = Counter()
         self.prompt_tokens = 0.0
         self.completion_tokens = 0.0
         self.tallies = dict.fromkeys(TALLIES, 0)
@@ -90,6 +92,10 @@ class Series:
     @property
     def failed(self) -> int:
         return sum(self.failures.values())
+
+    @property
+    def rejected(self) -> int:
+        return sum(self.rejections.values())
 
     def _span(self, started_at: float, elapsed: float) -> None:
         self.first_start = min(self.first_start, started_at)
@@ -131,6 +137,10 @@ class Series:
         self._span(started_at, elapsed)
         self.failures[reason] += 1
 
+    def add_rejected(self, started_at: float, elapsed: float, reason: str) -> None:
+        self._span(started_at, elapsed)
+        self.rejections[reason] += 1
+
     def window(self) -> float:
         """From the first request's start to the last one's end."""
         return self.last_end - self.first_start if self.last_end > self.first_start else 0.0
@@ -144,6 +154,7 @@ class Series:
         self.cancelled += other.cancelled
         self.good += other.good
         self.failures.update(other.failures)
+        self.rejections.update(other.rejections)
         self.prompt_tokens += other.prompt_tokens
         self.completion_tokens += other.completion_tokens
         for name, value in other.tallies.items():
@@ -155,6 +166,7 @@ class Series:
     def to_wire(self) -> dict:
         return {"latency": {name: s.to_wire() for name, s in self.latency.items()}, "completed": self.completed,
                 "cancelled": self.cancelled, "good": self.good, "failures": dict(self.failures),
+                "rejections": dict(self.rejections),
                 "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
                 "tallies": self.tallies, "span": [self.first_start, self.last_end], "arrivals": self.arrivals.to_wire()}
 
@@ -164,6 +176,7 @@ class Series:
         series.latency = {name: Sketch.from_wire(s) for name, s in wire["latency"].items()}
         series.completed, series.cancelled, series.good = wire["completed"], wire["cancelled"], wire["good"]
         series.failures = Counter(wire["failures"])
+        series.rejections = Counter(wire["rejections"])
         series.prompt_tokens, series.completion_tokens = wire["prompt_tokens"], wire["completion_tokens"]
         series.tallies.update(wire["tallies"])
         series.first_start, series.last_end = wire["span"]

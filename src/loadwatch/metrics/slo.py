@@ -11,13 +11,15 @@ from pydantic import BeforeValidator, PlainSerializer
 
 _LATENCY = re.compile(r"^(?P<metric>ttft|tpot|itl|e2el)_(?P<stat>mean|median|p(?P<q>\d{1,2}(?:\.\d+)?))_ms$")
 FAILURE_RATIO = "failure_ratio"
+REJECTED_RATIO = "rejected_ratio"  # of the requests that ended, those the server refused at admission
+RATIOS = (FAILURE_RATIO, REJECTED_RATIO)  # SLOs on a share of the requests, from 0 to 1, not on a latency
 # Per-request limits that decide goodput, as in `vllm bench serve --goodput`.
 GOODPUT_METRICS = ("ttft", "tpot", "e2el")
 
 
 # What a valid SLO looks like: the end of every refusal, wherever an SLO is read.
 FORMS = ("an SLO is METRIC_STAT_ms=MS, METRIC one of ttft, tpot, itl, e2el and STAT mean, median or pNN "
-         "(p90, p99.9), e.g. ttft_p99_ms=500; or failure_ratio=R, from 0 to 1")
+         "(p90, p99.9), e.g. ttft_p99_ms=500; or failure_ratio=R or rejected_ratio=R, from 0 to 1")
 
 
 @dataclass(frozen=True)
@@ -27,11 +29,16 @@ class SLO:
 
     @property
     def metric(self) -> str:
-        return FAILURE_RATIO if self.name == FAILURE_RATIO else self.name.split("_")[0]
+        return self.name if self.is_ratio else self.name.split("_")[0]
 
     @property
     def stat(self) -> str:
-        return "" if self.name == FAILURE_RATIO else self.name.split("_")[1]
+        return "" if self.is_ratio else self.name.split("_")[1]
+
+    @property
+    def is_ratio(self) -> bool:
+        """A share of the requests (failure_ratio, rejected_ratio), not a latency."""
+        return self.name in RATIOS
 
     def __str__(self) -> str:
         """NAME=LIMIT, as --slo takes it: how an SLO goes on to Locust's command line and into files."""
@@ -39,7 +46,8 @@ class SLO:
 
 
 def parse_slo(text: str) -> SLO:
-    """`ttft_p99_ms=500` or `failure_ratio=0.01`; ValueError saying what is wrong and what an SLO is."""
+    """`ttft_p99_ms=500`, `failure_ratio=0.01` or `rejected_ratio=0.01`; ValueError saying what is wrong
+    and what an SLO is."""
     name, sep, value = text.partition("=")
     name = name.strip()
     try:
@@ -49,14 +57,14 @@ def parse_slo(text: str) -> SLO:
     match = _LATENCY.match(name)
     if not sep:
         problem = "not NAME=LIMIT"
-    elif name != FAILURE_RATIO and (not match or (match["q"] is not None and not 0 < float(match["q"]) < 100)):
+    elif name not in RATIOS and (not match or (match["q"] is not None and not 0 < float(match["q"]) < 100)):
         problem = "unknown SLO"
     elif not math.isfinite(limit):
         problem = f"the limit {value.strip()!r} is not a number"
     elif limit < 0:
         problem = "the limit is negative"
-    elif name == FAILURE_RATIO and limit > 1:
-        problem = "failure_ratio is over 1"
+    elif name in RATIOS and limit > 1:
+        problem = f"{name} is over 1"
     else:
         return SLO(name, limit)
     raise ValueError(f"{text!r}: {problem}; {FORMS}")
@@ -69,6 +77,13 @@ def _parsed(value: object) -> object:
 # An SLO in a pydantic model (a command's options, an experiment file, the load generator's settings):
 # given as its text, checked as it is read, kept typed, written back as its text.
 Objective = Annotated[SLO, BeforeValidator(_parsed), PlainSerializer(str)]
+
+
+def ratio(metric: str, completed: int, failed: int, rejected: int) -> float | None:
+    """failure_ratio or rejected_ratio: the failed or the rejected over every request that ended
+    (completed, failed or refused; a hang-up is the client's, in neither). None where none ended."""
+    ended = completed + failed + rejected
+    return (failed if metric == FAILURE_RATIO else rejected) / ended if ended else None
 
 
 def goodput_limits(slos: list[SLO]) -> dict[str, float]:
@@ -97,7 +112,7 @@ class Verdict:
         return self.measured is not None and self.measured <= self.slo.limit
 
     def describe(self) -> str:
-        unit = "" if self.slo.metric == FAILURE_RATIO else " ms"
+        unit = "" if self.slo.is_ratio else " ms"
         measured = "no data" if self.measured is None else f"{self.measured:.4g}{unit}"
         word = "met" if self.passed else "BROKEN"
         return f"SLO {self.slo.name}: {word} (measured {measured}, limit {self.slo.limit:g}{unit})"

@@ -6,7 +6,7 @@ from loadwatch.metrics.results import KEPT_AT_LEAST, SHORT_OF_SCHEDULE, STATS, A
 from loadwatch.metrics.samples import DISTRIBUTIONS, Samples, Series
 from loadwatch.metrics.samples import Arrivals as ArrivalSamples
 from loadwatch.metrics.sketch import Sketch
-from loadwatch.metrics.slo import FAILURE_RATIO, SLO, Verdict
+from loadwatch.metrics.slo import FAILURE_RATIO, REJECTED_RATIO, SLO, Verdict, ratio
 
 
 def statistic(sketch: Sketch, stat: str) -> float | None:
@@ -23,9 +23,8 @@ def statistic(sketch: Sketch, stat: str) -> float | None:
 def verdicts(series: Series, slos: list[SLO]) -> list[Verdict]:
     out = []
     for slo in slos:
-        if slo.metric == FAILURE_RATIO:
-            finished = series.completed + series.failed
-            out.append(Verdict(slo, series.failed / finished if finished else None))
+        if slo.is_ratio:
+            out.append(Verdict(slo, ratio(slo.metric, series.completed, series.failed, series.rejected)))
         else:
             out.append(Verdict(slo, statistic(series.latency[slo.metric], slo.stat)))
     return out
@@ -51,7 +50,6 @@ def figures(series: Series, duration: float | None = None, requested_rate: float
     loop's arrivals (`requested_rate`: the rate asked of it, if one was)."""
     duration = series.window() if duration is None else duration
     prompt, output = series.prompt_tokens, series.completion_tokens
-    finished = series.completed + series.failed
 
     def per_second(amount: float) -> float:
         return amount / duration if duration > 0 else 0.0
@@ -59,6 +57,7 @@ def figures(series: Series, duration: float | None = None, requested_rate: float
     out: dict = {
         "completed": series.completed,
         "failed": series.failed,
+        "rejected": series.rejected,
         "cancelled": series.cancelled,
         "duration": duration,
         "total_input_tokens": int(prompt),
@@ -68,8 +67,10 @@ def figures(series: Series, duration: float | None = None, requested_rate: float
         "output_throughput": per_second(output),
         "input_throughput": per_second(prompt),
         "total_token_throughput": per_second(prompt + output),
-        "failure_ratio": series.failed / finished if finished else 0.0,
+        "failure_ratio": ratio(FAILURE_RATIO, series.completed, series.failed, series.rejected) or 0.0,
         "failures": dict(sorted(series.failures.items())),
+        "rejected_ratio": ratio(REJECTED_RATIO, series.completed, series.failed, series.rejected) or 0.0,
+        "rejections": dict(sorted(series.rejections.items())),
         "total_tool_calls": series.tallies["tool_calls"],
         "total_reasoning_tokens": series.tallies["reasoning_tokens"],
         "total_cached_tokens": series.tallies["cached_tokens"],
@@ -223,6 +224,7 @@ def format_block(result: Results, verdict_list: list[Verdict]) -> str:
         "{s:{c}^{n}}".format(s=" Serving Benchmark Result ", n=50, c="="),
         _row("Successful requests:", result.completed),
         _row("Failed requests:", result.failed),
+        *([_row("Rejected requests (admission):", result.rejected)] if result.rejected else []),
         *([_row("Cancelled requests (hung up):", result.cancelled)] if result.cancelled else []),
         *([_row("Outcomes unknown (worker lost):", result.unknown_outcomes)] if result.lost_workers else []),
         _row("Benchmark duration (s):", result.duration),
@@ -277,6 +279,10 @@ def format_block(result: Results, verdict_list: list[Verdict]) -> str:
     if result.failures:
         lines.append("{s:{c}^{n}}".format(s="Failures", n=50, c="-"))
         lines += [_row(f"{reason}:", n) for reason, n in result.failures.items()]
+    if result.rejections:
+        lines.append("{s:{c}^{n}}".format(s="Rejected by admission control", n=50, c="-"))
+        lines += [_row(f"{reason}:", n) for reason, n in result.rejections.items()]
+        lines.append(_row("Rejected ratio:", f"{result.rejected_ratio:.2%}"))
     if result.arrivals is not None:
         lines.append("{s:{c}^{n}}".format(s="Open loop", n=50, c="-"))
         lines += format_arrivals(result.arrivals)

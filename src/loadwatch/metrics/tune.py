@@ -95,6 +95,43 @@ class Step(BaseModel):
                                                                           "moved from the baseline's probe: how")
 
 
+class Side(BaseModel):
+    """One arm of the admission cap's trial, pooled over its rounds."""
+
+    model_config = ConfigDict(extra="allow")
+
+    arm: str = Field(description="current, or the configuration with the cap")
+    rounds: int = Field(description="the runs pooled")
+    completed: int = Field(0, description="requests completed over them")
+    failed: int = Field(0, description="requests failed")
+    rejected: int = Field(0, description="requests the server refused")
+    measured: float | None = Field(None, description="the SLO's statistic over the admitted requests, in ms")
+    ci_low: float | None = Field(None, description="its 95 % interval's low end, from the requests (block bootstrap)")
+    ci_high: float | None = Field(None, description="its high end")
+    within_slo: bool | None = Field(None, description="true where the whole interval is within the SLO's limit, false "
+                                                      "where it is not; null without an interval")
+    rejected_ratio: float | None = Field(None, description="the share of requests refused, 0 to 1")
+    rejected_ci_low: float | None = Field(None, description="its 95 % Wilson interval's low end")
+    rejected_ci_high: float | None = Field(None, description="its high end")
+    request_goodput: float | None = Field(None, description="the mean of the runs' request_goodput")
+
+
+class Overload(BaseModel):
+    """Admission control past the knee: the cap the capacity search sized, tried against the current
+    configuration at the load that broke (tune/overload.py)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    level: float = Field(description="the load of the trial: the level where the final configuration broke")
+    unit: str = Field(description="req/s or users")
+    change: FlagChange = Field(description="the cap: flag --max-num-queued-tokens, from, to")
+    metric: str = Field(description="the TTFT SLO it is judged on (ttft_p99_ms, say)")
+    limit: float = Field(description="that SLO's limit, ms")
+    sides: list[Side] = Field([], description="current, then with the cap")
+    verdict: str = Field("", description="the trade in words")
+    refused: str | None = Field(None, description="the server's words, where the capped configuration did not start")
+
+
 class Configuration(BaseModel):
     """A configuration tune measured: the flags, environment and fleet settings, and its capacity."""
 
@@ -139,5 +176,9 @@ class Tune(Document):
     steps: list[Step] = Field([], description="one entry per lever tried")
     final: Final | None = Field(None, description="as baseline, with command_line")
     stopped: str | None = Field(None, description="why the loop ended")
+    overload: Overload | None = Field(None, exclude_if=unset, description="where the final configuration queued "
+                                                                          "past its knee without refusing: the "
+                                                                          "admission cap's trial (level, unit, "
+                                                                          "change, metric, limit, sides, verdict)")
     cost: Cost | None = Field(None, exclude_if=unset, description="server_starts, seconds, capacity_searches; "
                                                                    "written when tune ends")

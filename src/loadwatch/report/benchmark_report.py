@@ -87,7 +87,10 @@ def benchmark_report(results: Results, records: Path | None, replica: str | None
         latency[name] = _statistics(exact, "ms") if exact is not None and exact.size else _from_results(figures, metric)
     if columns is not None:
         latency["normalized_time_per_output_token"] = _statistics(columns["ntpot"], "ms/token")
-    requests: dict = {"total": results.completed + results.failed, "failures": results.failed,
+    # The schema has no refusal of its own: a request the server refused at admission did not succeed, so
+    # it is among its failures (loadwatch's results keep it apart, in `rejected`).
+    requests: dict = {"total": results.completed + results.failed + results.rejected,
+                      "failures": results.failed + results.rejected,
                       "incomplete": results.cancelled + results.unknown_outcomes} if replica is None else \
         {"total": figures.completed}
     mean_input = figures.total_input_tokens / figures.completed if figures.completed else 0.0

@@ -16,7 +16,7 @@ from loadwatch.metrics.samples import DISTRIBUTIONS
 from loadwatch.metrics.turns import by_turn
 from loadwatch.prometheus import PrometheusAPI, PrometheusError
 from loadwatch.report.attribution import attribution, exact_engine_ttft
-from loadwatch.report.engine import SETTLE_SECONDS, engine_figures
+from loadwatch.report.engine import SETTLE_SECONDS, engine_figures, rejections_compared
 from loadwatch.report.exact import records_of, with_exact_figures
 from loadwatch.report.fleet import fleet_figures
 from loadwatch.report.html import write_run_page
@@ -27,12 +27,13 @@ from loadwatch.report.scaling import scaling_figures
 log = logging.getLogger(__name__)
 PLOT = "ttft-kv-waiting.png"
 CLIENT_KEYS = (
-    "completed", "failed", "duration", "request_throughput", "request_goodput", "output_throughput",
+    "completed", "failed", "rejected", "rejected_ratio", "rejections", "cancelled", "duration", "request_throughput",
+    "request_goodput", "output_throughput",
     "total_token_throughput", "failure_ratio", "failures", "total_tool_calls", "total_reasoning_tokens",
     "cached_prompt_tokens_ratio", "price_per_hour", "cost_per_million_output_tokens", "cost_per_million_total_tokens",
     *(latency_key(metric, stat) for metric in DISTRIBUTIONS for stat in ("mean", "median", "p99")),
 )
-STAGE_KEYS = ("name", "level", "unit", "completed", "failed", "request_throughput", "output_throughput",
+STAGE_KEYS = ("name", "level", "unit", "completed", "failed", "rejected", "request_throughput", "output_throughput",
               latency_key("ttft", "median"), latency_key("ttft", "p99"), latency_key("tpot", "median"))
 
 
@@ -106,6 +107,10 @@ def build_report(results_path: Path, api: PrometheusAPI | None, out_dir: Path, r
         except PrometheusError as exc:
             missing = f"The engine's side is missing: {exc}."
     client = {key: results.field(key) for key in CLIENT_KEYS}
+    # Where the two counts agree the comparison is a figure of the report; where they do not, a note too.
+    compared = rejections_compared(results.rejected, results.rejections, engine.get("admission_rejections"))
+    if compared and not compared[1]:
+        notes.append(compared[0])
     # Read once for the turns, the attribution and the page (the exact figures were read with the results).
     rows = list(read_records(records_of(results_path, results))) if records is not None else None
     turns = by_turn(rows) if rows is not None else []
@@ -140,6 +145,7 @@ def build_report(results_path: Path, api: PrometheusAPI | None, out_dir: Path, r
         "plot": plot,
         "plot_latency": plot_latency,  # TTFT, or E2E for a run that streamed nothing
         "notes": notes,
+        "rejections": compared[0] if compared else None,
     }
     out_dir.mkdir(parents=True, exist_ok=True)
     report["html"] = write_run_page(report, results, rows, api, out_dir).name

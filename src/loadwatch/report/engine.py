@@ -50,6 +50,10 @@ def queries(duration: float, settle: float = SETTLE_SECONDS) -> dict[str, tuple[
         "iteration_tokens_mean": (_ratio(Engine.ITERATION_TOKENS + "_sum", Engine.ITERATION_TOKENS + "_count",
                                          counters), True),
         "preemptions": (f"sum(increase({total(Engine.PREEMPTIONS)}[{counters}]))", True),
+        # Prompt tokens the engine took in a second over the window: at the knee, the rate its prefill
+        # backlog drains at, which sizes --max-num-queued-tokens (target TTFT times this).
+        "prompt_tokens_per_second": (f"sum(increase({total(Engine.PROMPT_TOKENS)}[{counters}])) / "
+                                     f"{max(1.0, duration):g}", True),
         "prefix_cache_hit_ratio": (
             _ratio(total(Engine.PREFIX_CACHE_HITS), total(Engine.PREFIX_CACHE_QUERIES), counters), True),
         "spec_decode_acceptance_ratio": (
@@ -86,10 +90,49 @@ def engine_figures(api: PrometheusAPI, started_at: float, ended_at: float,
                    settle: float = SETTLE_SECONDS) -> dict[str, float | None]:
     """Each figure, or None where the engine does not have it (speculative decoding off, say).
     Counters are read `settle` seconds after the end: nothing else may run on the engine then."""
-    return {
+    figures = {
         name: api.scalar(expr, ended_at + (settle if counters else 0.0))
         for name, (expr, counters) in queries(ended_at - started_at, settle).items()
     }
+    # The server's own count of the requests its admission control refused (vLLM 0.32's
+    # --max-num-queued-reqs or --max-num-queued-tokens), set beside the client's (rejections_compared).
+    figures["admission_rejections"] = counter_rise(api, total(Engine.ADMISSION_REJECTIONS), started_at,
+                                                   ended_at + settle)
+    return figures
+
+
+def counter_rise(api: PrometheusAPI, counter: str, start: float, end: float) -> float | None:
+    """How much a counter (summed over its series) rose from `start` to `end`: its last scraped value by
+    `end` less its last before `start`, so a count to compare with the client's, where increase()
+    extrapolates over the window's edges (it read 328 of 350 refusals in a 30 s run). A series that
+    first appeared within the window rose from 0; a reset within it (an engine restarted) makes the
+    rise meaningless, and it is None then, as where the engine has no such counter."""
+    after = api.scalar(f"sum({counter})", end)
+    if after is None:
+        return None
+    before = api.scalar(f"sum({counter})", start) or 0.0
+    resets = api.scalar(f"sum(resets({counter}[{max(1, math.ceil(end - start))}s]))", end)
+    return after - before if not resets and after >= before else None
+
+
+def rejections_compared(rejected: int, by_reason: dict[str, int], server: float | None) -> tuple[str, bool] | None:
+    """The requests the server refused at admission in words, the client's count beside the engine's
+    own (vllm:admission_rejections, through the sidecar), and whether the two agree; None where neither
+    saw one. They can differ honestly: the engine also counts the warm-up's refusals and any other
+    client's, and Prometheus' increase() extrapolates a counter over the window's edges."""
+    if not rejected and not server:
+        return None
+    reasons = "".join(f", {reason} {n}" for reason, n in by_reason.items())
+    words = f"Rejected by admission control: {rejected} by the client's count{reasons}"
+    if server is None:
+        return (words + "; the engine's own count is not in Prometheus (vLLM before 0.32, an engine restarted in "
+                "the run, or the sidecar did not read it), so it could not be compared.", False)
+    counted = round(server)
+    if counted == rejected:
+        return words + f"; the engine counted the same ({counted}, admission_rejections).", True
+    return (words + f"; the engine counted {counted} (admission_rejections): they differ by {counted - rejected:+d} "
+            "(the engine also counts refusals of requests sent outside the measured window and other clients'; a "
+            "client that counts fewer took some refusals for another outcome).", False)
 
 
 def replica_peaks(api: PrometheusAPI, started_at: float, ended_at: float) -> dict[str, dict[str, float | None]]:

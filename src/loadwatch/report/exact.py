@@ -34,4 +34,5 @@ def with_exact_figures(results_path: Path, results: Results) -> tuple[Results, i
     if not has_itl:  # the records have no gaps (--record-itl was off): the sketch's ITL stays
         for stat in STATS:
             exact.pop(latency_key("itl", stat), None)
-    return Results.model_validate({**results.model_dump(), **exact}), total.completed + total.failed
+    return (Results.model_validate({**results.model_dump(), **exact}),
+            total.completed + total.failed + total.rejected + total.cancelled)

@@ -46,8 +46,8 @@ def _summary(report: dict) -> str:
     c = report["client"]
     rows = [[name, _ms(c.get(f"mean_{key}_ms")), _ms(c.get(f"median_{key}_ms")), _ms(c.get(f"p99_{key}_ms"))]
             for name, key in (("TTFT", "ttft"), ("TPOT", "tpot"), ("ITL", "itl"), ("E2E", "e2el"))]
-    figures = html_table(["requests", "failed", "req/s", "output tok/s", "goodput req/s"], [[
-        f"{c['completed']:,}", f"{c['failed']:,}", f"{c['request_throughput'] or 0:.2f}",
+    figures = html_table(["requests", "failed", "rejected", "req/s", "output tok/s", "goodput req/s"], [[
+        f"{c['completed']:,}", f"{c['failed']:,}", f"{c.get('rejected') or 0:,}", f"{c['request_throughput'] or 0:.2f}",
         f"{c['output_throughput'] or 0:.1f}", f"{c['request_goodput'] or 0:.2f}"]])
     slo = html_table(["SLO", "limit", "measured", "verdict"], [
         [s["name"], f"{s['limit']:g}", "n/a" if s["measured"] is None else f"{s['measured']:.4g}",
@@ -68,7 +68,11 @@ def _summary(report: dict) -> str:
           "n/a" if r["waiting_peak"] is None else f"{r['waiting_peak']:.0f}",
           "n/a" if r["kv_cache_peak"] is None else f"{r['kv_cache_peak']:.0%}"] for r in fleet["replicas"]]) + "".join(
         f"<p>{html.escape(line, quote=False)}.</p>" for line in fleet["lost"]) if fleet else ""
-    return figures + cost + html_table(["latency", "mean", "median", "p99"], rows) + load_generator + replicas + slo
+    # The client's refusals beside the engine's, where they agree (where not, the notes say so).
+    rejections = (f"<p>{html.escape(report['rejections'], quote=False)}</p>"
+                  if report.get("rejections") and report["rejections"] not in report["notes"] else "")
+    return (figures + cost + rejections + html_table(["latency", "mean", "median", "p99"], rows) + load_generator
+            + replicas + slo)
 
 
 def time_charts(records: list[dict] | None, api: PrometheusAPI | None, start: float, end: float, marks: list,

@@ -179,8 +179,9 @@ def render(report: dict) -> str:
         "",
         "## Client",
         "",
-        *table(["requests", "failed", "req/s", "output tok/s", "total tok/s", "goodput req/s"], [[
-            str(c["completed"]), str(c["failed"]), number(c["request_throughput"]), number(c["output_throughput"]),
+        *table(["requests", "failed", "rejected", "req/s", "output tok/s", "total tok/s", "goodput req/s"], [[
+            str(c["completed"]), str(c["failed"]), str(c.get("rejected") or 0), number(c["request_throughput"]),
+            number(c["output_throughput"]),
             number(c["total_token_throughput"]), number(c["request_goodput"])]]),
         "",
         *([f"At ${c['price_per_hour']:g} an hour: ${number(c['cost_per_million_output_tokens'])} per 1M output "
@@ -196,6 +197,8 @@ def render(report: dict) -> str:
         lines += ["", words]
     if c["failures"]:
         lines += ["", "Failures: " + ", ".join(f"{reason} {n}" for reason, n in c["failures"].items()) + "."]
+    if report.get("rejections") and report["rejections"] not in report["notes"]:
+        lines += ["", report["rejections"]]
     if report.get("engine_missing"):
         lines += ["", report["engine_missing"]]
     if e:
@@ -227,8 +230,10 @@ def render(report: dict) -> str:
         lines += ["", "## Replicas over time", "", *scaling_rows(report["scaling"])]
     if report["stages"]:
         lines += ["", "## Stages", "", *table(
-            ["stage", "level", "requests", "failed", "req/s", "output tok/s", "TTFT median", "TTFT p99", "TPOT median"],
+            ["stage", "level", "requests", "failed", "rejected", "req/s", "output tok/s", "TTFT median", "TTFT p99",
+             "TPOT median"],
             [[s["name"], f"{s['level']:g} {s['unit']}", str(s["completed"]), str(s["failed"]),
+              str(s.get("rejected") or 0),
               number(s["request_throughput"]), number(s["output_throughput"]),
               ms(s[latency_key("ttft", "median")]), ms(s[latency_key("ttft", "p99")]),
               ms(s[latency_key("tpot", "median")])] for s in report["stages"]])]

@@ -16,7 +16,8 @@ from pathlib import Path
 import numpy as np
 
 from loadwatch.fleet.schedule import SCALING
-from loadwatch.metrics.slo import FAILURE_RATIO, SLO, held_since
+from loadwatch.metrics.records import ratio_counts
+from loadwatch.metrics.slo import SLO, held_since
 from loadwatch.report.page import Mark
 
 WINDOW = 10.0
@@ -25,8 +26,9 @@ FIELDS = {"ttft": "ttft_s", "tpot": "tpot_s", "e2el": "elapsed_s"}  # the SLO's 
 
 
 def _stat(slo: SLO, finished: list[dict]) -> float | None:
-    if slo.metric == FAILURE_RATIO:
-        return sum(r["failure"] is not None for r in finished) / len(finished)
+    if slo.is_ratio:
+        counted, ended = ratio_counts(slo.metric, finished)
+        return counted / ended if ended else None
     if slo.metric == "itl":
         values = [gap for r in finished if r["failure"] is None for gap in r.get("itl_s") or ()]
     else:

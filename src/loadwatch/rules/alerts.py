@@ -166,6 +166,22 @@ ALERTS = (
         "KV cache is too small for the load.",
         "5m"),
     Alert(
+        "VLLMSheddingLoad",
+        # vLLM's admission control (--max-num-queued-reqs, --max-num-queued-tokens) refuses with a 503 what
+        # it will not queue: a short burst of refusals is the limit doing its job through a spike, so only a
+        # share over 1 % of what the engine was sent, held for 10 minutes, fires. Then the load it is sent
+        # stays above what it may queue: a capacity problem, not a fault. Refusals over refusals and
+        # successes: an engine refusing everything reads 100 %, one idle reads nothing.
+        f"sum without (engine, reason) (rate({total(Engine.ADMISSION_REJECTIONS)}[5m]))\n/\n(\n"
+        f"  sum without (engine, reason) (rate({total(Engine.ADMISSION_REJECTIONS)}[5m]))\n  +\n"
+        f"  sum without (engine, finished_reason) (rate({total(Engine.REQUEST_SUCCESS)}[5m]))\n"
+        ")\n> 0.01\n",
+        "warning", "vLLM is refusing requests at its admission limits.",
+        "{{ $labels.target }} ({{ $labels.model }}) has refused {{ $value | humanizePercentage }} of the requests "
+        "sent to it for 10 minutes (HTTP 503 at --max-num-queued-reqs or --max-num-queued-tokens): it is sent more "
+        "than it may queue.",
+        "10m"),
+    Alert(
         "VLLMSpecDecodeAcceptanceLow",
         f"{ENGINE_LEVEL}:{Engine.SPEC_ACCEPTANCE_RATIO.removesuffix('_ratio')}:ratio_rate5m < 0.3",
         "warning", "Speculative decoding acceptance is low.",

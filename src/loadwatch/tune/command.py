@@ -20,7 +20,7 @@ from loadwatch.loadrun.locust import INTERRUPTED, LocustRun
 from loadwatch.loadrun.stack import new_run_dir, on_stack
 from loadwatch.metrics.capacity import Capacity, CapacityLevel
 from loadwatch.metrics.repeats import times_to_resolve
-from loadwatch.metrics.slo import FAILURE_RATIO, SLO
+from loadwatch.metrics.slo import SLO
 from loadwatch.metrics.tune import Configuration, Cost, Final, Gain, Measured, Runs, Search, Step, Tune
 from loadwatch.processes import ComponentError
 from loadwatch.prometheus import PrometheusAPI
@@ -29,6 +29,7 @@ from loadwatch.tune import output
 from loadwatch.tune.config import Config
 from loadwatch.tune.levers import NO_LEVER, Situation, applicable
 from loadwatch.tune.options import TuneOptions
+from loadwatch.tune.overload import try_cap
 from loadwatch.tune.server import ARGS, Server, why_refused
 from loadwatch.tune.trial import JUDGED_ON, Arm, BudgetSpent, better, decide, gain, run_trial, slo_change
 
@@ -97,7 +98,7 @@ def config_words(config: Config) -> str:
 def metric_of(slos: list[SLO], level: CapacityLevel) -> str:
     """The SLO a trial is judged on: the one the level broke, else the first latency one."""
     broken = [s["name"] for s in level.slo if not s["passed"]]
-    latency = [slo.name for slo in slos if slo.metric != FAILURE_RATIO]
+    latency = [slo.name for slo in slos if not slo.is_ratio]
     return (broken or latency or [slos[0].name])[0]
 
 
@@ -240,6 +241,13 @@ def tune(capacity: CapacityOptions, options: TuneOptions, template: LocustRun, t
                 say(f"step {step}: the engine alone moved from the baseline's on the same probe ({moved}): the "
                     "flag changes one request's speed, or the machine changed under tune")
             output.write(run_dir, doc, current)
+        # Past the knee: where the last search found a server that queued without refusing, the
+        # admission cap it sized, tried as the trade it is (tune/overload.py).
+        try:
+            doc.overload = try_cap(result, current, tuner.server, template, capacity, options.repeats,
+                                   run_dir / "overload", tuner.left, say)
+        except BudgetSpent:
+            say("overload: the budget ran out before the admission cap's rounds ended; it is left untried")
     except BudgetSpent:
         # Incomplete where not one step finished: a budget too short for what tune is for.
         before = (" before the baseline's capacity was known" if not doc.baseline else

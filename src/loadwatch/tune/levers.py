@@ -116,6 +116,20 @@ def _prefix_caching(s: Situation) -> Change | None:
         if "prefix_cache" in s.missed else None
 
 
+def _admission_cap(flag: str) -> Callable[[Situation], Change | None]:
+    """Twice the admission cap that refused (the reason vLLM counted the refusals under names the
+    flag), where the configuration sets it: the server then admits a longer queue, and the search
+    after says whether the admitted requests kept their SLO with it."""
+    reason = flag.removeprefix("--").replace("-", "_")
+
+    def propose(s: Situation) -> Change | None:
+        before = _int(s.config.value(flag))
+        if before is None or not (s.evidence.get("rejections") or {}).get(reason):
+            return None
+        return Change(flag, str(before), str(max(1, 2 * before)))
+    return propose
+
+
 def _policy(policy: str) -> Callable[[Situation], Change | None]:
     def propose(s: Situation) -> Change | None:
         before = s.router_policy()
@@ -165,6 +179,12 @@ LEVERS = (
     Lever("decode", "--speculative-config", "time per output token rises with the load while nothing waits for "
           "room, and the workload repeats itself", "n-gram speculation proposes tokens from the prompt; accepted "
           "ones cost no step of their own", _speculate),
+    Lever("admission", "--max-num-queued-reqs", "the server refused requests with that many unfinished, more than "
+          "a rejected_ratio SLO allows", "twice the requests admitted at once: more wait in the queue, and the search "
+          "after says whether they keep their SLO", _admission_cap("--max-num-queued-reqs")),
+    Lever("admission", "--max-num-queued-tokens", "the server refused requests with that many prompt tokens waiting "
+          "for prefill", "twice the prefill backlog admitted: fewer refusals, for a longer TTFT",
+          _admission_cap("--max-num-queued-tokens")),
     Lever("imbalance", "--router-policy", "a replica's requests wait for room while another replica has none "
           "waiting (an embedded fleet)", "power_of_two sends each request to the less loaded of two replicas, "
           "by the requests running on each", _policy("power_of_two")),

@@ -20,6 +20,7 @@ class TuneOptions(BaseModel):
     repeats: int = Field(3, ge=2, description="rounds a trial runs at least, each configuration once a round on a "
                                               f"fresh start of the server; up to {EXTENSION} times as many while a "
                                               "lever is undecided and the trial's share of the budget lasts")
-    max_steps: int | None = Field(None, gt=0, description="tune ends after this many steps, each with its capacity "
-                                                          "after; default: as many as the budget allows")
+    max_steps: int | None = Field(None, ge=0, description="tune ends after this many steps, each with its capacity "
+                                                          "after (0: the baseline's alone, and the admission cap "
+                                                          "past its knee); default: as many as the budget allows")
     ready_timeout: Seconds = Field(600.0, gt=0, description="seconds a restarted --target may take to answer")

@@ -12,7 +12,7 @@ from pathlib import Path
 import yaml
 
 from loadwatch.atomic import write_atomically
-from loadwatch.metrics.tune import Gain, Measured, Tune
+from loadwatch.metrics.tune import Gain, Measured, Overload, Tune
 from loadwatch.report.markdown import table
 from loadwatch.report.page import markdown_html, write_page
 from loadwatch.tune.config import Config
@@ -116,7 +116,36 @@ def markdown(doc: Tune) -> str:
                   "- Then measure it where it serves: `loadwatch capacity --target URL` with the same --slo."]
     if doc.stopped:
         lines += ["", f"Tune stopped: {doc.stopped}."]
+    if doc.overload:
+        lines += ["", *overload_lines(doc.overload)]
     return "\n".join(lines) + "\n"
+
+
+def _interval(value: float | None, low: float | None, high: float | None, form: str) -> str:
+    if value is None:
+        return "n/a"
+    return format(value, form) + ("" if low is None or high is None else
+                                  f" [{format(low, form)}, {format(high, form)}]")
+
+
+def overload_lines(o: Overload) -> list[str]:
+    """Admission control past the knee, as a table of the trade: the admitted requests' SLO metric
+    and the share refused, each with its interval, for the current configuration and the capped one.
+    Not adopted: refusing that share for that latency is the user's call."""
+    lines = ["### Past the knee: admission control", "",
+             f"At {o.level:g} {o.unit}, where the final configuration broke, requests queued and none was "
+             f"refused. `{o.change.flag} {o.change.after}` (the {o.metric} limit times the prompt tokens a second "
+             "the engine took in there, vLLM's sizing) refuses the excess with a 503 instead:", ""]
+    if o.refused:
+        return [*lines, f"The server refused the cap: {o.refused}.", ""]
+    lines += table(["configuration", "rounds", f"{o.metric} of the admitted (95 % interval)",
+                    f"within {o.limit:g} ms", "refused (95 % interval)", "goodput req/s"],
+                   [[s.arm, str(s.rounds), _interval(s.measured, s.ci_low, s.ci_high, ".0f"),
+                     {True: "yes", False: "no", None: "n/a"}[s.within_slo],
+                     _interval(s.rejected_ratio, s.rejected_ci_low, s.rejected_ci_high, ".1%"),
+                     "n/a" if s.request_goodput is None else f"{s.request_goodput:.2f}"] for s in o.sides])
+    return [*lines, "", f"Not adopted: whether refusing that share is worth the latency is yours to say; add "
+                        f"`{o.change.flag} {o.change.after}` to the command line above to take it.", ""]
 
 
 def write(run_dir: Path, doc: Tune, config: Config) -> None:

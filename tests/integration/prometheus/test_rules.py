@@ -12,7 +12,8 @@ from tests.conftest import REPO
 PROM = REPO / "prometheus"
 ALERTS = {"VLLMEngineDown", "VLLMKVCacheSaturated", "VLLMRequestQueueGrowing", "VLLMPreemptionsHigh",
           "VLLMSpecDecodeAcceptanceLow", "LoadTestTTFTSLOViolated", "LoadTestFailureRateHigh", "LoadwatchSidecarDown",
-          "VLLMSchedulerStuck", "VLLMEngineAsleep", "Watchdog", "VLLMFleetImbalanced", "VLLMRouterDown"}
+          "VLLMSchedulerStuck", "VLLMEngineAsleep", "Watchdog", "VLLMFleetImbalanced", "VLLMRouterDown",
+          "VLLMSheddingLoad"}
 pytestmark = pytest.mark.needs("promtool")
 
 
@@ -24,7 +25,7 @@ def run(*command: str) -> str:
 
 def test_prometheus_config_and_rules_are_valid():
     out = run("promtool", "check", "config", "prometheus.yml")
-    assert "SUCCESS: 13 rules found" in out
+    assert "SUCCESS: 14 rules found" in out
 
 
 def test_promtool_unit_tests_pass():

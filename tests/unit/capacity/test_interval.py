@@ -35,6 +35,18 @@ def test_a_failure_ratio_gets_wilsons_interval():
     assert slo_interval(records([100] * 1000), parse_slo("failure_ratio=0.01")).verdict == "held"
 
 
+def test_a_rejected_ratio_counts_refusals_apart_from_failures_and_hang_ups():
+    rows = records([100] * 90, failures=5)
+    rows += [{"start": 200 + i, "stage": "load", "failure": "rejected", "rejection": "max_num_queued_reqs",
+              "ttft_s": None, "tpot_s": None, "elapsed_s": 0.01} for i in range(5)]
+    rows.append({"start": 300, "stage": "load", "failure": "cancelled", "ttft_s": None, "tpot_s": None,
+                 "elapsed_s": 0.3})
+    rejected = slo_interval(rows, parse_slo("rejected_ratio=0.2"))
+    failed = slo_interval(rows, parse_slo("failure_ratio=0.2"))
+    assert rejected.verdict == failed.verdict == "held"  # 5 of 100 each: the hang-up in neither
+    assert (rejected.low, rejected.high) == (failed.low, failed.high)
+
+
 def test_an_slo_without_per_request_values_counts_as_measured():
     interval = slo_interval(records([100] * 50), parse_slo("itl_p99_ms=50"))
     assert interval.verdict is None

@@ -143,3 +143,28 @@ def test_a_workers_report_spans_from_its_first_request_then_from_its_previous_re
     assert recorder.report()["span"] == 3.0
     recorder.start_run()
     assert recorder.report()["span"] == 0.0
+
+
+def test_a_rejected_request_is_counted_apart_by_its_reason_and_never_as_a_failure():
+    from loadwatch.catalogue import Client
+    from loadwatch.metrics.records import REJECTED
+
+    state = RunState(["chat"], "http://x")
+    recorder = state.recorder
+    recorder.configure([], keep_records=True, keep_itl=False)
+    recorder.record(LLMRequest("m", "chat", 1000.0, 0.01, None, "http_503", rejection="max_num_queued_reqs",
+                               request_id="a"))
+    recorder.record(LLMRequest("m", "chat", 1000.1, 0.4, None, "stream_error", rejection="max_num_queued_tokens",
+                               request_id="b"))
+    recorder.record(LLMRequest("m", "chat", 1000.2, 0.01, None, "http_503", request_id="c"))  # a proxy's 503
+    series = recorder.samples.of(("m", "chat", "load"))
+    assert (series.rejected, series.failed, series.completed, recorder.finished) == (2, 1, 0, 3)
+    assert dict(recorder.counts.counters_named(Client.REJECTED)) == {
+        ("m", "chat", "max_num_queued_reqs"): 1.0, ("m", "chat", "max_num_queued_tokens"): 1.0}
+    assert dict(recorder.counts.counters_named(Client.FAILURES)) == {("m", "chat", "http_503"): 1.0}
+    assert dict(recorder.counts.counters_named(Client.REQUESTS)) == {("m", "chat"): 3.0}
+    assert [(r["failure"], r.get("rejection")) for r in recorder.take_records()] == [
+        (REJECTED, "max_num_queued_reqs"), (REJECTED, "max_num_queued_tokens"), ("http_503", None)]
+    exposed = generate_latest(client_registry(state, lambda: 0)).decode()
+    assert ('loadwatch_client_requests_rejected_total{model="m",reason="max_num_queued_reqs",scenario="chat"} 1.0'
+            in exposed)

@@ -1,3 +1,5 @@
+import json
+
 import numpy as np
 import pytest
 from pydantic import BaseModel, ValidationError
@@ -215,3 +217,77 @@ def test_cancelled_requests_are_neither_completed_nor_failed_and_merge_across_wo
     assert (result["cancelled"], result["completed"], result["failed"], result["failure_ratio"]) == (1, 0, 0, 0.0)
     results = Results.model_validate({"run_id": "r", "started_at": 0, "ended_at": 1, **result})
     assert "Cancelled requests (hung up):            1" in format_block(results, verdicts)
+
+
+def rejected_run(slos=()) -> Samples:
+    """make_samples' 100 completed and 1 failed, with 9 refused at admission (3 of them in a stream)."""
+    recorder = Recorder()
+    recorder.configure(list(slos), keep_records=False, keep_itl=False)
+    for request in requests():
+        recorder.record(request)
+    for i in range(9):
+        recorder.record(LLMRequest("m", "chat", 1001.0 + i * 0.1, 0.01, None, "stream_error" if i < 3 else "http_503",
+                                   rejection="max_num_queued_tokens" if i < 3 else "max_num_queued_reqs"))
+    return recorder.samples
+
+
+def test_rejected_requests_are_their_own_outcome_and_the_totals_add_up():
+    result, _ = summarize(rejected_run(), [])
+    assert (result["completed"], result["failed"], result["rejected"], result["cancelled"]) == (100, 1, 9, 0)
+    assert result["rejections"] == {"max_num_queued_reqs": 6, "max_num_queued_tokens": 3}
+    assert result["failures"] == {"http_500": 1}  # never http_503 nor stream_error
+    assert result["rejected_ratio"] == pytest.approx(9 / 110) and result["failure_ratio"] == pytest.approx(1 / 110)
+    assert result["request_throughput"] == pytest.approx(100 / result["duration"])
+    results = as_results(result)
+    assert (results.rejected, results.rejections, results.rejected_ratio) == (9, result["rejections"],
+                                                                             result["rejected_ratio"])
+
+
+def test_a_rejected_request_is_never_good_and_goodput_counts_completed_requests_only():
+    slos = [parse_slo("ttft_p99_ms=1000")]  # every completed request meets it
+    result, _ = summarize(rejected_run(slos), slos)
+    assert result["request_goodput"] == pytest.approx(100 / result["duration"])
+    assert result["request_goodput"] == pytest.approx(result["request_throughput"])
+
+
+def test_rejected_ratio_is_an_slo_mirroring_failure_ratio():
+    slos = [parse_slo("rejected_ratio=0.05"), parse_slo("failure_ratio=0.05")]
+    _, verdicts = summarize(rejected_run(), slos)
+    assert [v.passed for v in verdicts] == [False, True]
+    assert verdicts[0].measured == pytest.approx(9 / 110)
+    assert verdicts[0].describe() == "SLO rejected_ratio: BROKEN (measured 0.08182, limit 0.05)"
+    _, empty = summarize(Samples(), slos)
+    assert all(v.measured is None and not v.passed for v in empty)
+    with pytest.raises(ValueError, match="rejected_ratio is over 1"):
+        parse_slo("rejected_ratio=1.5")
+    assert str(parse_slo("rejected_ratio=0.01")) == "rejected_ratio=0.01"
+
+
+def test_the_block_shows_rejections_by_reason_apart_from_failures():
+    result, verdicts = summarize(rejected_run(), [])
+    lines = format_block(as_results(result), verdicts).splitlines()
+    assert "Failed requests:                         1         " in lines
+    assert "Rejected requests (admission):           9         " in lines
+    assert "max_num_queued_reqs:                     6         " in lines
+    assert any(line.startswith("Rejected ratio:") and "8.18%" in line for line in lines)
+    plain = format_block(as_results(summarize(make_samples(), [])[0]), []).splitlines()
+    assert not any("Rejected" in line for line in plain)  # a run without a refusal says nothing of them
+
+
+def test_rejections_merge_across_workers_and_read_back_from_records(tmp_path):
+    from loadwatch.metrics.records import exact_samples
+
+    worker = rejected_run()
+    master = Samples()
+    master.merge(worker.drain())
+    assert summarize(master, [])[0]["rejections"] == {"max_num_queued_reqs": 6, "max_num_queued_tokens": 3}
+    recorder = Recorder()
+    recorder.configure([], keep_records=True, keep_itl=False)
+    for request in requests():
+        recorder.record(request)
+    recorder.record(LLMRequest("m", "chat", 1001.0, 0.01, None, "http_503", rejection="max_num_queued_reqs"))
+    path = tmp_path / "requests.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in recorder.take_records()))
+    samples, _ = exact_samples(path, [])
+    result = summarize(samples, [])[0]
+    assert (result["completed"], result["failed"], result["rejected"]) == (100, 1, 1)

@@ -78,7 +78,8 @@ def test_the_alert_file_is_what_the_generator_writes():
 
 SYMPTOMS = {"VLLMEngineDown", "LoadTestTTFTSLOViolated", "LoadTestFailureRateHigh", "VLLMSchedulerStuck",
             "VLLMRouterDown"}
-CAUSES = {"VLLMKVCacheSaturated", "VLLMRequestQueueGrowing", "VLLMPreemptionsHigh", "VLLMSpecDecodeAcceptanceLow",
+CAUSES = {"VLLMKVCacheSaturated", "VLLMRequestQueueGrowing", "VLLMPreemptionsHigh", "VLLMSheddingLoad",
+          "VLLMSpecDecodeAcceptanceLow",
           "LoadwatchSidecarDown", "VLLMEngineAsleep", "VLLMFleetImbalanced"}
 
 

@@ -24,7 +24,7 @@ def test_unreachable_prometheus_leaves_a_client_report_and_a_note(tmp_path, caps
     assert f"The engine's side is missing: cannot read from Prometheus at {url}" in report["engine_missing"]
     text = (tmp_path / "report.md").read_text()
     assert report["engine_missing"] in text and "n/a | n/a" not in text  # one sentence, not rows of n/a
-    assert "| 90 | 1 | 3.00 | 300.00 | 450.00 | 2.50 |" in text
+    assert "| 90 | 1 | 0 | 3.00 | 300.00 | 450.00 | 2.50 |" in text
     assert "| ttft_p99_ms | 500 | 612.500 | BROKEN |" in text and "## Engine" not in text
     assert "warning:" in capsys.readouterr().out
 
@@ -60,3 +60,39 @@ def test_an_open_loop_states_its_schedule_kept_and_one_that_fell_short_is_a_note
                for note in report["notes"])
     page = (tmp_path / "report.html").read_text()
     assert "Open loop: asked 40 requests/s, drawn 39.20/s" in page and "used 35.0 % of a core" in page
+
+
+def test_the_clients_rejections_are_set_beside_the_engines_and_a_difference_is_named():
+    from loadwatch.report.engine import rejections_compared
+
+    reasons = {"max_num_queued_reqs": 40}
+    assert rejections_compared(0, {}, None) is None and rejections_compared(0, {}, 0.0) is None
+    same = rejections_compared(40, reasons, 40.0)
+    assert same == ("Rejected by admission control: 40 by the client's count, max_num_queued_reqs 40; the engine "
+                    "counted the same (40, admission_rejections).", True)
+    words, agree = rejections_compared(40, reasons, 43.0)
+    assert "the engine counted 43 (admission_rejections): they differ by +3" in words and not agree
+    words, agree = rejections_compared(40, reasons, None)
+    assert "could not be compared" in words and not agree
+
+
+class CounterAt:
+    """Stands in for Prometheus: the summed counter's last value by a time, and its resets."""
+
+    def __init__(self, values: dict[float, float], resets: float = 0.0) -> None:
+        self.values, self.resets = values, resets
+
+    def scalar(self, expr: str, at: float) -> float | None:
+        if expr.startswith("sum(resets("):
+            return self.resets
+        seen = [v for t, v in sorted(self.values.items()) if t <= at]
+        return seen[-1] if seen else None
+
+
+def test_the_engines_count_is_its_counters_rise_over_the_run_not_an_extrapolation():
+    from loadwatch.report.engine import counter_rise
+
+    assert counter_rise(CounterAt({0.0: 12.0, 35.0: 362.0}), "c", 10.0, 45.0) == 350.0
+    assert counter_rise(CounterAt({20.0: 40.0}), "c", 10.0, 45.0) == 40.0  # the series began within the run
+    assert counter_rise(CounterAt({}), "c", 10.0, 45.0) is None  # an engine without the counter
+    assert counter_rise(CounterAt({0.0: 300.0, 35.0: 20.0}, resets=1.0), "c", 10.0, 45.0) is None  # restarted

@@ -129,3 +129,12 @@ def test_a_fleets_final_configuration_patches_the_router_and_the_replicas_of_the
             args[index] = op["value"]
     assert args[args.index("--policy") + 1] == "power_of_two"
     assert router_patch(Config(("--max-num-seqs=8",))) is None
+
+
+def test_an_admission_limit_doubles_the_cap_that_refused_where_the_configuration_sets_it():
+    capped = Config(("--max-num-queued-reqs", "4", "--max-num-queued-tokens=2000"))
+    assert changes("admission", {"rejections": {"max_num_queued_reqs": 30}}, capped) == [
+        ("--max-num-queued-reqs", "4", "8")]
+    assert changes("admission", {"rejections": {"max_num_queued_tokens": 9}}, capped) == [
+        ("--max-num-queued-tokens", "2000", "4000")]
+    assert changes("admission", {"rejections": {"max_num_queued_reqs": 30}}) == []  # a cap it cannot see

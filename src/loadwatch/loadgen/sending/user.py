@@ -354,6 +354,7 @@ class LLMUser(User):
             prefix=prompt.prefix,
             cancelled=result.cancelled,
             cancelled_ttft=result.first_chunk,
+            rejection=failure.rejection if failure else None,
             images=prompt.images,
             image_bytes=prompt.image_bytes,
             without_done=result.without_done,
@@ -368,7 +369,7 @@ class LLMUser(User):
             request_type="POST",
             # Locust's own table keeps warm-up and hang-ups apart too.
             name=f"{self.scenario} (warm-up)" if warmup else f"{self.scenario} (cancelled)" if result.cancelled
-            else self.scenario,
+            else f"{self.scenario} (rejected)" if record.rejection else self.scenario,
             response_time=(metrics.e2e if metrics else result.elapsed) * 1000.0,
             response_length=result.received_bytes,
             response=None,

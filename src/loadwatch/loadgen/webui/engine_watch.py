@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import socket
+import time
 from collections.abc import Callable
 from urllib.parse import urlsplit, urlunsplit
 
@@ -33,6 +34,7 @@ COUNTERS = {  # name in a reading -> the counter it comes from
     "prefix_hits": Engine.PREFIX_CACHE_HITS, "prefix_queries": Engine.PREFIX_CACHE_QUERIES,
     "spec_accepted": Engine.SPEC_ACCEPTED_TOKENS, "spec_drafted": Engine.SPEC_DRAFT_TOKENS,
     "ttft_sum": Engine.TTFT + "_sum", "ttft_count": Engine.TTFT + "_count",
+    "rejections": Engine.ADMISSION_REJECTIONS,  # vLLM 0.32 and later, with admission control on
 }
 
 
@@ -76,6 +78,7 @@ def parse(*texts: str) -> dict:
     samples = _samples(texts)
     ups = [v for _, v in samples.get(Engine.UP, [])]
     return {
+        "at": time.monotonic(),  # for rates between readings
         "up": (max(ups) >= 1) if ups else True,  # vLLM's own endpoint answered: it is up
         "kv": _max(samples, Engine.KV_CACHE_USAGE),
         "kv_peak": _max(samples, Engine.KV_CACHE_USAGE_MAX),
@@ -100,6 +103,13 @@ def _ratio(now: dict, before: dict | None, numerator: str, denominator: str, sca
     return scale * (now[numerator] - before[numerator]) / asked
 
 
+def _per_second(now: dict, before: dict | None, name: str) -> float | None:
+    if before is None or now[name] is None or before[name] is None:
+        return None
+    seconds, change = now["at"] - before["at"], now[name] - before[name]
+    return change / seconds if seconds > 0 and change >= 0 else None  # a fall: the engine restarted
+
+
 def reading(now: dict | None, before: dict | None, error: str | None = None) -> dict:
     """What the charts show for one reading: gauges, and ratios since the previous reading."""
     if now is None or not now["up"]:
@@ -110,7 +120,8 @@ def reading(now: dict | None, before: dict | None, error: str | None = None) -> 
             "prefix_hit_ratio": _ratio(now, before, "prefix_hits", "prefix_queries"),
             "prompt_cached_share": _ratio(now, before, "prompt_cached", "prompt_all"),
             "spec_acceptance": _ratio(now, before, "spec_accepted", "spec_drafted"),
-            "ttft_ms": _ratio(now, before, "ttft_sum", "ttft_count", 1000.0)}
+            "ttft_ms": _ratio(now, before, "ttft_sum", "ttft_count", 1000.0),
+            "rejections_per_s": _per_second(now, before, "rejections")}
 
 
 class EngineWatch:

@@ -40,6 +40,8 @@ def _window(now: Series, then: Series | None, seconds: float) -> dict:
     failed = now.failures - (Counter() if fresh or then is None else then.failures)
     out["output_tps"] = round(tokens / seconds, 2) if seconds > 0 else None
     out["failures"] = {reason: round(n / seconds, 3) for reason, n in failed.items()} if seconds > 0 else {}
+    rejected = now.rejected - (0 if fresh or then is None else then.rejected)
+    out["rejected_per_s"] = round(rejected / seconds, 3) if seconds > 0 else None
     return out
 
 

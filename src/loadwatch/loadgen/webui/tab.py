@@ -36,6 +36,7 @@ COLUMNS = [
     ("name", "Scenario (model) or replica"),
     ("requests", "Requests"),
     ("failures", "Failures"),
+    ("rejected", "Rejected"),
     *[(f"{m}_{p}", f"{m.upper()} {p} (ms)") for m in ("ttft", "tpot", "itl", "e2el") for p in ("p50", "p90", "p99")],
     ("output_throughput", "Output tok/s"),
 ]
@@ -55,8 +56,9 @@ def tab_rows(state: RunState) -> list[dict]:
 
 def _row(name: str, series) -> dict:
     f = Figures.model_validate(figures(series))
-    row: dict = {"name": name, "requests": f.completed + f.failed, "failures": f.failed}
-    for key, _title in COLUMNS[3:-1]:
+    row: dict = {"name": name, "requests": f.completed + f.failed + f.rejected, "failures": f.failed,
+                 "rejected": f.rejected}
+    for key, _title in COLUMNS[4:-1]:
         metric, p = key.split("_")
         value = f.latency(metric, p)
         row[key] = "" if value is None else round(value, 1)

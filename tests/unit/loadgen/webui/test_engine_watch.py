@@ -79,3 +79,13 @@ def test_a_name_of_several_pods_is_read_pod_by_pod_and_added_up():
     alone = [EngineWatch(url, payloads.__getitem__, lambda u: [u]).read_once() for url in sorted(payloads)]
     assert both["up"] and both["waiting"] == sum(r["waiting"] for r in alone) == 6
     assert watch.addresses is not None and parse(*payloads.values())["prefix_queries"] == 4000
+
+
+def test_the_engines_admission_rejections_are_charted_a_second():
+    rejections = ("# TYPE vllm:admission_rejections_total counter\n"  # as vLLM 0.32 writes it
+                  'vllm:admission_rejections_total{model_name="m",reason="max_num_queued_reqs"} %d\n')
+    before, now = parse(rejections % 10), parse(rejections % 40)
+    now["at"] = before["at"] + 10.0
+    assert reading(now, before)["rejections_per_s"] == 3.0
+    assert reading(now, None)["rejections_per_s"] is None
+    assert reading(parse(SIDECAR % (1, 1, 1)), parse(SIDECAR % (1, 1, 1)))["rejections_per_s"] is None  # none: absent

@@ -96,3 +96,14 @@ def test_a_worker_ships_only_its_slowest_recent_requests_and_the_master_keeps_th
     assert not worker.recorder.recent
     master.recorder.merge(report)
     assert len(master.recorder.recent) == SHIPPED_SLOW
+
+
+def test_a_point_shows_the_refusals_a_second_apart_from_failures():
+    state = RunState(["chat"], "http://x")
+    history = h.History(state, lambda: 4)
+    history.sample(now=1000.0)
+    series = state.recorder.samples.of(("m", "chat", "load"))
+    for _ in range(5):
+        series.add_rejected(0.0, 0.01, "max_num_queued_reqs")
+    point = history.sample(now=1000.0 + h.WINDOW)
+    assert point["rejected_per_s"] == pytest.approx(5 / h.WINDOW) and point["failures"] == {}

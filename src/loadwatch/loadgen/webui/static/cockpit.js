@@ -21,6 +21,9 @@
     { id: "load", title: "Users and requests in flight", series: [
       ["users", (p) => p.users], ["in flight", (p) => p.in_flight]] },
     { id: "failures", title: "Failures/s by reason", series: "failures" },
+    // Refusals apart from failures: the client's count beside the engine's own (vllm:admission_rejections).
+    { id: "rejections", title: "Rejected by admission control (/s)", series: [
+      ["client", (p) => p.rejected_per_s], ["engine", eng("rejections_per_s")]] },
     { id: "lag", title: "Open loop and trace replay: schedule lag, mean (ms)", series: [
       ["sent after its time by", (p) => p.lag_ms]] },
     { id: "kv", title: "Engine: KV cache usage (%)", engine: true, series: [
