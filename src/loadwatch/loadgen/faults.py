@@ -41,7 +41,8 @@ def _growth(readings: list[RouterReading], start: float, end: float, of) -> floa
 
 def fault_figures(event: dict, until: float, outcomes: dict[int, list[int]], router: list[RouterReading]) -> dict:
     """A fault as the results give it, over the time from its asking to `until` (the next fault's, or
-    the run's end): the requests that failed and those that succeeded outside the SLOs; after how
+    the run's end): the requests not served (failed, or refused by admission control) and those that
+    succeeded outside the SLOs; after how
     long the fleet served within them again (`slo_held_again_s`, from the fault's asking: from the
     first second from which every second with requests, up to `until`, had none failed and none outside
     the SLOs; 0 where none broke; None where the last ones still broke); the router's retries; and the
@@ -56,7 +57,8 @@ def fault_figures(event: dict, until: float, outcomes: dict[int, list[int]], rou
     states = [r.breaker[replica] for r in [*held, *(r for r in router if event["asked"] < r.at <= until)]
               if replica in r.breaker]
     return {**event,
-            "failed": sum(tally[1] for _, tally in seconds),
+            # Failed or refused: either way its user got no answer (results.json tells the two apart).
+            "not_served": sum(tally[1] for _, tally in seconds),
             "outside_slo": sum((*tally, 0)[2] for _, tally in seconds),
             "slo_held_again_s": None if since is None else round(max(0.0, since - event["asked"]), 1),
             "router_retries": _growth(router, event["asked"], until, lambda r: r.retries),

@@ -172,8 +172,9 @@ class Results(Figures):
                                                                 "outage, how long the router kept sending to it and "
                                                                 "until the client's success rate recovered")
     faults: list[dict[str, Any]] = Field([], description="faults made in an embedded fleet (--fault-at): each "
-                                                         "as asked and done (faults.json), the requests that "
-                                                         "failed and those outside the SLOs until the next fault or "
+                                                         "as asked and done (faults.json), the requests not "
+                                                         "served (not_served: failed or refused) and those "
+                                                         "outside the SLOs until the next fault or "
                                                          "the end, when the SLOs held again, the router's retries "
                                                          "and the faulted replica's circuit breaker")
     stages: list[Stage] = Field([], description="the same figures for each stage of a load shape, with its name, "

@@ -158,8 +158,9 @@ def fault_line(fault: dict, started_at: float) -> str:
     held = fault.get("slo_held_again_s")
     return (f"fault {fault['action']}:{fault['replica']}{lasting} at +{fault['asked'] - started_at:.1f} s"
             + (f" (not made: {fault['error']})" if fault.get("error") else "")
-            + f": {fault['failed']} requests failed and {fault['outside_slo']} succeeded outside the SLOs until the "
-            f"next fault or the end{figure(fault['router_retries'], 'retries by the router')}"
+            + f": {fault['not_served']} requests not served (failed or refused) and {fault['outside_slo']} "
+            f"succeeded outside the SLOs until the next fault or the end"
+            f"{figure(fault['router_retries'], 'retries by the router')}"
             + figure(fault["breaker_failures"], f"failures counted by {fault['replica']}'s circuit breaker")
             + (" (it opened)" if fault["breaker_opened"] else "")
             + "; served within the SLOs again "

@@ -41,7 +41,7 @@ def test_a_kills_failures_recovery_and_the_routers_retries_are_counted_until_the
               RouterReading(103.0, True, 9.0, {"b": 1}, {"b": 5}), RouterReading(125.0, True, 9.0, {"b": 1}, {"b": 5}),
               RouterReading(127.0, True, 20.0, {"b": 1}, {"b": 5})]
     figures = fault_figures(KILL, 126.0, outcomes, router)
-    assert figures["failed"] == 4 and figures["outside_slo"] == 2  # from second 100 (its asking) to 126
+    assert figures["not_served"] == 4 and figures["outside_slo"] == 2  # from second 100 (its asking) to 126
     assert figures["slo_held_again_s"] == 5.6, "from second 106: none failed nor missed after the last that did"
     assert figures["router_retries"] == 7.0 and figures["breaker_failures"] == 5.0 and figures["breaker_opened"]
     assert figures["replica"] == "b" and figures["asked"] == 100.4
@@ -58,10 +58,10 @@ def test_a_counter_the_router_had_not_exposed_before_the_fault_counts_from_0():
 
 def test_a_fault_the_client_never_saw_held_at_once_and_one_still_failing_at_the_end_never():
     calm = fault_figures(KILL, 110.0, {s: [4, 0, 0] for s in range(95, 115)}, [])
-    assert calm["slo_held_again_s"] == 0.0 and calm["failed"] == 0
+    assert calm["slo_held_again_s"] == 0.0 and calm["not_served"] == 0
     assert calm["router_retries"] is None and calm["breaker_opened"] is None, "no router reading: unknown, not 0"
     failing = fault_figures(KILL, 110.0, {s: [4, 1, 0] for s in range(95, 115)}, [])
-    assert failing["slo_held_again_s"] is None and failing["failed"] == 11
+    assert failing["slo_held_again_s"] is None and failing["not_served"] == 11
 
 
 def test_the_faults_are_read_from_the_run_folder_each_until_the_next(tmp_path):
@@ -70,7 +70,7 @@ def test_the_faults_are_read_from_the_run_folder_each_until_the_next(tmp_path):
     (tmp_path / FAULTS).write_text(json.dumps({"started_at": 70.0, "events": [KILL, later]}))
     outcomes = {149: [0, 3, 0], 151: [0, 2, 0]}  # the second one's failures are its own
     first, second = run_faults(tmp_path, outcomes, [], 200.0)
-    assert (first["failed"], second["failed"]) == (3, 2)
+    assert (first["not_served"], second["not_served"]) == (3, 2)
 
 
 class _Payload(Collector):
