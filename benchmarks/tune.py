@@ -88,8 +88,8 @@ def report(name: str, outcome: dict) -> None:
     print(f"stopped: {doc.stopped}")
     if doc.overload:  # past the knee: the admission cap's trade, as the report's table gives it
         o = doc.overload
-        print(f"past the knee, at {o.level:g} {o.unit}: {o.change.flag} {o.change.after}"
-              + (f" refused: {o.refused}" if o.refused else f": {o.verdict}"))
+        print(f"past the knee, at {o.level:g} {o.unit}: {o.verdict or 'no capped arm started'}"
+              + "".join(f"; {arm} refused: {words}" for arm, words in o.refused.items()))
     searches = cost.capacity_searches
     if searches:
         per_config = sum(s.seconds for s in searches) / len(searches)

@@ -10,6 +10,7 @@ sign, an alert's business (VLLMSchedulerStuck), not a capacity limit.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from loadwatch.capacity.room import Batch, room
@@ -236,28 +237,37 @@ def missed(results: dict, engine: dict, prefix: SharedPrefix | None, affinity: d
 
 def overload(results: dict, engine: dict) -> dict | None:
     """Past the knee, a queue that grew past the running batch while the server refused nothing: every
-    request waited behind it, and each one's TTFT grew. vLLM's --max-num-queued-tokens, set to the
-    target TTFT times the rate the engine took prompt tokens in here (its docstring's sizing), would
-    refuse the excess with a 503 that a router or client retries elsewhere, so that the admitted keep
-    their TTFT. Not a missed capacity: a refusal counts against the load sustained, so the lever
-    protects the SLO past the knee and moves no knee. None where the queue stayed short, or the server
-    already refused."""
+    request waited behind it, and each one's TTFT grew. Admission control would refuse the excess with
+    a 503 that a router or client retries elsewhere, so that the admitted keep their TTFT; vLLM has
+    two caps, and each acts on its own queue:
+    - --max-num-queued-tokens, on the prompt tokens waiting for prefill, sized as its docstring says:
+      the target TTFT times the rate the engine took prompt tokens in here. Where requests wait for a
+      batch slot rather than for prefill, this backlog stays small and the cap may never bind;
+    - --max-num-queued-reqs, on the unfinished requests: the running batch plus the requests that
+      drain within the target TTFT at the rate requests completed here.
+    Not a missed capacity: a refusal counts against the load sustained, so a cap protects the SLO past
+    the knee and moves no knee. None where the queue stayed short, or the server already refused."""
     waiting, running = engine.get("requests_waiting_peak"), engine.get("requests_running_peak")
     if results.get("rejected") or not waiting or not running or waiting < QUEUED_PAST * running:
         return None
     ttft = next((s for s in results.get("slo") or [] if s["name"].startswith("ttft_")), None)
-    rate = engine.get("prompt_tokens_per_second")
-    cap = round(ttft["limit"] / 1000 * rate) if ttft and rate else None
-    sized = "--max-num-queued-tokens (a target TTFT times the prompt tokens a second the engine takes in)"
-    if ttft and cap:
-        sized = (f"--max-num-queued-tokens {cap} ({ttft['name']} {ttft['limit']:g} ms times the {rate:.0f} prompt "
-                 "tokens a second the engine took in here)")
+    rate, served = engine.get("prompt_tokens_per_second"), results.get("request_throughput")
+    target = ttft["limit"] / 1000 if ttft else None
+    tokens = round(target * rate) if target and rate else None
+    requests = round(running + math.floor(target * served)) if target and served else None
+    sized = ("--max-num-queued-tokens (a target TTFT times the prompt tokens a second the engine takes in) or "
+             "--max-num-queued-reqs (the batch plus the requests that complete within that TTFT)")
+    if ttft and tokens and requests:
+        sized = (f"--max-num-queued-tokens {tokens} ({ttft['name']} {ttft['limit']:g} ms times the {rate:.0f} "
+                 f"prompt tokens a second the engine took in here) or --max-num-queued-reqs {requests} (the batch of "
+                 f"{running:.0f} plus the requests that complete in that time at {served:.2f} a second)")
     why = (f"{waiting:.0f} requests waited behind a batch of {running:.0f} and the server refused none: each one's "
            f"TTFT grew with the queue; admission control, {sized}, would refuse the excess (HTTP 503, which a "
            "router or client retries elsewhere) so that the requests it admits keep their TTFT")
     return {"explanation": why, "requests_waiting_peak": waiting, "requests_running_peak": running,
             "client_p99_ttft_ms": results.get("p99_ttft_ms"), "prompt_tokens_per_second": rate,
-            "ttft_slo": ttft["name"] if ttft else None, "max_num_queued_tokens": cap}
+            "request_throughput": served, "ttft_slo": ttft["name"] if ttft else None,
+            "max_num_queued_tokens": tokens, "max_num_queued_reqs": requests}
 
 
 def _prefix_missed(results: dict, engine: dict, prefix: SharedPrefix | None, affinity: dict | None,

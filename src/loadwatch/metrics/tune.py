@@ -124,12 +124,14 @@ class Overload(BaseModel):
 
     level: float = Field(description="the load of the trial: the level where the final configuration broke")
     unit: str = Field(description="req/s or users")
-    change: FlagChange = Field(description="the cap: flag --max-num-queued-tokens, from, to")
+    changes: list[FlagChange] = Field([], description="the caps tried, each an arm of its own: flag "
+                                                      "(--max-num-queued-tokens, --max-num-queued-reqs), from, to")
     metric: str = Field(description="the TTFT SLO it is judged on (ttft_p99_ms, say)")
     limit: float = Field(description="that SLO's limit, ms")
-    sides: list[Side] = Field([], description="current, then with the cap")
+    sides: list[Side] = Field([], description="current, then each cap's arm that started")
     verdict: str = Field("", description="the trade in words")
-    refused: str | None = Field(None, description="the server's words, where the capped configuration did not start")
+    refused: dict[str, str] = Field({}, description="arm -> the server's words, where a capped configuration did not "
+                                                    "start")
 
 
 class Configuration(BaseModel):
@@ -178,7 +180,7 @@ class Tune(Document):
     stopped: str | None = Field(None, description="why the loop ended")
     overload: Overload | None = Field(None, exclude_if=unset, description="where the final configuration queued "
                                                                           "past its knee without refusing: the "
-                                                                          "admission cap's trial (level, unit, "
-                                                                          "change, metric, limit, sides, verdict)")
+                                                                          "admission caps' trial (level, unit, "
+                                                                          "changes, metric, limit, sides, verdict)")
     cost: Cost | None = Field(None, exclude_if=unset, description="server_starts, seconds, capacity_searches; "
                                                                    "written when tune ends")

@@ -130,22 +130,24 @@ def _interval(value: float | None, low: float | None, high: float | None, form: 
 
 def overload_lines(o: Overload) -> list[str]:
     """Admission control past the knee, as a table of the trade: the admitted requests' SLO metric
-    and the share refused, each with its interval, for the current configuration and the capped one.
+    and the share refused, each with its interval, for the current configuration and each capped one.
     Not adopted: refusing that share for that latency is the user's call."""
+    caps = ", ".join(f"`{c.flag} {c.after}`" for c in o.changes)
     lines = ["### Past the knee: admission control", "",
              f"At {o.level:g} {o.unit}, where the final configuration broke, requests queued and none was "
-             f"refused. `{o.change.flag} {o.change.after}` (the {o.metric} limit times the prompt tokens a second "
-             "the engine took in there, vLLM's sizing) refuses the excess with a 503 instead:", ""]
-    if o.refused:
-        return [*lines, f"The server refused the cap: {o.refused}.", ""]
-    lines += table(["configuration", "rounds", f"{o.metric} of the admitted (95 % interval)",
-                    f"within {o.limit:g} ms", "refused (95 % interval)", "goodput req/s"],
-                   [[s.arm, str(s.rounds), _interval(s.measured, s.ci_low, s.ci_high, ".0f"),
-                     {True: "yes", False: "no", None: "n/a"}[s.within_slo],
-                     _interval(s.rejected_ratio, s.rejected_ci_low, s.rejected_ci_high, ".1%"),
-                     "n/a" if s.request_goodput is None else f"{s.request_goodput:.2f}"] for s in o.sides])
-    return [*lines, "", f"Not adopted: whether refusing that share is worth the latency is yours to say; add "
-                        f"`{o.change.flag} {o.change.after}` to the command line above to take it.", ""]
+             f"refused. Each cap refuses the excess with a 503 instead: {caps} (sized from the {o.metric} limit "
+             "and what the engine served there):", ""]
+    lines += [f"The server refused {arm}: {words}." for arm, words in o.refused.items()]
+    if len(o.sides) > 1:
+        lines += table(["configuration", "rounds", f"{o.metric} of the admitted (95 % interval)",
+                        f"within {o.limit:g} ms", "refused (95 % interval)", "goodput req/s"],
+                       [[s.arm, str(s.rounds), _interval(s.measured, s.ci_low, s.ci_high, ".0f"),
+                         {True: "yes", False: "no", None: "n/a"}[s.within_slo],
+                         _interval(s.rejected_ratio, s.rejected_ci_low, s.rejected_ci_high, ".1%"),
+                         "n/a" if s.request_goodput is None else f"{s.request_goodput:.2f}"] for s in o.sides])
+        lines += ["", "Not adopted: whether refusing that share is worth the latency is yours to say; add the cap "
+                      "to the command line above to take it."]
+    return [*lines, ""]
 
 
 def write(run_dir: Path, doc: Tune, config: Config) -> None:

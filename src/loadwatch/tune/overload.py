@@ -3,13 +3,17 @@ found a server that queued without refusing (capacity.json's `overload`).
 
 vLLM's --max-num-queued-tokens refuses a request (HTTP 503) while the prompt tokens waiting for
 prefill exceed it; its docstring sizes it as the target TTFT times the prefill rate, which the
-search measured at the level that broke. The cap moves no knee (a refusal counts against the load
-sustained), so it is not judged as the capacity levers are, on goodput. It is judged where it acts:
-at the load that broke, the current configuration and the capped one in rounds (A B B A, a fresh
-start each), and for each the admitted requests' SLO metric (TTFT p99, say) with its 95 % interval
-from their own requests, beside the share of requests refused with its Wilson interval. Whether
-refusing that share is worth the SLO is the user's call: the table shows both, and tune adopts
-nothing from it.
+search measured at the level that broke. Where requests wait for a batch slot, not for prefill, that
+backlog stays small and the cap may never bind (the tune guide's slots scenario: 0 refusals in 3
+rounds); --max-num-queued-reqs caps the unfinished requests instead, sized as the batch plus the
+requests that complete within the target TTFT, and is tried beside it, an arm of its own.
+
+A cap moves no knee (a refusal counts against the load sustained), so it is not judged as the
+capacity levers are, on goodput. It is judged where it acts: at the load that broke, the current
+configuration and each capped one in rounds (a fresh start each), and for each the admitted
+requests' SLO metric (TTFT p99, say) with its 95 % interval from their own requests, beside the
+share of requests refused with its Wilson interval. Whether refusing that share is worth the SLO is
+the user's call: the table shows both, and tune adopts nothing from it.
 """
 
 from __future__ import annotations
@@ -34,15 +38,16 @@ from loadwatch.tune.config import Change, Config
 from loadwatch.tune.server import Server
 from loadwatch.tune.trial import Arm, run_trial
 
-FLAG = "--max-num-queued-tokens"
+# Each cap the capacity search sizes (capacity.json's `overload`), by its flag, and its arm's name.
+CAPS = {"--max-num-queued-tokens": ("max_num_queued_tokens", "queued-tokens-cap"),
+        "--max-num-queued-reqs": ("max_num_queued_reqs", "queued-reqs-cap")}
 
 
-def cap_change(result: Capacity, config: Config) -> Change | None:
-    """The cap the search sized, where it sized one and the configuration has none yet."""
-    sized = (result.overload or {}).get("max_num_queued_tokens")
-    if not sized or config.value(FLAG) is not None:
-        return None
-    return Change(FLAG, None, str(int(sized)))
+def cap_changes(result: Capacity, config: Config) -> list[Change]:
+    """The caps the search sized, each where it sized one and the configuration sets none yet."""
+    sized = result.overload or {}
+    return [Change(flag, None, str(int(sized[key]))) for flag, (key, _) in CAPS.items()
+            if sized.get(key) and config.value(flag) is None]
 
 
 def ttft_slo(slos: list[SLO]) -> SLO | None:
@@ -78,7 +83,7 @@ def side(arm: str, folder: Path, slo: SLO) -> Side:
 
 def verdict(doc: Overload) -> str:
     """The trade in words: the admitted requests' SLO metric against its limit, and the share refused,
-    for the capped configuration beside the current one."""
+    for each capped configuration beside the current one."""
     def words(s: Side) -> str:
         measured = "n/a" if s.measured is None else f"{s.measured:.0f} ms"
         interval = "" if s.ci_low is None or s.ci_high is None else f" [{s.ci_low:.0f}, {s.ci_high:.0f}]"
@@ -88,31 +93,32 @@ def verdict(doc: Overload) -> str:
         within = {True: "within", False: "not within", None: "not judged against"}[s.within_slo]
         return f"{doc.metric} {measured}{interval}, {within} its {doc.limit:g} ms, refusing {refused}{refused_interval}"
 
-    current, capped = doc.sides
-    return f"with {doc.change.flag} {doc.change.after}: {words(capped)}; without: {words(current)}"
+    current, *capped = doc.sides
+    return "; ".join([*(f"with {s.arm}: {words(s)}" for s in capped), f"without: {words(current)}"])
 
 
 def try_cap(result: Capacity, current: Config, server: Server, template: LocustRun, options: CapacityOptions,
             repeats: int, folder: Path, left: Callable[[], float], say) -> Overload | None:
-    """The cap's trial at the level where `result` broke, `repeats` rounds a side; None where the
+    """The caps' trial at the level where `result` broke, `repeats` rounds a side; None where the
     search sized no cap, the SLOs bound no TTFT, or no level broke. BudgetSpent where the budget ends
     before its rounds do."""
-    change, slo = cap_change(result, current), ttft_slo(template.slo)
+    changes, slo = cap_changes(result, current), ttft_slo(template.slo)
     level = next((lv for lv in result.levels if lv.name == result.decisive_level and not lv.passed), None)
-    if change is None or slo is None or level is None:
+    if not changes or slo is None or level is None:
         return None
-    say(f"overload: trying {change.words()} at {level.level:g} {level.unit}, past the knee, judged on the "
-        f"admitted requests' {slo.name} against the share refused")
-    arms = [Arm("current", current), Arm("queued-tokens-cap", current.with_change(change))]
+    say(f"overload: trying {'; '.join(c.words() for c in changes)} at {level.level:g} {level.unit}, past the knee, "
+        f"judged on the admitted requests' {slo.name} against the share refused")
+    arms = [Arm("current", current), *(Arm(CAPS[c.flag][1], current.with_change(c)) for c in changes)]
     # No rounds past `repeats`: more rounds serve a verdict, and this trial reports a trade.
     run_trial(arms, server, template, options, level.level, level.unit, slo.name, repeats, folder, left,
               lambda: 0.0, say)
-    doc = Overload(level=level.level, unit=level.unit, change=change.record(), metric=slo.name, limit=slo.limit,
-                   refused=arms[1].refused)
-    if arms[1].refused is None:
-        doc.sides = [side(arm.name, folder / arm.name, slo) for arm in arms]
+    doc = Overload(level=level.level, unit=level.unit, changes=[c.record() for c in changes], metric=slo.name,
+                   limit=slo.limit, refused={arm.name: arm.refused for arm in arms[1:] if arm.refused})
+    for arm in arms[1:]:
+        if arm.refused:
+            say(f"overload: the server refused {arm.name}: {arm.refused}")
+    doc.sides = [side(arm.name, folder / arm.name, slo) for arm in arms if arm.refused is None]
+    if len(doc.sides) > 1:
         doc.verdict = verdict(doc)
         say(f"overload: {doc.verdict}")
-    else:
-        say(f"overload: the server refused {change.flag}: {arms[1].refused}")
     return doc

@@ -61,12 +61,16 @@ def test_the_report_says_the_knee_held_by_refusing_and_the_refusals_by_level():
     assert "by reason at that level: max_num_queued_reqs 50" in text
 
 
-def test_a_queue_past_the_batch_without_refusals_sizes_the_cap_from_the_ttft_slo_and_the_prefill_rate():
-    results = {"completed": 300, "p99_ttft_ms": 4200.0, "slo": [{**TTFT, "measured": 4200.0, "passed": False}]}
+def test_a_queue_past_the_batch_without_refusals_sizes_both_caps_from_the_ttft_slo_and_what_was_served():
+    results = {"completed": 300, "p99_ttft_ms": 4200.0, "request_throughput": 6.5,
+               "slo": [{**TTFT, "measured": 4200.0, "passed": False}]}
     engine = {"requests_waiting_peak": 40.0, "requests_running_peak": 8.0, "prompt_tokens_per_second": 2400.0}
     found = overload(results, engine)
     assert found is not None and found["max_num_queued_tokens"] == 1200  # 0.5 s times 2,400 tokens a second
+    assert found["max_num_queued_reqs"] == 11  # the batch of 8, and 3 of the 6.5 a second complete in 0.5 s
     assert "--max-num-queued-tokens 1200" in found["explanation"]
+    assert "--max-num-queued-reqs 11" in found["explanation"]
     assert overload({**results, "rejected": 3}, engine) is None, "a server that refuses already has the cap"
     assert overload(results, {**engine, "requests_waiting_peak": 4.0}) is None, "a queue shorter than the batch"
-    assert overload({**results, "slo": []}, engine)["max_num_queued_tokens"] is None  # no TTFT target: no size
+    untargeted = overload({**results, "slo": []}, engine)
+    assert untargeted["max_num_queued_tokens"] is None and untargeted["max_num_queued_reqs"] is None  # no target

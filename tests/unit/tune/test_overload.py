@@ -12,7 +12,7 @@ from loadwatch.metrics.slo import parse_slo
 from loadwatch.metrics.tune import FlagChange, Overload, Tune
 from loadwatch.tune.config import Config
 from loadwatch.tune.output import markdown
-from loadwatch.tune.overload import cap_change, side, ttft_slo, verdict
+from loadwatch.tune.overload import cap_changes, side, ttft_slo, verdict
 
 SLO = parse_slo("ttft_p99_ms=500")
 
@@ -21,14 +21,14 @@ def capacity(overload: dict | None) -> Capacity:
     return Capacity(mode="users", unit="users", max_sustainable=8.0, overload=overload)
 
 
-def test_the_cap_is_the_one_the_search_sized_and_only_where_none_is_set():
-    sized = capacity({"max_num_queued_tokens": 1200, "explanation": "..."})
-    change = cap_change(sized, Config(("--max-num-seqs", "8")))
-    assert change is not None
-    assert (change.flag, change.before, change.after) == ("--max-num-queued-tokens", None, "1200")
-    assert cap_change(sized, Config(("--max-num-queued-tokens", "900"))) is None
-    assert cap_change(capacity(None), Config()) is None
-    assert cap_change(capacity({"max_num_queued_tokens": None}), Config()) is None  # no TTFT target: no size
+def test_the_caps_are_those_the_search_sized_and_only_where_none_is_set():
+    sized = capacity({"max_num_queued_tokens": 1200, "max_num_queued_reqs": 4, "explanation": "..."})
+    changes = [(c.flag, c.before, c.after) for c in cap_changes(sized, Config(("--max-num-seqs", "8")))]
+    assert changes == [("--max-num-queued-tokens", None, "1200"), ("--max-num-queued-reqs", None, "4")]
+    assert [c.flag for c in cap_changes(sized, Config(("--max-num-queued-tokens", "900")))] == [
+        "--max-num-queued-reqs"]
+    assert cap_changes(capacity(None), Config()) == []
+    assert cap_changes(capacity({"max_num_queued_tokens": None, "max_num_queued_reqs": None}), Config()) == []
     assert ttft_slo([parse_slo("failure_ratio=0.01"), SLO]) == SLO
 
 
@@ -58,11 +58,11 @@ def test_each_side_pools_its_rounds_admitted_latency_and_refusals_with_intervals
     assert current.within_slo is False and current.measured > 1400 and current.rejected_ratio == 0.0
     assert capped.within_slo is True and capped.measured < 310 and capped.ci_high < 500
     assert capped.rejected_ratio == 0.25 and capped.rejected_ci_low < 0.25 < capped.rejected_ci_high
-    doc = Overload(level=16.0, unit="users", change=FlagChange(flag="--max-num-queued-tokens", before=None,
-                                                               after="1200"),
+    doc = Overload(level=16.0, unit="users", changes=[FlagChange(flag="--max-num-queued-tokens", before=None,
+                                                                 after="1200")],
                    metric="ttft_p99_ms", limit=500.0, sides=[current, capped])
     doc.verdict = verdict(doc)
-    assert doc.verdict.startswith("with --max-num-queued-tokens 1200: ttft_p99_ms ")
+    assert doc.verdict.startswith("with queued-tokens-cap: ttft_p99_ms ")
     assert "within its 500 ms, refusing 25.0% [" in doc.verdict
     assert "not within its 500 ms, refusing 0.0%" in doc.verdict
     text = markdown(Tune(budget_s=600, overload=doc, baseline=None))
