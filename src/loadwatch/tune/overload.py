@@ -4,9 +4,10 @@ found a server that queued without refusing (capacity.json's `overload`).
 vLLM's --max-num-queued-tokens refuses a request (HTTP 503) while the prompt tokens waiting for
 prefill exceed it; its docstring sizes it as the target TTFT times the prefill rate, which the
 search measured at the level that broke. Where requests wait for a batch slot, not for prefill, that
-backlog stays small and the cap may never bind (the tune guide's slots scenario: 0 refusals in 3
-rounds); --max-num-queued-reqs caps the unfinished requests instead, sized as the batch plus the
-requests that complete within the target TTFT, and is tried beside it, an arm of its own.
+backlog is no measure of the wait (the tune guide's slots scenario: at 268 tokens it never bound;
+at 140 it refused half the requests for no TTFT an interval could tell); --max-num-queued-reqs caps
+the unfinished requests instead, sized as the batch plus the requests that complete within the
+target TTFT, and is tried beside it, an arm of its own (there: TTFT p90 halved, half refused).
 
 A cap moves no knee (a refusal counts against the load sustained), so it is not judged as the
 capacity levers are, on goodput. It is judged where it acts: at the load that broke, the current
