@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -143,6 +144,19 @@ def log_tail(path: str | Path, lines: int = 25) -> str:
         return "(no log)"
 
 
+# An unindented exception line of a Python traceback: `ValueError: ...`, `pydantic_core....Error: ...`.
+_RAISED = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit)\b.*:")
+
+
+def why_it_exited(path: str | Path) -> str:
+    """The end of a server's log from the last exception it raised: its own words for why it did not
+    start (vLLM refusing a flag ends in pydantic's ValidationError and the field's message), not the
+    traceback's frames above them; the log's tail where it raised none."""
+    tail = log_tail(path, 60).splitlines()
+    raised = [i for i, line in enumerate(tail) if _RAISED.match(line)]
+    return "\n".join(tail[raised[-1]:][:8]) if raised else "\n".join(tail[-25:])
+
+
 def stop_group(pid: int, grace: float) -> None:
     """SIGTERM the process group started with start_new_session, SIGKILL it after `grace` seconds."""
     try:
@@ -240,7 +254,7 @@ def _await_ready(component: Component, process: subprocess.Popen, ready_path: st
     while not answers(url + ready_path):
         if process.poll() is not None:
             raise ComponentError(f"{name} exited with code {process.returncode} while starting; "
-                                 f"end of {log}:\n{log_tail(log)}")
+                                 f"end of {log}:\n{why_it_exited(log)}")
         waited = time.monotonic() - started
         if waited > timeout:
             raise ComponentError(f"{name} was not ready at {url + ready_path} within {timeout:.0f} s; "

@@ -46,3 +46,20 @@ def test_the_message_says_which_port_who_holds_it_and_what_to_do():
     assert str(taken) == ("sidecar: port 9647 is held by another process, pid 42 (python -m loadwatch.cli exporter), "
                           "which answered in its place; stop that process, or start it again on another port")
     assert taken.saying("use LOADWATCH_STACK_FREE_PORTS=true").endswith("or use LOADWATCH_STACK_FREE_PORTS=true")
+
+
+def test_a_server_that_exited_is_quoted_from_its_last_exception_not_its_frames(tmp_path):
+    """vLLM refusing `--max-num-queued-reqs -1` ends its log in pydantic's words, under 20 frames."""
+    from loadwatch.processes import why_it_exited
+
+    log = tmp_path / "vllm.log"
+    frames = [f'  File "/venv/vllm/engine/arg_utils.py", line {n}, in create_engine_config' for n in range(20)]
+    log.write_text("\n".join(["INFO starting", "Traceback (most recent call last):", *frames,
+                              "pydantic_core._pydantic_core.ValidationError: 1 validation error for SchedulerConfig",
+                              "max_num_queued_reqs",
+                              "  Input should be greater than or equal to 0 [input_value=-1]"]))
+    said = why_it_exited(log).splitlines()
+    assert said[0].startswith("pydantic_core._pydantic_core.ValidationError: 1 validation error")
+    assert said[-1].strip().startswith("Input should be greater than or equal to 0") and len(said) == 3
+    log.write_text("\n".join(f"line {n}" for n in range(40)))  # no exception: the tail, as before
+    assert why_it_exited(log).splitlines() == [f"line {n}" for n in range(15, 40)]
