@@ -45,7 +45,7 @@ def test_llm_tab_fills_with_figures_during_a_run_started_from_the_ui(fake_server
 
             def figures() -> list[str] | None:
                 cells = [c.inner_text() for c in row.get_by_role("cell").all()]
-                return cells if len(cells) == 16 and float(cells[3] or 0) > 0 and int(cells[2]) > 0 else None
+                return cells if len(cells) == 17 and float(cells[4] or 0) > 0 and int(cells[2]) > 0 else None
 
             first = wait_for(figures, 20, "the LLM row to show TTFT and failures")
             headers = [h.inner_text().replace("\n", " ") for h in page.get_by_role("columnheader").all()]
@@ -58,15 +58,15 @@ def test_llm_tab_fills_with_figures_during_a_run_started_from_the_ui(fake_server
     finally:
         finish(locust)
 
-    assert headers[:4] == ["Scenario (model) or replica", "Requests", "Failures", "TTFT p50 (ms)"]
-    assert headers[6] == "TPOT p50 (ms)" and headers[15] == "Output tok/s"
+    assert headers[:5] == ["Scenario (model) or replica", "Requests", "Failures", "Rejected", "TTFT p50 (ms)"]
+    assert headers[7] == "TPOT p50 (ms)" and headers[16] == "Output tok/s"
     assert first[0] == "chat (fake-model)"
     assert int(later[1]) > int(first[1]), "the tab must keep updating during the run"
-    ttft_p50, tpot_p50 = float(later[3]), float(later[6])
+    ttft_p50, tpot_p50 = float(later[4]), float(later[7])
     assert 50 <= ttft_p50 < 60 and 10 <= tpot_p50 < 11
-    assert float(later[15]) > 0
+    assert float(later[16]) > 0
     # Each replica's row: its requests (about half each, round robin) and its own TTFT, no failures of its own.
     for name, cells in replicas.items():
         assert cells[0] == f"replica {name}" and int(cells[1]) > 0 and cells[2] == "", cells
-        assert 50 <= float(cells[3]) < 60, cells
+        assert 50 <= float(cells[4]) < 60, cells
     assert abs(int(replicas["a"][1]) - int(replicas["b"][1])) <= max(4, int(replicas["a"][1]) // 5)

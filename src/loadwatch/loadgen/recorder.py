@@ -14,6 +14,7 @@ from collections import Counter, deque
 from dataclasses import dataclass
 
 from loadwatch.catalogue import Client
+from loadwatch.client.failures import Rejection
 from loadwatch.metrics import definitions as d
 from loadwatch.metrics.counts import MetricCounts
 from loadwatch.metrics.records import CANCELLED, REJECTED, as_record
@@ -131,6 +132,11 @@ class Recorder:
             tally[m is None and not req.cancelled] += 1
             tally[2] += m is not None and not good
         labels = req.labels
+        if (Client.REQUESTS, labels) not in self.counts.counters:
+            # Each reason's refusals at 0 from a label set's first request in each report, as vLLM
+            # exports its own: a rejected panel then shows none refused, not "no data".
+            for refusal in Rejection:
+                self.counts.inc(Client.REJECTED, (*labels, refusal.value), 0.0)
         self.counts.inc(Client.REQUESTS, labels)
         if req.images:  # sent, whatever came back: what the server had to take in
             self.counts.inc(Client.IMAGES, labels, req.images)
