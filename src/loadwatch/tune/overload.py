@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import binomtest
 
-from loadwatch.capacity.interval import slo_interval
+from loadwatch.capacity.interval import RECORD_KEYS, slo_interval
 from loadwatch.capacity.levels import level_records
 from loadwatch.capacity.options import CapacityOptions
 from loadwatch.loadrun.locust import LocustRun
@@ -62,7 +62,7 @@ def side(arm: str, folder: Path, slo: SLO) -> Side:
     runs = sorted(path for path in folder.glob("r*/results.json"))
     figures = [json.loads(path.read_text()) for path in runs]
     records = [r for path in runs for r in level_records(records_beside(path))]
-    key = {"ttft": "ttft_s", "tpot": "tpot_s", "e2el": "elapsed_s"}[slo.metric]
+    key = RECORD_KEYS[slo.metric]
     values = np.array([r[key] * 1000 for r in records if r["stage"] != "warmup" and r["failure"] is None
                        and r.get(key) is not None])
     interval = slo_interval(records, slo)
