@@ -97,6 +97,11 @@ class Engine:
     ESTIMATED_WRITE_BYTES = ENGINE_PREFIX + "estimated_write_bytes_per_gpu"
     SLEEP_LEVEL = ENGINE_PREFIX + "sleep_level"  # 0 awake, 1 weights offloaded, 2 everything discarded
     HEALTHY = ENGINE_PREFIX + "healthy"  # vllm:engine_healthy, with --enable-fault-tolerance
+    # LoRA adapters, from vllm:lora_requests_info's latest series (exporter/derived.py): how many adapters
+    # it lists as running and as waiting, and --max-loras, the adapters one batch holds.
+    LORA_ADAPTERS_RUNNING = ENGINE_PREFIX + "lora_adapters_running"
+    LORA_ADAPTERS_WAITING = ENGINE_PREFIX + "lora_adapters_waiting"
+    LORA_MAX_ADAPTERS = ENGINE_PREFIX + "lora_max_adapters"
 
 
 class Router:

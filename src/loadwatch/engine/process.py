@@ -11,6 +11,7 @@ from pathlib import Path
 from loadwatch import processes
 from loadwatch.credentials import read_secret
 from loadwatch.defaults import LOOPBACK
+from loadwatch.engine.adapters import with_adapters
 from loadwatch.engine.settings import EngineSettings
 from loadwatch.processes import Component, ComponentError, port_or_free
 
@@ -101,6 +102,7 @@ def start(settings: EngineSettings, model_dir: Path, port: int | None = None, ex
         raise EngineError(f"an engine is already running (pid {existing.pid}, {existing.url}); "
                           "stop it with `loadwatch engine stop`")
     port = port or port_or_free()
+    extra = with_adapters(settings, model_dir, extra or [], say)
     log_path = settings.state_dir / "vllm.log"
     log_path.unlink(missing_ok=True)  # the last start's only: it lives in the cache, not in a run's folder
     allowed, cpus = sorted(os.sched_getaffinity(0)), engine_cpus(settings)
@@ -110,7 +112,7 @@ def start(settings: EngineSettings, model_dir: Path, port: int | None = None, ex
     say(f"Starting vLLM on {url} (log {log_path})")
     try:
         info = processes.start(
-            "vLLM", command(settings, model_dir, port, extra or []), url, "/health", log_path, timeout, env,
+            "vLLM", command(settings, model_dir, port, extra), url, "/health", log_path, timeout, env,
             # Saved before the wait: an interrupted start still leaves the PID to stop.
             on_spawn=lambda c: processes.write_state(_state_file(settings), asdict(c)),
             on_wait=lambda waited: say(f"  still waiting for vLLM to load ({waited:.0f} s)…"),

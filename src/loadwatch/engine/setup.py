@@ -74,8 +74,9 @@ def ensure_engine(settings: EngineSettings, say=print) -> None:
 
 def ensure_router(settings: EngineSettings, requirement: str, say=print) -> None:
     """A fleet's router in the engine's venv, once: `requirement` is its pinned wheel (fleet.routers
-    names each router's). Their needs are vLLM's too but for smg's grpcio-health-checking (20 kB),
-    so a router adds little beside its own wheel."""
+    names each router's); peft too, which builds the LoRA adapters (engine.adapters). Their needs are
+    vLLM's too but for smg's grpcio-health-checking (20 kB), so a router adds little beside its own
+    wheel."""
     project = requirement.partition("==")[0]
     stamp = settings.venv / f".loadwatch-{project}"
     wanted = requirement + "\n"

@@ -3,7 +3,9 @@
 vLLM states its KV cache's configuration as the labels of an info metric, where PromQL cannot
 compute with them; the numbers become gauges (the cache's size in requests is a division away) and
 the switches stay an info metric. Its sleep state is three 0/1 series; one level is what an alert
-needs.
+needs. Its LoRA adapters are comma-joined names in the labels of a series set to the time of each
+change, every change a new series beside the old: only the latest one says where they stand now, and
+PromQL cannot count names.
 """
 
 from __future__ import annotations
@@ -73,3 +75,44 @@ def sleep_level(state: Metric, target: str, models: dict[str, str]) -> list[Metr
     for key, value in deepest.items():
         level.add_metric(list(key), float(value))
     return [level] if level.samples else []
+
+
+def _names(joined: str) -> list[str]:
+    return [name for name in joined.split(",") if name]
+
+
+def lora_adapters(info: Metric, target: str, models: dict[str, str]) -> list[Metric]:
+    """vllm:lora_requests_info's latest series (the greatest value: vLLM sets each to the time it
+    changed, and the earlier ones linger) as three counts: adapters running, adapters waiting, and
+    max_lora (--max-loras). vLLM 0.32 lists every adapter with an unfinished request in both
+    running_lora_adapters and waiting_lora_adapters (its LoRARequestStates fills both from one loop),
+    so there they count the adapters requested, which a batch of --max-loras serves in turns."""
+    families = {
+        Engine.LORA_ADAPTERS_RUNNING: GaugeMetricFamily(
+            Engine.LORA_ADAPTERS_RUNNING, "LoRA adapters vLLM lists as running (vllm:lora_requests_info's "
+            "running_lora_adapters; vLLM 0.32 lists every adapter with an unfinished request).", labels=LABELS),
+        Engine.LORA_ADAPTERS_WAITING: GaugeMetricFamily(
+            Engine.LORA_ADAPTERS_WAITING, "LoRA adapters vLLM lists as waiting (vllm:lora_requests_info's "
+            "waiting_lora_adapters).", labels=LABELS),
+        Engine.LORA_MAX_ADAPTERS: GaugeMetricFamily(
+            Engine.LORA_MAX_ADAPTERS, "LoRA adapters one batch holds (--max-loras, vllm:lora_requests_info's "
+            "max_lora).", labels=LABELS),
+    }
+    # vLLM's series name no engine (one per server, data-parallel ranks summed): the model is the
+    # server's own where all its engines serve one.
+    served = set(models.values())
+    model = {"": served.pop()} if len(served) == 1 else {}
+    latest: dict[tuple[str, ...], dict[str, str]] = {}
+    stamps: dict[tuple[str, ...], float] = {}
+    for sample in info.samples:
+        key = tuple(_labels(sample.labels, target, {**models, **model}))
+        if sample.value >= stamps.get(key, float("-inf")):
+            latest[key], stamps[key] = sample.labels, sample.value
+    for key, labels in latest.items():
+        for name, label in ((Engine.LORA_ADAPTERS_RUNNING, "running_lora_adapters"),
+                            (Engine.LORA_ADAPTERS_WAITING, "waiting_lora_adapters")):
+            families[name].add_metric(list(key), float(len(_names(labels.get(label, "")))))
+        limit = _number(labels.get("max_lora"))
+        if limit is not None:
+            families[Engine.LORA_MAX_ADAPTERS].add_metric(list(key), limit)
+    return [f for f in families.values() if f.samples]

@@ -7,10 +7,11 @@ from dataclasses import dataclass, field
 from prometheus_client.core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
-from loadwatch.exporter.derived import cache_config, sleep_level
+from loadwatch.exporter.derived import cache_config, lora_adapters, sleep_level
 from loadwatch.exporter.schema import (
     CACHE_CONFIG,
     FAMILIES,
+    LORA_INFO,
     SLEEP_STATE,
     V0_PREFIX_HIT_RATE,
     V0_SPEC_ACCEPTANCE_RATE,
@@ -83,7 +84,8 @@ def normalize(text: str, target: str) -> Snapshot:
         if family.kind != "histogram":
             snapshot.values[family.key] = totals
     models = {engine: model for totals in snapshot.values.values() for model, engine in totals if model}
-    for source_name, derive in ((CACHE_CONFIG, cache_config), (SLEEP_STATE, sleep_level)):
+    for source_name, derive in ((CACHE_CONFIG, cache_config), (SLEEP_STATE, sleep_level),
+                               (LORA_INFO, lora_adapters)):
         if source_name in parsed:
             snapshot.families.update((f.name, f) for f in derive(parsed[source_name], target, models))
     if not snapshot.families:

@@ -88,6 +88,7 @@ FAMILIES = (
 # Families the sidecar derives from one of vLLM's rather than copies (exporter/derived.py).
 CACHE_CONFIG = "vllm:cache_config_info"
 SLEEP_STATE = "vllm:engine_sleep_state"
+LORA_INFO = "vllm:lora_requests_info"
 
 # V0 has no prefix-cache or spec-decode counters, only cumulative rate gauges: the ratios fall back to them.
 V0_PREFIX_HIT_RATE = "vllm:gpu_prefix_cache_hit_rate"
@@ -98,7 +99,7 @@ SUFFIXES = {"gauge": ("",), "counter": ("_total", ""), "histogram": ("_bucket", 
 
 def wanted_names() -> frozenset[str]:
     """Every sample and comment name worth parsing; the rest of a payload is skipped unparsed."""
-    names = {V0_PREFIX_HIT_RATE, V0_SPEC_ACCEPTANCE_RATE, CACHE_CONFIG, SLEEP_STATE}
+    names = {V0_PREFIX_HIT_RATE, V0_SPEC_ACCEPTANCE_RATE, CACHE_CONFIG, SLEEP_STATE, LORA_INFO}
     for family in FAMILIES:
         for source in family.sources:
             names.update(source + suffix for suffix in SUFFIXES[family.kind])

@@ -155,6 +155,10 @@ def _live_families() -> Iterator[Metric]:
     state = Metric("vllm:engine_sleep_state", "", "gauge")
     state.add_sample("vllm:engine_sleep_state", {"engine": "0", "sleep_state": "awake"}, 1.0)
     yield from derived.sleep_level(state, "target", {})
+    lora = Metric("vllm:lora_requests_info", "", "gauge")
+    lora.add_sample("vllm:lora_requests_info", {"max_lora": "1", "running_lora_adapters": "a",
+                                                "waiting_lora_adapters": "a"}, 1.0)
+    yield from derived.lora_adapters(lora, "target", {})
 
 
 def metrics_page() -> str:

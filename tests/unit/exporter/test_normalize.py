@@ -167,3 +167,36 @@ def test_engine_healthy_is_read_where_fault_tolerance_exports_it():
     text += ('# HELP vllm:engine_healthy 1 if healthy\n# TYPE vllm:engine_healthy gauge\n'
              'vllm:engine_healthy{engine="0",model_name="tiny"} 0.0\n')
     assert _samples(normalize(text, "t"), Engine.HEALTHY)[0].value == 0
+
+
+# As vLLM 0.32 (CPU) serving 4 adapters with --max-loras 1 wrote it after 6 requests over them (times
+# shortened, the third series made to list several adapters): each change of state is a new series, the
+# old ones linger, and the latest (the greatest time) is now.
+LORA_INFO = """\
+# HELP vllm:num_requests_running Number of requests in model execution batches.
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{engine="0",model_name="tiny"} 1.0
+# HELP vllm:lora_requests_info Running stats on lora requests.
+# TYPE vllm:lora_requests_info gauge
+vllm:lora_requests_info{max_lora="1",running_lora_adapters="",waiting_lora_adapters=""} 1795845357.09
+vllm:lora_requests_info{max_lora="1",running_lora_adapters="lora-1",waiting_lora_adapters="lora-1"} 1795845357.03
+vllm:lora_requests_info{max_lora="1",running_lora_adapters="l2,l3,l4",waiting_lora_adapters="l3,l4"} 1795845357.36
+vllm:lora_requests_info{max_lora="1",running_lora_adapters="lora-3",waiting_lora_adapters="lora-3"} 1795845356.71
+"""
+
+
+def test_lora_adapters_are_counted_from_the_latest_series_only():
+    snapshot = normalize(LORA_INFO, "vllm-a")
+    value = {name: [(s.labels, s.value) for s in _samples(snapshot, name)] for name in (
+        Engine.LORA_ADAPTERS_RUNNING, Engine.LORA_ADAPTERS_WAITING, Engine.LORA_MAX_ADAPTERS)}
+    labels = {"target": "vllm-a", "model": "tiny", "engine": ""}
+    assert value == {Engine.LORA_ADAPTERS_RUNNING: [(labels, 3.0)], Engine.LORA_ADAPTERS_WAITING: [(labels, 2.0)],
+                     Engine.LORA_MAX_ADAPTERS: [(labels, 1.0)]}
+
+
+def test_no_adapter_in_use_counts_zero_and_an_engine_without_lora_has_no_lora_series():
+    idle = LORA_INFO.replace("1795845357.09", "1795845358.0")
+    snapshot = normalize(idle, "vllm-a")
+    assert [s.value for s in _samples(snapshot, Engine.LORA_ADAPTERS_RUNNING)] == [0.0]
+    assert [s.value for s in _samples(snapshot, Engine.LORA_MAX_ADAPTERS)] == [1.0]
+    assert Engine.LORA_ADAPTERS_RUNNING not in load("vllm-0.32-kv-pressure.txt").families
