@@ -160,6 +160,8 @@ class Results(Figures):
     records: str | None = Field(None, description="the per-request records file, relative to this file's folder where"
                                                   " it is under it")
     scenarios: dict[str, Figures] = Field({}, description="the same figures for each scenario (a locustfile's task)")
+    models: dict[str, Figures] = Field({}, description="a traffic split's (--model NAME=SHARE,...): each model's or "
+                                       "LoRA adapter's figures over the run, where it sent to more than one")
     replicas: dict[str, Replica] = Field({}, description="a fleet's (--replica): each replica's figures over the "
                                                          "run's window, with its `share` of the successful requests; "
                                                          "its `failed` and `failures`: the failed requests whose "

@@ -211,6 +211,13 @@ class Samples:
             out.setdefault((model, scenario), Series(self.distribution)).merge(series)
         return out
 
+    def by_model(self) -> dict[str, Series]:
+        """model (a traffic split's model or LoRA adapter) -> its series over every scenario and stage."""
+        out: dict[str, Series] = {}
+        for (model, _scenario, _stage), series in self.by_key.items():
+            out.setdefault(model, Series(self.distribution)).merge(series)
+        return out
+
     def of_stage(self, stage: str) -> Series:
         return self._merged(s for (_model, _scenario, name), s in self.by_key.items() if name == stage)
 

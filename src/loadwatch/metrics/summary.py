@@ -100,6 +100,9 @@ def summarize(samples: Samples, slos: list[SLO], stages: list[dict] | None = Non
     result = figures(total, requested_rate=None if stages else request_rate)
     result["scenarios"] = {f"{scenario} ({model})": figures(series)
                            for (model, scenario), series in sorted(samples.by_scenario().items())}
+    by_model = samples.by_model()
+    if len(by_model) > 1:  # a traffic split: each model's (LoRA adapter's) own latency beside the run's
+        result["models"] = {model: figures(series) for model, series in sorted(by_model.items())}
     result["stages"] = [{**stage, **figures(samples.of_stage(stage["name"]), stage["end"] - stage["start"],
                                             None if stage["unit"] == "users" else stage["level"])}
                         for stage in stages or []]

@@ -35,6 +35,9 @@ CLIENT_KEYS = (
 )
 STAGE_KEYS = ("name", "level", "unit", "completed", "failed", "rejected", "request_throughput", "output_throughput",
               latency_key("ttft", "median"), latency_key("ttft", "p99"), latency_key("tpot", "median"))
+# A traffic split's models (LoRA adapters): what each one's requests waited and took per token.
+MODEL_KEYS = ("completed", "failed", "rejected", "output_throughput",
+              *(latency_key(metric, stat) for metric in ("ttft", "tpot") for stat in ("median", "p99")))
 
 
 class ReportError(Exception):
@@ -136,6 +139,7 @@ def build_report(results_path: Path, api: PrometheusAPI | None, out_dir: Path, r
         "engine": engine,
         "engine_missing": missing,
         "stages": [{k: s.field(k) for k in STAGE_KEYS} for s in results.stages],
+        "models": [{"model": name, **{k: f.field(k) for k in MODEL_KEYS}} for name, f in results.models.items()],
         "fleet": fleet_figures(results, None if missing else api, start, end),
         # A fleet whose replica count changed during the run (--scale-at): each change and its recovery.
         "scaling": scaling_figures(results_path.parent, rows, results.objectives(), end),

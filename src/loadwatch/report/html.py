@@ -17,7 +17,7 @@ from loadwatch.metrics.capacity import Capacity
 from loadwatch.metrics.results import Results
 from loadwatch.metrics.ttft_split import measured
 from loadwatch.prometheus import PrometheusAPI, PrometheusError
-from loadwatch.report.markdown import load_generator_words
+from loadwatch.report.markdown import MODEL_HEADER, load_generator_words, model_cells
 from loadwatch.report.page import (
     COLOURS,
     HEIGHT,
@@ -71,8 +71,10 @@ def _summary(report: dict) -> str:
     # The client's refusals beside the engine's, where they agree (where not, the notes say so).
     rejections = (f"<p>{html.escape(report['rejections'], quote=False)}</p>"
                   if report.get("rejections") and report["rejections"] not in report["notes"] else "")
+    models = ("<h2>Models and adapters</h2>" + html_table(MODEL_HEADER, model_cells(report["models"]))
+              if report.get("models") else "")
     return (figures + cost + rejections + html_table(["latency", "mean", "median", "p99"], rows) + load_generator
-            + replicas + slo)
+            + models + replicas + slo)
 
 
 def time_charts(records: list[dict] | None, api: PrometheusAPI | None, start: float, end: float, marks: list,

@@ -132,6 +132,17 @@ def load_generator_words(load_generator: dict) -> list[str]:
     return lines
 
 
+MODEL_HEADER = ["model or adapter", "requests", "failed", "output tok/s", "TTFT median", "TTFT p99", "TPOT median",
+                "TPOT p99"]
+
+
+def model_cells(models: list[dict]) -> list[list[str]]:
+    """A traffic split's row per model (LoRA adapter): its requests and its own TTFT and TPOT."""
+    return [[m["model"], str(m["completed"]), str(m["failed"]), number(m["output_throughput"]),
+             *(ms(m[latency_key(metric, stat)]) for metric in ("ttft", "tpot") for stat in ("median", "p99"))]
+            for m in models]
+
+
 def replica_rows(fleet: dict) -> list[str]:
     """A fleet's replicas side by side: what each served and failed (the client's figures of the requests
     its answers named) and its engine's peaks over the run; then the spread and the replicas lost."""
@@ -224,6 +235,8 @@ def render(report: dict) -> str:
             "", "## Where the time goes", "", *where_the_time_goes(c, e)]
     if report.get("ttft_split"):
         lines += ["", *request_by_request(report["ttft_split"], report.get("results_file") or "RUN")]
+    if report.get("models"):
+        lines += ["", "## Models and adapters", "", *table(MODEL_HEADER, model_cells(report["models"]))]
     if report.get("fleet"):
         lines += ["", "## Replicas", "", *replica_rows(report["fleet"])]
     if report.get("scaling"):

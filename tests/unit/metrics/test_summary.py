@@ -291,3 +291,20 @@ def test_rejections_merge_across_workers_and_read_back_from_records(tmp_path):
     samples, _ = exact_samples(path, [])
     result = summarize(samples, [])[0]
     assert (result["completed"], result["failed"], result["rejected"]) == (100, 1, 1)
+
+
+def test_a_traffic_split_gives_each_model_its_own_latency():
+    recorder = Recorder()
+    recorder.configure([], keep_records=False, keep_itl=False)
+    for i in range(20):
+        model, ttft = ("lora-1", 0.1) if i % 2 else ("lora-2", 0.4)
+        arrivals = tuple(ttft + k * 0.02 for k in range(10))
+        recorder.record(LLMRequest(model, "chat", 1000.0 + i * 0.1, arrivals[-1],
+                                   request_metrics(RawTiming(0.0, arrivals, 10, 10))))
+    result, _ = summarize(recorder.samples, [])
+    models = as_results(result).models
+    assert sorted(models) == ["lora-1", "lora-2"] and models["lora-1"].completed == 10
+    assert models["lora-1"].latency("ttft", "median") == pytest.approx(100, rel=WITHIN)
+    assert models["lora-2"].latency("ttft", "median") == pytest.approx(400, rel=WITHIN)
+    assert models["lora-2"].latency("tpot", "median") == pytest.approx(20, rel=WITHIN)
+    assert "models" not in summarize(make_samples(), [])[0]  # one model: the run's own figures say it

@@ -96,3 +96,17 @@ def test_the_engines_count_is_its_counters_rise_over_the_run_not_an_extrapolatio
     assert counter_rise(CounterAt({20.0: 40.0}), "c", 10.0, 45.0) == 40.0  # the series began within the run
     assert counter_rise(CounterAt({}), "c", 10.0, 45.0) is None  # an engine without the counter
     assert counter_rise(CounterAt({0.0: 300.0, 35.0: 20.0}, resets=1.0), "c", 10.0, 45.0) is None  # restarted
+
+
+def test_a_traffic_split_reports_each_adapters_ttft_and_tpot(tmp_path):
+    figures = {key: value for key, value in RESULTS.items() if key.endswith("_ms") or key in (
+        "completed", "failed", "output_throughput")}
+    models = {"lora-1": {**figures, "median_ttft_ms": 12.5}, "lora-2": {**figures, "p99_tpot_ms": 40.0}}
+    (tmp_path / "results.json").write_text(json.dumps({**RESULTS, "models": models}))
+    assert main(["report", str(tmp_path), "--prometheus", f"http://127.0.0.1:{free_port()}"]) == 0
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert [m["model"] for m in report["models"]] == ["lora-1", "lora-2"]
+    text = (tmp_path / "report.md").read_text()
+    assert "## Models and adapters" in text and "| lora-1 | 90 | 1 | 300.00 | 12.5 ms |" in text
+    assert "40.0 ms |" in text.split("| lora-2 |")[1].splitlines()[0]
+    assert "Models and adapters" in (tmp_path / "report.html").read_text()
