@@ -37,6 +37,11 @@ def queries(duration: float, settle: float = SETTLE_SECONDS) -> dict[str, tuple[
     return {
         **{name: (expr, False) for name, expr in _peaks(gauges, "max").items()},
         "kv_cache_usage_mean": (f"avg(avg_over_time({Engine.KV_CACHE_USAGE}[{gauges}]))", False),
+        # LoRA adapters (an engine with --enable-lora): the most it listed with requests, and how many one
+        # batch holds (--max-loras). Prometheus's scrapes, not the sidecar's 1 s sampling.
+        "lora_adapters_running_peak": (f"max(max_over_time({Engine.LORA_ADAPTERS_RUNNING}[{gauges}]))", False),
+        "lora_adapters_waiting_peak": (f"max(max_over_time({Engine.LORA_ADAPTERS_WAITING}[{gauges}]))", False),
+        "lora_max_adapters": (f"max(max_over_time({Engine.LORA_MAX_ADAPTERS}[{gauges}]))", False),
         # The cache's configuration, as the engine stated it during the window.
         "kv_cache_blocks": (f"max(max_over_time({Engine.KV_CACHE_BLOCKS}[{gauges}]))", False),
         "kv_cache_block_size": (f"max(max_over_time({Engine.KV_CACHE_BLOCK_SIZE}[{gauges}]))", False),

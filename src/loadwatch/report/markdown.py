@@ -132,6 +132,16 @@ def load_generator_words(load_generator: dict) -> list[str]:
     return lines
 
 
+def lora_rows(e: dict) -> list[list[str]]:
+    """An engine with LoRA: the most adapters it had requests for at once (vLLM 0.32 lists them as both
+    running and waiting), and how many one batch holds."""
+    if e.get("lora_max_adapters") is None:
+        return []
+    peaks = (e.get("lora_adapters_running_peak"), e.get("lora_adapters_waiting_peak"))
+    return [["LoRA adapters requested, peak", number(max((v for v in peaks if v is not None), default=None), 0)],
+            ["LoRA adapters one batch holds (--max-loras)", number(e["lora_max_adapters"], 0)]]
+
+
 MODEL_HEADER = ["model or adapter", "requests", "failed", "output tok/s", "TTFT median", "TTFT p99", "TPOT median",
                 "TPOT p99"]
 
@@ -223,6 +233,7 @@ def render(report: dict) -> str:
                 ["  of them deferred by the scheduler, peak", number(e.get("requests_waiting_deferred_peak"), 0)],
                 ["requests running, peak", number(e["requests_running_peak"], 0)],
                 ["preemptions", number(e["preemptions"], 0)],
+                *lora_rows(e),
                 ["prefix-cache hit ratio", share(e["prefix_cache_hit_ratio"])],
                 ["prompt tokens served from cache", share(e.get("prompt_tokens_cached_share"))],
                 ["client: cached share of prompts (usage)", share(c.get("cached_prompt_tokens_ratio"))],

@@ -261,3 +261,27 @@ def test_a_batch_sampled_a_few_short_of_its_limit_is_full():
     # Well short of it (57 of 128, as the token-budget case above): not full.
     short = {**engine, "requests_running_peak": 57.0}
     assert diagnose(at_knee, short, {}, Batch(128, "vLLM's default"), below=below).limit == "token_budget"
+
+
+# 4 adapters requested at once, --max-loras 1: the scheduler deferred the other adapters' requests.
+LORA = {**ROOMY, "requests_waiting_capacity_peak": 0.0, "requests_waiting_deferred_peak": 7.0,
+        "requests_waiting_peak": 7.0, "lora_adapters_running_peak": 4.0, "lora_adapters_waiting_peak": 4.0,
+        "lora_max_adapters": 1.0}
+
+
+def test_requests_deferred_while_more_adapters_wait_than_max_loras_name_lora_slots():
+    diagnosis = diagnose(CLIENT, LORA, {}, SIX)
+    assert diagnosis.limit == "lora_slots"
+    assert {k: diagnosis.evidence[k] for k in ("lora_adapters_running_peak", "lora_max_adapters",
+                                               "requests_waiting_deferred_peak")} == {
+        "lora_adapters_running_peak": 4.0, "lora_max_adapters": 1.0, "requests_waiting_deferred_peak": 7.0}
+    assert "--max-loras" in diagnosis.explanation
+
+
+@pytest.mark.parametrize("change", [
+    {"lora_max_adapters": 4.0},  # every adapter fits in a batch: not the adapters' slots
+    {"requests_waiting_deferred_peak": 0.0, "requests_waiting_peak": 0.0},  # nothing deferred
+    {"lora_max_adapters": None, "lora_adapters_running_peak": None, "lora_adapters_waiting_peak": None},  # no LoRA
+])
+def test_without_adapters_beyond_the_slots_and_deferred_requests_it_is_not_lora_slots(change):
+    assert diagnose(CLIENT, {**LORA, **change}, {}, SIX).limit != "lora_slots"
