@@ -137,6 +137,7 @@ class Config:
         self.max_concurrency = args.max_concurrency
         self.vllm_metrics = args.vllm_metrics
         self.max_model_len = args.max_model_len
+        self.served = args.served.split(",")  # the model ids /v1/models lists (a base model and its adapters)
         # A fleet behind a round-robin router, as its answers show it: each answer's system_fingerprint
         # names the next replica in turn.
         self.fingerprints = itertools.cycle(args.fingerprints.split(",")) if args.fingerprints else None
@@ -229,7 +230,8 @@ class Connection(asyncio.Protocol):
             if method == "GET" and path == "/health":  # as vLLM answers it: the peers' tools ask before a run
                 self._respond_raw(200, b"")
             elif method == "GET" and path == "/v1/models":
-                self._respond(200, {"object": "list", "data": [{"id": "fake-model", "object": "model"}]})
+                listed = [{"id": model, "object": "model"} for model in self.config.served]
+                self._respond(200, {"object": "list", "data": listed})
             elif method == "GET" and path == "/metrics" and self.config.vllm_metrics:
                 self._respond_raw(200, vllm_metrics(self.config).encode())
             elif method == "GET" and path == "/stats":
@@ -474,6 +476,8 @@ def main() -> None:
                         help="GET /metrics as vLLM 0.32's (its slots as its batch)")
     parser.add_argument("--fingerprints", help="NAME,NAME,...: each answer names the next, as replicas behind a "
                                                "round-robin router do (--fingerprint-value)")
+    parser.add_argument("--served", default="fake-model", help="NAME,NAME,...: the models /v1/models lists (the "
+                                                               "base model and LoRA adapters)")
     parser.add_argument("--uvloop", action="store_true", help="serve on uvloop's event loop (benchmarks/fidelity.py)")
     args = parser.parse_args()
     config, stats = Config(args), Stats()

@@ -43,7 +43,7 @@ def test_a_credential_header_is_refused_before_anything_is_sent(fake_server):
 
 
 def test_a_traffic_split_asks_each_model_its_share_and_labels_by_it(fake_server, tmp_path):
-    server = fake_server("--tokens", "2", "--ttft", "0.005", "--itl", "0.001")
+    server = fake_server("--tokens", "2", "--ttft", "0.005", "--itl", "0.001", "--served", "base,lora-sql")
     run = subprocess.run(
         locust_command("-H", server.url, "--headless", "-u", "4", "-r", "4", "--num-requests", "200",
                        "--metrics-port", "0", "--model", "base=0.75,lora-sql=0.25",
@@ -57,6 +57,19 @@ def test_a_traffic_split_asks_each_model_its_share_and_labels_by_it(fake_server,
     scenarios = json.loads((tmp_path / "r.json").read_text())["scenarios"]
     assert {name: s["completed"] for name, s in scenarios.items()} == {
         "chat (base)": asked["base"], "chat (lora-sql)": asked["lora-sql"]}
+
+
+def test_an_adapter_the_server_does_not_serve_stops_the_run_before_any_request(fake_server, tmp_path):
+    server = fake_server("--tokens", "2", "--served", "base,lora-1")
+    run = subprocess.run(
+        locust_command("-H", server.url, "--headless", "-u", "2", "-r", "2", "-t", "10s", "--metrics-port", "0",
+                       "--model", "lora-1=1,lora-9=1"),
+        capture_output=True, text=True, timeout=60,
+    )
+    output = run.stdout + run.stderr
+    assert run.returncode == 2, output
+    assert f"{server.url} serves no model lora-9 (its /v1/models lists base, lora-1): check --model" in output
+    assert "Traceback" not in output and server.stats()["arrivals"] == 0
 
 
 def test_a_jsonl_lines_own_fields_reach_the_server_over_the_runs(fake_server, tmp_path):

@@ -1,4 +1,5 @@
-"""Which model to ask for when the user did not say: the first one the server lists."""
+"""Which model to ask for when the user did not say: the first one the server lists; and whether the
+models the user named (a LoRA adapter's name among them) are ones it serves."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ UNKNOWN = "unknown"
 _lock = Semaphore()
 _resolved: dict[str, str] = {}
 _failed_at: dict[str, float] = {}  # when the last lookup of a server failed
+_served: dict[str, list[str]] = {}  # each server's model ids, once listed
 
 
 def resolve_model(streamer: Streamer) -> str | None:
@@ -49,3 +51,23 @@ def resolve_model(streamer: Streamer) -> str | None:
             log.info("Using model %r, the first listed by %s", model, streamer.origin)
             _resolved[streamer.origin] = model
         return model
+
+
+def unserved(streamer: Streamer, names: list[str]) -> str | None:
+    """Why the run cannot send to `names`: those of them the server's /v1/models does not list (a
+    LoRA adapter it was not started with, a typo), in one line; None where it lists them all, or
+    where it cannot say (then each request's own failure is counted where it belongs). Listed once
+    per server and process: every user of a process asks."""
+    with _lock:
+        if streamer.origin not in _served:
+            try:
+                listing = streamer.get_json("/v1/models")
+                _served[streamer.origin] = [model["id"] for model in listing["data"]]  # type: ignore[index]
+            except (RequestFailed, KeyError, TypeError):
+                return None
+        served = _served[streamer.origin]
+    missing = [name for name in names if name not in served]
+    if not missing:
+        return None
+    return (f"{streamer.origin} serves no model {', '.join(missing)} (its /v1/models lists {', '.join(served)}): "
+            "check --model")

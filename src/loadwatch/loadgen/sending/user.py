@@ -25,7 +25,7 @@ from loadwatch.client.stream import HangUp, Streamer, StreamResult
 from loadwatch.loadgen.process import BAD_WORKLOAD, process_of, run_users
 from loadwatch.loadgen.recorder import LLMRequest
 from loadwatch.loadgen.results import BAD_INPUT_EXIT_CODE
-from loadwatch.loadgen.sending.models import UNKNOWN, resolve_model
+from loadwatch.loadgen.sending.models import UNKNOWN, resolve_model, unserved
 from loadwatch.loadgen.sending.quota import WARMUP
 from loadwatch.metrics.timing import request_metrics
 from loadwatch.settings import LoadSettings
@@ -142,11 +142,16 @@ class LLMUser(User):
         # A split's first model stands for all of them where one is needed (its tokenizer, open-loop labels).
         self.model = split[0][0] if split else settings.model or resolve_model(self.streamer)
         self.pick_model = self._splitter(split) if split else self._model
-        try:
-            workload = self.workload or self.process.dataset_workload(self.streamer, self.model, self.dataset,
-                                                                        self.worker, self.workers)
-        except (DatasetError, RequestFailed) as exc:
-            why = f"cannot build the {self.process.dataset_name(self.dataset)} dataset: {exc}"
+        # The models named (a split's adapters too) checked before anything is sent.
+        named = [name for name, _ in split] if split else [settings.model] if settings.model else []
+        why = unserved(self.streamer, named)
+        if why is None:
+            try:
+                workload = self.workload or self.process.dataset_workload(self.streamer, self.model, self.dataset,
+                                                                            self.worker, self.workers)
+            except (DatasetError, RequestFailed) as exc:
+                why = f"cannot build the {self.process.dataset_name(self.dataset)} dataset: {exc}"
+        if why is not None:
             log.error("loadwatch: %s", why)
             self.environment.process_exit_code = BAD_INPUT_EXIT_CODE  # a workload this server cannot take
             runner = self.environment.runner
