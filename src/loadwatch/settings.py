@@ -70,17 +70,24 @@ TooLong = Literal["skip", "refuse"]
 DatasetFormat = Literal["auto", "loadwatch", "guidellm", "aiperf"]
 
 
-def split_models(value: str) -> list[tuple[str, float]]:
-    """`a=0.7,b=0.3` as [(a, 0.7), (b, 0.3)]; ValueError naming a broken part."""
+def split_models(value: str, skew: float = 0.0) -> list[tuple[str, float]]:
+    """`a=0.7,b=0.3` as [(a, 0.7), (b, 0.3)]; `a,b,c` as Zipf's shares with exponent `skew`, in the
+    order named (the k-th 1/k**skew: 0 even, 1 the first twice the second's), as real tenants'
+    traffic over LoRA adapters is skewed; ValueError naming a broken part."""
+    parts = [part.strip() for part in value.split(",")]
+    shared = ["=" in part for part in parts]
+    if any(shared) and not all(shared):
+        raise ValueError(f"{value!r} mixes NAME=SHARE with bare names: give every share, or none (with "
+                         "--model-skew)")
     split = []
-    for part in value.split(","):
+    for rank, part in enumerate(parts, 1):
         name, _, weight = part.partition("=")
         try:
-            share = float(weight)
+            share = float(weight) if any(shared) else 1 / rank**skew
         except ValueError:
             share = -1.0
         if not name.strip() or not share > 0:
-            raise ValueError(f"{part.strip()!r} is not NAME=SHARE with a share above 0 (a=0.7,b=0.3)")
+            raise ValueError(f"{part!r} is not NAME=SHARE with a share above 0 (a=0.7,b=0.3)")
         split.append((name.strip(), share))
     if len({name for name, _ in split}) < len(split):
         raise ValueError("a model is named twice")
@@ -120,7 +127,11 @@ class LoadSettings(BaseSettings):
 
     model: str = Field("", description="Model to request; default: the first one the server lists at /v1/models. "
                                        "NAME=SHARE,NAME=SHARE splits the traffic across models or LoRA adapters "
-                                       "(shares are weights), the model label following each request")
+                                       "(shares are weights), the model label following each request; "
+                                       "NAME,NAME,... splits it by --model-skew")
+    model_skew: float = Field(0.0, ge=0, description="A split NAME,NAME,... of --model as Zipf's law: the k-th "
+                                                     "model named gets a share of 1/k^SKEW (0: even; 1: the first "
+                                                     "twice the second's, as tenants' traffic over LoRA adapters)")
     endpoint: Endpoint = Field("chat", description="OpenAI API to send to: /v1/chat/completions, /v1/completions "
                                                    "or /v1/responses (streamed), /v1/embeddings or vLLM's /rerank "
                                                    "(one answer, timed whole)")
@@ -295,13 +306,13 @@ class LoadSettings(BaseSettings):
     @field_validator("model")
     @classmethod
     def _check_split(cls, value: str) -> str:
-        if "=" in value:
+        if "=" in value or "," in value:
             split_models(value)
         return value
 
     def models(self) -> list[tuple[str, float]]:
         """The traffic split of --model, [(name, weight)]; one model (or none: the server's first) is []."""
-        return split_models(self.model) if "=" in self.model else []
+        return split_models(self.model, self.model_skew) if "=" in self.model or "," in self.model else []
 
     @field_validator("header", mode="before")
     @classmethod

@@ -73,3 +73,13 @@ def test_no_loadwatch_variable_sets_an_option_behind_the_users_back(monkeypatch)
 def test_a_share_of_hang_ups_needs_one_moment_to_hang_up(options, why):
     with pytest.raises(ValueError, match=why):
         LoadSettings(**options)
+
+
+def test_a_split_is_given_shares_or_zipfs_over_the_names_in_their_order():
+    assert LoadSettings(model="a=0.7,b=0.3").models() == [("a", 0.7), ("b", 0.3)]
+    assert LoadSettings(model="a,b").models() == [("a", 1.0), ("b", 1.0)]  # no skew: even
+    assert LoadSettings(model="lora-1,lora-2,lora-3,lora-4", model_skew=1.0).models() == [
+        ("lora-1", 1.0), ("lora-2", 0.5), ("lora-3", pytest.approx(1 / 3)), ("lora-4", 0.25)]
+    assert LoadSettings(model="tiny").models() == []
+    with pytest.raises(ValidationError, match="mixes NAME=SHARE with bare names"):
+        LoadSettings(model="a=1,b")
