@@ -4,8 +4,8 @@ a verdict out.
 
 Requests that wait for *capacity* (vLLM 0.32's reason) wait for room: in the batch, in the step's
 token budget or in the KV cache, and which one binds is read from the engine's state. Requests the
-scheduler *deferred* wait for a LoRA adapter's slot where more adapters had requests than one batch
-holds (--max-loras): the limit `lora_slots`. Otherwise (blocked, waiting on a KV transfer) they are a
+scheduler *deferred* wait for a LoRA adapter's slot where the adapters running fill --max-loras: the
+limit `lora_slots`. Otherwise (blocked, waiting on a KV transfer) they are a
 stuck scheduler's sign, an alert's business (VLLMSchedulerStuck), not a capacity limit.
 """
 
@@ -42,8 +42,8 @@ QUEUED_PAST = 1.0
 LIMITS = {
     "admission": "admission control: the server refuses requests (HTTP 503) once --max-num-queued-reqs requests "
                  "are unfinished or --max-num-queued-tokens prompt tokens wait for prefill",
-    "lora_slots": "LoRA adapter slots: more adapters had requests than one batch holds (--max-loras), and the "
-                  "scheduler deferred the requests of the others until a slot was free",
+    "lora_slots": "LoRA adapter slots: the adapters running fill --max-loras, and the scheduler deferred the "
+                  "requests of the others until a slot was free",
     "kv_cache": "KV cache: its usage peaks near 100 % with requests waiting or preempted",
     "batch_slots": "batch slots: the running batch is full (--max-num-seqs) while requests wait, KV cache to spare",
     "token_budget": "token budget: requests wait for room with the batch below --max-num-seqs and the KV cache "
@@ -83,18 +83,19 @@ def waiting_for_capacity(engine: dict) -> bool:
     return capacity >= 1 or (waiting >= 1 and not deferred)
 
 
-def lora_slots(engine: dict) -> dict | None:
+def lora_slots(results: dict, engine: dict) -> dict | None:
     """The evidence that requests waited for a LoRA adapter's slot, or None: the scheduler deferred
-    requests while more adapters had requests than --max-loras. vLLM 0.32 lists every adapter with an
-    unfinished request as both running and waiting (exporter.derived.lora_adapters), so the adapters
-    requested are the greater of the two peaks, whichever way a later vLLM splits them."""
+    requests while the adapters running filled --max-loras. vLLM 0.32 never shows the adapters that
+    wait (a request's QUEUED event reaches its front end only with its SCHEDULED one, so
+    vllm:lora_requests_info lists the running adapters under both labels): the adapters the workload
+    asked for are the client's, the models of its traffic split."""
     limit, deferred = engine.get("lora_max_adapters"), engine.get("requests_waiting_deferred_peak")
     running, waiting = engine.get("lora_adapters_running_peak"), engine.get("lora_adapters_waiting_peak")
-    requested = max((v for v in (running, waiting) if v is not None), default=None)
-    if not limit or not deferred or requested is None or requested <= limit:
+    busiest = max((v for v in (running, waiting) if v is not None), default=None)
+    if not limit or not deferred or busiest is None or busiest < limit:
         return None
-    return {"lora_adapters_running_peak": running, "lora_adapters_waiting_peak": waiting,
-            "lora_max_adapters": limit}
+    return {"lora_adapters_running_peak": running, "lora_adapters_waiting_peak": waiting, "lora_max_adapters": limit,
+            "lora_adapters_requested": len(results.get("models") or {}) or None}
 
 
 def diagnose(results: dict, engine: dict, saturated: dict[str, str], batch: Batch | None = None,
@@ -186,7 +187,7 @@ def _limit(results: dict, engine: dict, saturated: dict[str, str], batch: Batch 
     queue = {"requests_waiting_peak": waiting, "requests_waiting_capacity_peak":
              engine.get("requests_waiting_capacity_peak"), "requests_waiting_deferred_peak":
              engine.get("requests_waiting_deferred_peak")}
-    slots = lora_slots(engine)
+    slots = lora_slots(results, engine)
     if slots is not None:
         return "lora_slots", {**slots, **queue, "requests_running_peak": running}
     for_room = waiting_for_capacity(engine)

@@ -84,16 +84,16 @@ def _names(joined: str) -> list[str]:
 def lora_adapters(info: Metric, target: str, models: dict[str, str]) -> list[Metric]:
     """vllm:lora_requests_info's latest series (the greatest value: vLLM sets each to the time it
     changed, and the earlier ones linger) as three counts: adapters running, adapters waiting, and
-    max_lora (--max-loras). vLLM 0.32 lists every adapter with an unfinished request in both
-    running_lora_adapters and waiting_lora_adapters (its LoRARequestStates fills both from one loop),
-    so there they count the adapters requested, which a batch of --max-loras serves in turns."""
+    max_lora (--max-loras). vLLM 0.32 lists the adapters of the requests it scheduled under both
+    labels (its LoRARequestStates fills both from one loop, and a request's QUEUED event reaches the
+    front end only with its SCHEDULED one), so there both count the adapters running."""
     families = {
         Engine.LORA_ADAPTERS_RUNNING: GaugeMetricFamily(
             Engine.LORA_ADAPTERS_RUNNING, "LoRA adapters vLLM lists as running (vllm:lora_requests_info's "
-            "running_lora_adapters; vLLM 0.32 lists every adapter with an unfinished request).", labels=LABELS),
+            "running_lora_adapters).", labels=LABELS),
         Engine.LORA_ADAPTERS_WAITING: GaugeMetricFamily(
             Engine.LORA_ADAPTERS_WAITING, "LoRA adapters vLLM lists as waiting (vllm:lora_requests_info's "
-            "waiting_lora_adapters).", labels=LABELS),
+            "waiting_lora_adapters; vLLM 0.32 lists the running ones there too).", labels=LABELS),
         Engine.LORA_MAX_ADAPTERS: GaugeMetricFamily(
             Engine.LORA_MAX_ADAPTERS, "LoRA adapters one batch holds (--max-loras, vllm:lora_requests_info's "
             "max_lora).", labels=LABELS),

@@ -133,12 +133,11 @@ def load_generator_words(load_generator: dict) -> list[str]:
 
 
 def lora_rows(e: dict) -> list[list[str]]:
-    """An engine with LoRA: the most adapters it had requests for at once (vLLM 0.32 lists them as both
-    running and waiting), and how many one batch holds."""
+    """An engine with LoRA: the most adapters it ran at once and how many one batch holds (vLLM 0.32
+    lists the running adapters as the waiting ones too, so those are not shown)."""
     if e.get("lora_max_adapters") is None:
         return []
-    peaks = (e.get("lora_adapters_running_peak"), e.get("lora_adapters_waiting_peak"))
-    return [["LoRA adapters requested, peak", number(max((v for v in peaks if v is not None), default=None), 0)],
+    return [["LoRA adapters running, peak", number(e.get("lora_adapters_running_peak"), 0)],
             ["LoRA adapters one batch holds (--max-loras)", number(e["lora_max_adapters"], 0)]]
 
 

@@ -130,27 +130,23 @@ def _admission_cap(flag: str) -> Callable[[Situation], Change | None]:
     return propose
 
 
-def _adapters_requested(s: Situation) -> int | None:
-    peaks = [s.evidence.get(key) for key in ("lora_adapters_running_peak", "lora_adapters_waiting_peak")]
-    return max((int(p) for p in peaks if p is not None), default=None)
-
-
 def _max_loras(s: Situation) -> Change | None:
-    """As many adapter slots as adapters had requests at once, so that none waits for another's turn;
-    no further than a --max-cpu-loras the flags set (vLLM refuses --max-loras above it: its
-    --max-cpu-loras lever comes first then)."""
+    """A slot for every adapter the workload asked for at once, so that none waits for another's turn
+    (twice the slots where the workload's adapters are unknown); no further than a --max-cpu-loras
+    the flags set (vLLM refuses --max-loras above it: its --max-cpu-loras lever comes first then)."""
     before = s.config.value("--max-loras")
     current = _int(before) or _int(s.evidence.get("lora_max_adapters")) or 1
-    wanted, cpu = _adapters_requested(s), _int(s.config.value("--max-cpu-loras"))
-    if wanted is None or wanted <= current or (cpu is not None and cpu < wanted):
+    wanted = _int(s.evidence.get("lora_adapters_requested")) or 2 * current
+    cpu = _int(s.config.value("--max-cpu-loras"))
+    if wanted <= current or (cpu is not None and cpu < wanted):
         return None
     return Change("--max-loras", before, str(wanted))
 
 
 def _max_cpu_loras(s: Situation) -> Change | None:
-    """The adapters kept in CPU memory, where the flags set fewer than the adapters requested: vLLM
+    """The adapters kept in CPU memory, where the flags set fewer than the workload asks for: vLLM
     evicts the others and loads them again from disk at each turn, and refuses --max-loras above it."""
-    before, wanted = s.config.value("--max-cpu-loras"), _adapters_requested(s)
+    before, wanted = s.config.value("--max-cpu-loras"), _int(s.evidence.get("lora_adapters_requested"))
     if _int(before) is None or wanted is None or wanted <= (_int(before) or 0):
         return None
     return Change("--max-cpu-loras", before, str(wanted))
@@ -212,11 +208,12 @@ LEVERS = (
           "for prefill", "twice the prefill backlog admitted: fewer refusals, for a longer TTFT",
           _admission_cap("--max-num-queued-tokens")),
     Lever("lora_slots", "--max-cpu-loras", "requests wait for a LoRA adapter's slot, and --max-cpu-loras is set "
-          "below the adapters requested", "every adapter requested stays in CPU memory, not evicted and loaded "
-          "again from disk at its turn; vLLM refuses a --max-loras above it", _max_cpu_loras),
-    Lever("lora_slots", "--max-loras", "requests wait for a LoRA adapter's slot: more adapters had requests than "
-          "one batch holds", "a slot for every adapter requested at once: their requests share the batch instead "
-          "of waiting for each other's turn (each slot costs the adapter's weights in memory)", _max_loras),
+          "below the adapters the workload asks for", "every adapter asked for stays in CPU memory, not evicted "
+          "and loaded again from disk at its turn; vLLM refuses a --max-loras above it", _max_cpu_loras),
+    Lever("lora_slots", "--max-loras", "requests wait for a LoRA adapter's slot: the adapters running fill "
+          "--max-loras", "a slot for every adapter the workload asks for (twice the slots where it is unknown): "
+          "their requests share the batch instead of waiting for each other's turn (each slot costs the "
+          "adapter's weights in memory)", _max_loras),
     Lever("imbalance", "--router-policy", "a replica's requests wait for room while another replica has none "
           "waiting (an embedded fleet)", "power_of_two sends each request to the less loaded of two replicas, "
           "by the requests running on each", _policy("power_of_two")),

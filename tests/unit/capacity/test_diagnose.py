@@ -263,25 +263,28 @@ def test_a_batch_sampled_a_few_short_of_its_limit_is_full():
     assert diagnose(at_knee, short, {}, Batch(128, "vLLM's default"), below=below).limit == "token_budget"
 
 
-# 4 adapters requested at once, --max-loras 1: the scheduler deferred the other adapters' requests.
-LORA = {**ROOMY, "requests_waiting_capacity_peak": 0.0, "requests_waiting_deferred_peak": 7.0,
-        "requests_waiting_peak": 7.0, "lora_adapters_running_peak": 4.0, "lora_adapters_waiting_peak": 4.0,
+# 4 adapters asked for, --max-loras 1 (as vLLM 0.32 showed it: the one adapter running is also listed as
+# waiting, the others not at all), and the scheduler deferred the other adapters' requests.
+LORA = {**ROOMY, "requests_waiting_capacity_peak": 0.0, "requests_waiting_deferred_peak": 3.0,
+        "requests_waiting_peak": 3.0, "lora_adapters_running_peak": 1.0, "lora_adapters_waiting_peak": 1.0,
         "lora_max_adapters": 1.0}
+SPLIT = {**CLIENT, "models": {f"lora-{i}": {} for i in range(1, 5)}}
 
 
-def test_requests_deferred_while_more_adapters_wait_than_max_loras_name_lora_slots():
-    diagnosis = diagnose(CLIENT, LORA, {}, SIX)
+def test_requests_deferred_while_the_adapters_running_fill_max_loras_name_lora_slots():
+    diagnosis = diagnose(SPLIT, LORA, {}, SIX)
     assert diagnosis.limit == "lora_slots"
     assert {k: diagnosis.evidence[k] for k in ("lora_adapters_running_peak", "lora_max_adapters",
-                                               "requests_waiting_deferred_peak")} == {
-        "lora_adapters_running_peak": 4.0, "lora_max_adapters": 1.0, "requests_waiting_deferred_peak": 7.0}
+                                               "lora_adapters_requested", "requests_waiting_deferred_peak")} == {
+        "lora_adapters_running_peak": 1.0, "lora_max_adapters": 1.0, "lora_adapters_requested": 4,
+        "requests_waiting_deferred_peak": 3.0}
     assert "--max-loras" in diagnosis.explanation
 
 
 @pytest.mark.parametrize("change", [
-    {"lora_max_adapters": 4.0},  # every adapter fits in a batch: not the adapters' slots
+    {"lora_max_adapters": 4.0},  # a slot to spare: not the adapters' slots
     {"requests_waiting_deferred_peak": 0.0, "requests_waiting_peak": 0.0},  # nothing deferred
     {"lora_max_adapters": None, "lora_adapters_running_peak": None, "lora_adapters_waiting_peak": None},  # no LoRA
 ])
-def test_without_adapters_beyond_the_slots_and_deferred_requests_it_is_not_lora_slots(change):
-    assert diagnose(CLIENT, {**LORA, **change}, {}, SIX).limit != "lora_slots"
+def test_without_the_slots_full_and_deferred_requests_it_is_not_lora_slots(change):
+    assert diagnose(SPLIT, {**LORA, **change}, {}, SIX).limit != "lora_slots"

@@ -140,10 +140,12 @@ def test_an_admission_limit_doubles_the_cap_that_refused_where_the_configuration
     assert changes("admission", {"rejections": {"max_num_queued_reqs": 30}}) == []  # a cap it cannot see
 
 
-def test_lora_slots_raise_max_loras_to_the_adapters_requested_and_max_cpu_loras_where_set_below():
-    four = {"lora_adapters_running_peak": 4.0, "lora_adapters_waiting_peak": 4.0, "lora_max_adapters": 1.0}
+def test_lora_slots_raise_max_loras_to_the_workloads_adapters_and_max_cpu_loras_where_set_below():
+    four = {"lora_adapters_running_peak": 1.0, "lora_max_adapters": 1.0, "lora_adapters_requested": 4}
     lora = Config(("--enable-lora", "--max-loras", "1"))
     assert changes("lora_slots", four, lora) == [("--max-loras", "1", "4")]
+    # the workload's adapters unknown (no traffic split): twice the slots
+    assert changes("lora_slots", {**four, "lora_adapters_requested": None}, lora) == [("--max-loras", "1", "2")]
     # --max-cpu-loras below the adapters: raised first, since vLLM refuses --max-loras above it
     pinned = Config(("--enable-lora", "--max-loras", "1", "--max-cpu-loras", "2"))
     assert changes("lora_slots", four, pinned) == [("--max-cpu-loras", "2", "4")]
