@@ -1,0 +1,62 @@
+"""LoRA adapters on the embedded engine (docs/guides/lora.md): its 4 local adapters, built once, each
+change what the model writes; with one adapter slot per batch (--max-loras 1, vLLM's default) and the
+requests spread evenly over the 4, capacity names the limit `lora_slots`, and each adapter's TTFT and
+TPOT are in the results."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import urllib.request
+
+import pytest
+
+from tests.conftest import embedded_engine
+
+ADAPTERS = [f"lora-{i}" for i in range(1, 5)]
+
+
+@pytest.fixture(scope="module")
+def engine():
+    with embedded_engine("--enable-lora", "--max-loras", "1", "--max-model-len", "1024") as info:
+        yield info
+
+
+def complete(url: str, model: str) -> str:
+    body = json.dumps({"model": model, "prompt": "the server cache", "max_tokens": 12, "temperature": 0,
+                       "ignore_eos": True}).encode()
+    request = urllib.request.Request(url + "/v1/completions", body, {"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=60) as answer:  # noqa: S310 (the engine on loopback)
+        return json.loads(answer.read())["choices"][0]["text"]
+
+
+def test_each_adapter_changes_the_greedy_answer(engine):
+    listed = json.loads(urllib.request.urlopen(engine.url + "/v1/models", timeout=10).read())  # noqa: S310
+    assert {m["id"] for m in listed["data"]} == {"tiny", *ADAPTERS}
+    answers = {model: complete(engine.url, model) for model in ("tiny", "lora-1", "lora-2")}
+    assert len(set(answers.values())) == 3, answers
+    assert complete(engine.url, "lora-1") == answers["lora-1"]  # temperature 0: the same again
+
+
+def test_one_adapter_slot_for_four_adapters_is_named_lora_slots(engine, tmp_path):
+    env = {**os.environ, "LOADWATCH_STACK_HOME": str(tmp_path / "home")}
+    run = subprocess.run(
+        [sys.executable, "-m", "loadwatch.cli", "capacity", "--target", engine.url, "--mode", "users",
+         "--slo", "ttft_p90_ms=300", "--start", "4", "--level-duration", "10s", "--warmup", "2s",
+         "--cool-down", "2s", "--max-duration", "30s", "--out", str(tmp_path / "runs"),
+         "--", "--model", ",".join(ADAPTERS), "--max-tokens", "64", "--ignore-eos"],
+        capture_output=True, text=True, timeout=600, env=env)
+    output = run.stdout + run.stderr
+    print(output[-3000:])
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    result = json.loads((run_dir / "capacity.json").read_text())
+    assert result["limit"] == "lora_slots", (result["limit"], result["evidence"])
+    evidence = result["evidence"]
+    assert evidence["lora_max_adapters"] == 1 and evidence["lora_adapters_running_peak"] == 1
+    assert evidence["lora_adapters_requested"] == 4 and evidence["requests_waiting_deferred_peak"] >= 1
+    models = json.loads((run_dir / "levels" / "level-01.json").read_text())["models"]
+    assert sorted(models) == ADAPTERS
+    assert all(m["median_ttft_ms"] > 0 and m["median_tpot_ms"] > 0 for m in models.values()), models
+    assert "Traceback" not in output
