@@ -25,7 +25,7 @@ from loadwatch.fleet.schedule import parse_plan
 from loadwatch.interrupts import catch_interrupts
 from loadwatch.loadrun.stack import describe, new_run_dir
 from loadwatch.model_options import add_model_options, model_from_args
-from loadwatch.processes import ComponentError, answers
+from loadwatch.processes import ComponentError, FlagsRefused, answers
 from loadwatch.shared_options import SharedOptions
 from loadwatch.stack.settings import StackSettings
 from loadwatch.stack.stack import WhichStack, down, up
@@ -387,6 +387,9 @@ def main(argv: list[str] | None = None) -> int:
         args = parser(light=bool(argv) and argv[0] in LIGHT_COMMANDS).parse_args(argv[:cut])
         args.passthrough = argv[cut + 1:]
         return args.handler(args)
+    except FlagsRefused as exc:  # bad input: the flags given to the server
+        say(f"error: {exc}")
+        return 2
     except (SetupError, ComponentError) as exc:
         say(f"error: {exc}")
         return 1
