@@ -167,3 +167,18 @@ def test_engine_healthy_is_read_where_fault_tolerance_exports_it():
     text += ('# HELP vllm:engine_healthy 1 if healthy\n# TYPE vllm:engine_healthy gauge\n'
              'vllm:engine_healthy{engine="0",model_name="tiny"} 0.0\n')
     assert _samples(normalize(text, "t"), Engine.HEALTHY)[0].value == 0
+
+
+def test_each_data_parallel_rank_keeps_its_own_series():
+    """vllm serve --data-parallel-size 2, recorded with rank 0 queueing and rank 1 idle: the sidecar
+    sums nothing, so a rank out of room stays visible beside one with room."""
+    text = (PAYLOADS / "vllm-0.32-cpu-data-parallel-2-rank-0-pinned.txt").read_text()
+    families = normalize(text, "vllm").families
+
+    def by_rank(name: str) -> dict[str, float]:
+        return {s.labels["engine"]: s.value for s in families[name].samples}
+
+    assert by_rank(Engine.REQUESTS_RUNNING) == {"0": 2.0, "1": 0.0}
+    assert by_rank(Engine.REQUESTS_WAITING) == {"0": 6.0, "1": 0.0}
+    kv = by_rank(Engine.KV_CACHE_USAGE)
+    assert kv["0"] > 0 and kv["1"] == 0.0
