@@ -16,7 +16,7 @@ from loadwatch.durations import parse_duration
 from loadwatch.engine import process
 from loadwatch.engine.serving import endpoint_of, engine_args
 from loadwatch.engine.settings import EngineSettings
-from loadwatch.engine.setup import SetupError, ensure_engine, ensure_model, ensure_router
+from loadwatch.engine.setup import SetupError, ensure_engine, ensure_model, ensure_package
 from loadwatch.exporter.settings import ExporterSettings
 from loadwatch.fleet.faults import parse_faults, with_refusal_cap
 from loadwatch.fleet.options import FleetOptions, ServerOptions
@@ -25,7 +25,7 @@ from loadwatch.fleet.schedule import parse_plan
 from loadwatch.interrupts import catch_interrupts
 from loadwatch.loadrun.stack import describe, new_run_dir
 from loadwatch.model_options import add_model_options, model_from_args
-from loadwatch.processes import ComponentError, answers
+from loadwatch.processes import ComponentError, FlagsRefused, answers
 from loadwatch.shared_options import SharedOptions
 from loadwatch.stack.settings import StackSettings
 from loadwatch.stack.stack import WhichStack, down, up
@@ -41,7 +41,7 @@ def engine_command(args: argparse.Namespace) -> int:
     if args.action == "setup":
         ensure_engine(settings, say)
         for kind in ROUTERS.values():  # a fleet's, beside the engine: `make test` installs them before any test runs
-            ensure_router(settings, kind.requirement, say)
+            ensure_package(settings, kind.requirement, say)
         ensure_model(settings, say)
         say(f"engine ready: {settings.venv} ({', '.join(ROUTERS)} too), model {settings.model_dir}")
     elif args.action == "start":
@@ -387,6 +387,9 @@ def main(argv: list[str] | None = None) -> int:
         args = parser(light=bool(argv) and argv[0] in LIGHT_COMMANDS).parse_args(argv[:cut])
         args.passthrough = argv[cut + 1:]
         return args.handler(args)
+    except FlagsRefused as exc:  # bad input: the flags given to the server
+        say(f"error: {exc}")
+        return 2
     except (SetupError, ComponentError) as exc:
         say(f"error: {exc}")
         return 1

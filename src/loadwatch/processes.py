@@ -148,6 +148,27 @@ def log_tail(path: str | Path, lines: int = 25) -> str:
 _RAISED = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit)\b.*:")
 
 
+class FlagsRefused(ComponentError):
+    """The server refused its own flags as it started (vLLM validates them with pydantic): bad input,
+    said in one line, not a server that failed."""
+
+
+# pydantic's words for a refused field: the field's name on one line, its message (and the value given)
+# on the next, indented.
+_REFUSED = re.compile(r"ValidationError: \d+ validation errors? for (\w+)\n(\S+)\n\s+(.+?)"
+                      r"(?: \[type=[^,\]]+(?:, input_value=(.+?))?(?:, input_type=\w+)?\])?$", re.MULTILINE)
+
+
+def refused_flag(path: str | Path) -> str | None:
+    """What the server's log says of a flag it refused, in one line (`data_parallel_size: Input should
+    be greater than or equal to 1, given 0`), or None where it refused none."""
+    found = _REFUSED.search(log_tail(path, 60))
+    if found is None:
+        return None
+    _, field, message, given = found.groups()
+    return f"{field}: {message}" + (f", given {given}" if given else "")
+
+
 def why_it_exited(path: str | Path) -> str:
     """The end of a server's log from the last exception it raised: its own words for why it did not
     start (vLLM refusing a flag ends in pydantic's ValidationError and the field's message), not the
@@ -253,6 +274,8 @@ def _await_ready(component: Component, process: subprocess.Popen, ready_path: st
     next_note = 10.0
     while not answers(url + ready_path):
         if process.poll() is not None:
+            if (refused := refused_flag(log)) is not None:
+                raise FlagsRefused(f"{name} refused its flags: {refused} (its log: {log})")
             raise ComponentError(f"{name} exited with code {process.returncode} while starting; "
                                  f"end of {log}:\n{why_it_exited(log)}")
         waited = time.monotonic() - started

@@ -14,7 +14,7 @@ import pytest
 
 from loadwatch import processes
 from loadwatch.engine.settings import EngineSettings
-from loadwatch.engine.setup import ensure_router
+from loadwatch.engine.setup import ensure_package
 from loadwatch.fleet.routers import router
 from loadwatch.fleet.scale import ScaleError, Scaler
 from loadwatch.fleet.schedule import SCALING
@@ -27,7 +27,7 @@ def behind_router(fake_server, *flags: str, names: tuple[str, ...] = ("a", "b"),
     """vllm-router (round_robin, or `policy`) in front of two fake replicas, a and b (or `names`), each
     started with `flags` and answering with its name."""
     settings = EngineSettings()
-    ensure_router(settings, router("vllm-router").requirement)
+    ensure_package(settings, router("vllm-router").requirement)
     replicas = {name: fake_server("--fingerprints", name, "--vllm-metrics", *flags).url for name in names}
     port, metrics = free_port(), free_port()
     command = router("vllm-router").command(settings.python, port, metrics, list(replicas.values()), policy, [])

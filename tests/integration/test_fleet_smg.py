@@ -13,7 +13,7 @@ import sys
 
 from loadwatch import processes
 from loadwatch.engine.settings import EngineSettings
-from loadwatch.engine.setup import ensure_router
+from loadwatch.engine.setup import ensure_package
 from loadwatch.fleet.routers import router
 from loadwatch.fleet.scale import Scaler
 from loadwatch.fleet.servers import HERE, FrontRouter, Servers
@@ -29,7 +29,7 @@ def behind_smg(fake_server, faults: dict[str, tuple[str, ...]] | None = None):
     """smg in front of replicas a and b, each with its `faults` (sse_server's --fault options)."""
     settings = EngineSettings()
     smg = router("smg")
-    ensure_router(settings, smg.requirement)
+    ensure_package(settings, smg.requirement)
     replicas = {name: fake_server("--fingerprints", VLLMS_OWN, "--vllm-metrics", "--ttft", "0.02", "--itl", "0.01",
                                   "--tokens", "8", *(faults or {}).get(name, ())).url for name in ("a", "b")}
     port, metrics = free_port(), free_port()

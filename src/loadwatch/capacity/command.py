@@ -28,7 +28,7 @@ from loadwatch.metrics.capacity import Capacity, NextStep, Scaling
 from loadwatch.metrics.records import read_records
 from loadwatch.metrics.slo import SLO
 from loadwatch.prometheus import PrometheusAPI, PrometheusError
-from loadwatch.report.engine import engine_figures, replica_peaks
+from loadwatch.report.engine import engine_figures, rank_peaks, replica_peaks
 from loadwatch.report.fleet import prefix_affinity
 from loadwatch.report.routing import reasons, router_figures
 from loadwatch.settings import LoadSettings, records_beside
@@ -186,6 +186,8 @@ def search(options: CapacityOptions, template: LocustRun, api: PrometheusAPI, ta
             level.engine = engine_figures(api, level.start, level.end, settle=options.cool_down)
             level.replicas = {name: peaks for name, peaks in replica_peaks(api, level.start, level.end).items()
                               if serving is None or name in serving}
+            level.ranks = {name: ranks for name, ranks in rank_peaks(api, level.start, level.end).items()
+                           if serving is None or name in serving}
         except PrometheusError as exc:
             say(f"warning: no engine figures for {level.name}: {exc}")
         records = level_records(records_beside(results))
@@ -218,7 +220,8 @@ def search(options: CapacityOptions, template: LocustRun, api: PrometheusAPI, ta
     diagnosis = diagnose(figures, decisive.engine if decisive else {}, figures.get("saturated", {}),
                          batch or inferred_batch(levels), shared_prefix(figures), _below(levels, decisive),
                          replica_states(levels, decisive, batch), affinity_at(decisive, run_dir),
-                         _full_served(levels, decisive), routing_at(api, decisive, say))
+                         _full_served(levels, decisive), routing_at(api, decisive, say),
+                         rank_states(decisive, batch or inferred_batch(levels)))
     if diagnosis.limit == "admission":  # how the refusals grew with the load
         diagnosis.evidence["rejections_per_level"] = [
             {"level": lv.value, "rejected": lv.results.get("rejected") or 0,
@@ -344,6 +347,15 @@ def replica_states(levels: list[Level], decisive: Level | None, batch: Batch | N
         smaller = own is not None and (batch is None or own.max_num_seqs < batch.max_num_seqs)
         states[name] = ReplicaState(peaks, own if smaller else batch)
     return states
+
+
+def rank_states(decisive: Level | None, batch: Batch | None) -> dict[str, dict[str, ReplicaState]]:
+    """The data-parallel ranks at the decisive level, by server and rank: each one's peaks, and the
+    batch, which vLLM's --max-num-seqs sets per rank."""
+    if decisive is None:
+        return {}
+    return {server: {rank: ReplicaState(peaks, batch) for rank, peaks in ranks.items()}
+            for server, ranks in decisive.ranks.items()}
 
 
 def _more_than_before(level: Level, before: list[Level]) -> bool:

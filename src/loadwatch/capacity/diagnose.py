@@ -53,7 +53,8 @@ LIMITS = {
     "decode": "compute, in decode: time per output token rises with the load while nothing waits for room, or "
               "the batch is full but its throughput stopped growing with it",
     "outside_engine": "outside the engine: most of the client's TTFT is spent before the engine sees the request",
-    "imbalance": "a fleet's routing: a replica's requests wait for room while another replica has none waiting",
+    "imbalance": "the balance: a replica's (or a data-parallel rank's) requests wait for room while another has none "
+                 "waiting",
     "replicas": "every replica of the fleet at its own limit: more replicas, or each one tuned",
     "load_generator": "the load generator itself: a Locust process could not keep up",
     "slo_only": "SLO only: the target exports no vLLM metrics, so only the client's side is known",
@@ -101,14 +102,16 @@ def lora_slots(results: dict, engine: dict) -> dict | None:
 def diagnose(results: dict, engine: dict, saturated: dict[str, str], batch: Batch | None = None,
              prefix: SharedPrefix | None = None, below: tuple[dict, dict] | None = None,
              replicas: dict[str, ReplicaState] | None = None, affinity: dict | None = None,
-             full_served: float | None = None, routing: dict | None = None) -> Diagnosis:
+             full_served: float | None = None, routing: dict | None = None,
+             ranks: dict[str, dict[str, ReplicaState]] | None = None) -> Diagnosis:
     """`results`: the results of the level that broke (or the last one run); `engine`: its engine
     figures (values None without engine data); `saturated`: its load generator verdicts; `batch`:
     --max-num-seqs where known; `prefix`: what its prompts share; `below`: the results and engine
     figures of the level run just below it, if any; `replicas`: a fleet's replicas' own state, by
     name; `affinity`: where it sent each shared prefix's requests; `full_served`: the most output
     throughput a level at or below it served with as big a batch; `routing`: why its router kept no
-    prefix on one replica (report.routing.reasons), if it says. The engine's own evidence of a full cache, batch
+    prefix on one replica (report.routing.reasons), if it says; `ranks`: the data-parallel ranks' own
+    state of each server that runs more than one, by server and rank. The engine's own evidence of a full cache, batch
     or budget comes first: it holds whatever the client measured; a late load generator comes next,
     before what rests on the client's figures."""
     if refused(results):
@@ -118,6 +121,8 @@ def diagnose(results: dict, engine: dict, saturated: dict[str, str], batch: Batc
         evidence.update(room(results, engine, batch, prefix))
     if replicas and len(replicas) > 1 and limit not in ("slo_only", "load_generator"):
         limit, evidence = _fleet(results, engine, limit, evidence, replicas)
+    if ranks and limit not in ("slo_only", "load_generator", "imbalance"):
+        limit, evidence = _ranks(results, engine, limit, evidence, ranks)
     if limit == "imbalance" and routing and routing["routing_reason"] == "no_hash_key":
         evidence.update(routing)  # one replica took every request: the hash's doing, not the load's
     return Diagnosis(limit, evidence, missed(results, engine, prefix, affinity, routing))
@@ -163,9 +168,7 @@ def _fleet(results: dict, engine: dict, limit: str, evidence: dict,
     replicas' own limit, evenly. Time lost outside the engines stays `outside_engine`: vllm-router
     0.1.17 exports no latency of its own, so the router cannot be told from the replicas' API servers,
     the network or the client."""
-    each = {name: {key: state.peaks.get(key) for key in ("requests_waiting_peak", "requests_running_peak",
-                                                         "kv_cache_usage_peak")}
-            for name, state in sorted(replicas.items())}
+    each = _each(replicas)
     queueing = sorted(name for name, state in replicas.items() if waiting_for_capacity(state.peaks))
     if not queueing:
         return limit, {**evidence, "replicas": each}  # compute, each replica's: nothing waits for room
@@ -178,6 +181,35 @@ def _fleet(results: dict, engine: dict, limit: str, evidence: dict,
     if with_room:
         return "imbalance", {**fleet, "replicas_with_room": with_room}
     return "replicas", fleet
+
+
+def _each(states: dict[str, ReplicaState]) -> dict[str, dict]:
+    """Each replica's (or rank's) peaks that say which one ran out of room, by name."""
+    return {name: {key: state.peaks.get(key) for key in ("requests_waiting_peak", "requests_running_peak",
+                                                         "kv_cache_usage_peak")}
+            for name, state in sorted(states.items())}
+
+
+def _ranks(results: dict, engine: dict, limit: str, evidence: dict,
+           ranks: dict[str, dict[str, ReplicaState]]) -> tuple[str, dict]:
+    """The data-parallel ranks of a server, as a fleet's replicas: one rank out of room while another
+    of the same server has some is `imbalance` (vLLM's own balancer sends each request to the rank with
+    the fewest waiting plus running requests, so a rank pinned by a router's X-data-parallel-rank header,
+    or held by long requests the count does not weigh, queues alone). Otherwise the limit stands, with
+    each rank's peaks beside it: a hot rank is never lost in its server's total."""
+    each = {server: _each(states) for server, states in sorted(ranks.items())}
+    for server, states in sorted(ranks.items()):
+        queueing = sorted(rank for rank, state in states.items() if waiting_for_capacity(state.peaks))
+        with_room = sorted(rank for rank, state in states.items()
+                           if not (state.peaks.get("requests_waiting_peak") or 0))
+        if queueing and with_room:
+            busiest = max(queueing, key=lambda rank: states[rank].peaks.get("requests_waiting_peak") or 0)
+            own, own_evidence = _limit(results, {**engine, **states[busiest].peaks}, {}, states[busiest].batch,
+                                       None, None)
+            return "imbalance", {**evidence, "server": server, "busiest_rank": busiest, "rank_limit": own,
+                                 "ranks_queueing": queueing, "ranks_with_room": with_room, "ranks": each,
+                                 **{f"busiest_rank_{key}": value for key, value in own_evidence.items()}}
+    return limit, {**evidence, "ranks": each}
 
 
 def _limit(results: dict, engine: dict, saturated: dict[str, str], batch: Batch | None,

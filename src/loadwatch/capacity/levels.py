@@ -36,6 +36,8 @@ class Level:
     results: dict = field(default_factory=dict)
     engine: dict = field(default_factory=dict)
     replicas: dict[str, dict] = field(default_factory=dict)  # each target's own peaks: a fleet's replicas
+    # Each data-parallel rank's own peaks, by server and rank, of the servers that run more than one.
+    ranks: dict[str, dict[str, dict]] = field(default_factory=dict)
     stopped_early: str | None = None
     problem: str | None = None  # the level produced no results, or too few to judge
     too_few: bool = False  # its problem: it completed fewer requests than its percentiles need

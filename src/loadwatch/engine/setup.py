@@ -72,18 +72,17 @@ def ensure_engine(settings: EngineSettings, say=print) -> None:
     stamp.write_text(_versions(settings))
 
 
-def ensure_router(settings: EngineSettings, requirement: str, say=print) -> None:
-    """A fleet's router in the engine's venv, once: `requirement` is its pinned wheel (fleet.routers
-    names each router's); peft too, which builds the LoRA adapters (engine.adapters). Their needs are
-    vLLM's too but for smg's grpcio-health-checking (20 kB), so a router adds little beside its own
-    wheel."""
+def ensure_package(settings: EngineSettings, requirement: str, say=print) -> None:
+    """A pinned wheel in the engine's venv, once: a fleet's router (fleet.routers names each one's), or
+    peft, which builds the LoRA adapters (engine.adapters). Their needs are vLLM's too but for smg's
+    grpcio-health-checking (20 kB) and peft's accelerate, so each adds little beside its own wheel."""
     project = requirement.partition("==")[0]
     stamp = settings.venv / f".loadwatch-{project}"
     wanted = requirement + "\n"
     if stamp.exists() and stamp.read_text() == wanted:
         return
     # One install at a time: two commands starting a fleet at once would run pip twice into one venv.
-    with open(settings.venv / ".loadwatch-router.lock", "w") as lock:
+    with open(settings.venv / ".loadwatch-package.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if stamp.exists() and stamp.read_text() == wanted:
             return

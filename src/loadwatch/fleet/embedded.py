@@ -14,8 +14,9 @@ from collections.abc import Callable
 from loadwatch import processes
 from loadwatch.defaults import LOOPBACK, Part
 from loadwatch.engine import process as engine
+from loadwatch.engine.adapters import with_adapters
 from loadwatch.engine.settings import EngineSettings
-from loadwatch.engine.setup import ensure_engine, ensure_model, ensure_router
+from loadwatch.engine.setup import ensure_engine, ensure_model, ensure_package
 from loadwatch.fleet.options import FleetOptions
 from loadwatch.fleet.servers import HERE, FrontRouter, Resizing, Servers
 
@@ -41,9 +42,10 @@ def start_fleet(options: FleetOptions, vllm_args: list[str], ports: dict[str, in
     program = options.program
     policy = options.router_policy or program.default_policy
     ensure_engine(settings, say)
-    ensure_router(settings, program.requirement, say)
+    ensure_package(settings, program.requirement, say)
     program.check_policy(settings.python, policy, options.router_arg)
     model = ensure_model(settings, say)
+    vllm_args = with_adapters(settings, model, vllm_args, say)  # each replica serves the local adapters too
     names = options.names()
     env = engine.environment(settings, dev_endpoints)
     cores = core_sets(engine.engine_cpus(settings), len(names))

@@ -131,6 +131,37 @@ def _batch_and_admission() -> list[Panel]:
     ]
 
 
+def _ranks() -> list[Panel]:
+    """Each data-parallel rank of a server (`vllm serve --data-parallel-size N`: vLLM's `engine` label)
+    on its own line: the server's totals elsewhere hide a rank that queues while another has room."""
+    by, legend = "target, engine", "{{target}} rank {{engine}}"
+    return [
+        Panel("Running and waiting requests, each rank", [
+            (f"sum by ({by}) ({Engine.REQUESTS_RUNNING}{{{E}}})", legend + " running"),
+            (f"max by ({by}) ({Engine.REQUESTS_WAITING_MAX}{{{E}}})",
+             legend + " waiting (peak of the sidecar's window)"),
+        ], "short", "Each rank's batch and queue. vLLM sends a request to the rank with the fewest waiting plus "
+                    "running, unless an X-data-parallel-rank header pins it: one rank queueing while another has "
+                    "room is an imbalance (capacity names it, with each rank's peaks). One line each on a server of "
+                    "one rank."),
+        Panel("KV cache usage, each rank", [
+            (f"max by ({by}) ({Engine.KV_CACHE_USAGE_MAX}{{{E}}})", legend),
+        ], "percentunit", "Each rank's own KV cache (the ranks do not share one): a rank held by long contexts "
+                          "fills first.", max=1),
+        Panel("Spread between ranks (max - min)", [
+            (_rank_spread(Engine.REQUESTS_WAITING), "{{target}} waiting"),
+            (_rank_spread(Engine.REQUESTS_RUNNING), "{{target}} running"),
+        ], "short", "How many more requests wait (or run) on a server's busiest rank than on its least busy: 0 "
+                    "is even, and always 0 with one rank."),
+    ]
+
+
+def _rank_spread(name: str) -> str:
+    """As the rules' target_model:<gauge>:rank_spread, computed here so the panel needs no rule."""
+    per_rank = f"sum by (target, engine) ({name}{{{E}}})"
+    return f"max by (target) ({per_rank}) - min by (target) ({per_rank})"
+
+
 def overview() -> dict:
     where_time_goes = Panel("Where the time goes (mean per request)", [
         (f"{mean(Client.TTFT, C)} - {mean(Engine.TTFT, E)}",
@@ -303,6 +334,7 @@ def engine() -> dict:
                 width=12),
         ]),
         Row("State", [*_engine_state(by), *_batch_and_admission()]),
+        Row("Data-parallel ranks", _ranks()),
     ]
     variables = [
         *POD_VARIABLES,

@@ -298,7 +298,8 @@ EXIT_CODES = ((0, "ok: every SLO held (a headless run without --slo: no request 
                   "component failed, a worker was lost, a search found no knee, `compare` cannot judge a gated "
                   "metric"),
               (2, "bad input: a broken option or config (an SLO that does not parse is refused before anything "
-                  "starts), an unreachable server, a workload the server cannot take, a taken port"),
+                  "starts), an unreachable server, a workload the server cannot take, a taken port, a flag the "
+                  "embedded vLLM refuses"),
               (3, "an SLO broken (a headless run, `loadwatch run`), or a regression beyond its margin "
                   "(`loadwatch compare`)"),
               (130, "interrupted (Ctrl-C or SIGTERM): what was measured is written first"))

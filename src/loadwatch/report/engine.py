@@ -150,3 +150,21 @@ def replica_peaks(api: PrometheusAPI, started_at: float, ended_at: float) -> dic
             value = float(sample["value"][1])
             out.setdefault(sample["metric"].get("target", ""), {})[name] = None if value != value else value
     return {target: {name: peaks.get(name) for name in _peaks(window, "")} for target, peaks in out.items()}
+
+
+def rank_peaks(api: PrometheusAPI, started_at: float, ended_at: float) -> dict[str, dict[str, dict[str, float | None]]]:
+    """Each data-parallel rank's peaks over the window, by its server (sidecar target) and its rank
+    (vLLM's `engine` label), for the servers that run more than one: a rank that queues while another
+    has room disappears into its server's total. {target: {rank: its peaks}}; {} where each server
+    runs one."""
+    window = f"{max(1, math.ceil(ended_at - started_at))}s"
+    out: dict[str, dict[str, dict[str, float | None]]] = {}
+    for name, expr in _peaks(window, "max by (target, engine) ").items():
+        for sample in api.query(expr, ended_at):
+            value = float(sample["value"][1])
+            labels = sample["metric"]
+            out.setdefault(labels.get("target", ""), {}).setdefault(labels.get("engine", ""), {})[name] = \
+                None if value != value else value
+    names = _peaks(window, "")
+    return {target: {rank: {name: peaks.get(name) for name in names} for rank, peaks in sorted(ranks.items())}
+            for target, ranks in out.items() if len(ranks) > 1}

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from loadwatch import yamlblock
 from loadwatch.catalogue import SLO_OBJECTIVE, Client, Engine, Router, total
-from loadwatch.rules.recording import CLIENT_DROP, CLIENT_LEVEL, ENGINE_LEVEL, FLEET_DROP, per_replica
+from loadwatch.rules.recording import CLIENT_DROP, CLIENT_LEVEL, ENGINE_DROP, ENGINE_LEVEL, FLEET_DROP, per_replica
 
 # Where docs/runbooks.md is published: `python -m loadwatch.rules --runbook-url-base URL`, or the
 # environment's LOADWATCH_RUNBOOK_URL_BASE. `.invalid` is the name that can never resolve: say yours.
@@ -157,6 +157,20 @@ ALERTS = (
         "Up to {{ $value }} requests have waited on the busiest replica of {{ $labels.model }} for 5 minutes while "
         "another replica had none waiting: the router sends it more than it can take (its policy, a slow or "
         "small replica, or prefix affinity).",
+        "5m"),
+    Alert(
+        "VLLMRanksImbalanced",
+        # VLLMFleetImbalanced one level down: the data-parallel ranks of one server (vLLM's `engine`
+        # label), whose balancer sends to the rank with the fewest waiting plus running unless a
+        # header pins a request. A rank queueing while a rank of the same server waits for nothing is
+        # a pinning router or long requests the count does not weigh; a full or idle server is even.
+        f"max without ({ENGINE_DROP}) ({Engine.REQUESTS_WAITING_MAX}) > 0\nand\n"
+        f"min without ({ENGINE_DROP}) ({Engine.REQUESTS_WAITING_MAX}) == 0\nand\n"
+        f"count without ({ENGINE_DROP}) ({Engine.REQUESTS_WAITING_MAX}) > 1\n",
+        "warning", "One data-parallel rank of a server queues while another has room.",
+        "Up to {{ $value }} requests have waited on the busiest rank of {{ $labels.target }} ({{ $labels.model }}) "
+        "for 5 minutes while another rank had none waiting: requests pinned to a rank (X-data-parallel-rank), or "
+        "long ones held on it.",
         "5m"),
     Alert(
         "VLLMPreemptionsHigh",

@@ -78,6 +78,19 @@ def engine_rules() -> list[dict]:
               for name, op, source in ((Engine.KV_CACHE_USAGE, "max", Engine.KV_CACHE_USAGE_MAX),
                                        (Engine.REQUESTS_WAITING, "sum", Engine.REQUESTS_WAITING),
                                        (Engine.REQUESTS_RUNNING, "sum", Engine.REQUESTS_RUNNING))]
+    return rules + rank_rules()
+
+
+def rank_rules() -> list[dict]:
+    """A data-parallel server's balance between its ranks (vLLM's `engine` label), as fleet_rules is
+    between replicas: the spread, max - min in requests, is what a rank queueing while another has
+    room shows, where the server's total hides it. 0 on a server of one rank."""
+    rules = []
+    for name in (Engine.REQUESTS_WAITING, Engine.REQUESTS_RUNNING):
+        rules += [_rule(f"{ENGINE_LEVEL}:{name}:rank_{op}", f"{op} without ({ENGINE_DROP}) ({name})")
+                  for op in ("max", "min")]
+        rules.append(_rule(f"{ENGINE_LEVEL}:{name}:rank_spread",
+                           f"{ENGINE_LEVEL}:{name}:rank_max - {ENGINE_LEVEL}:{name}:rank_min"))
     return rules
 
 

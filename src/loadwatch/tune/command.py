@@ -27,7 +27,7 @@ from loadwatch.prometheus import PrometheusAPI
 from loadwatch.stack.stack import StackError
 from loadwatch.tune import output
 from loadwatch.tune.config import Config
-from loadwatch.tune.levers import NO_LEVER, Situation, applicable
+from loadwatch.tune.levers import Situation, applicable, no_lever
 from loadwatch.tune.options import TuneOptions
 from loadwatch.tune.overload import try_cap
 from loadwatch.tune.server import ARGS, Server, why_refused
@@ -194,8 +194,8 @@ def tune(capacity: CapacityOptions, options: TuneOptions, template: LocustRun, t
             levers = applicable(limit, situation)
             # A limit no flag relieves ends tune, unless the run missed something a lever gives back
             # (prefix caching, prefix-aware routing): that is tried first.
-            if limit in NO_LEVER and not levers:
-                doc.stopped = f"the limit is {limit}: {NO_LEVER[limit]}"
+            if (words := no_lever(limit, result.evidence)) and not levers:
+                doc.stopped = f"the limit is {limit}: {words}"
                 break
             level = where_it_broke(result)
             if not levers:

@@ -154,6 +154,8 @@ def _max_cpu_loras(s: Situation) -> Change | None:
 
 def _policy(policy: str) -> Callable[[Situation], Change | None]:
     def propose(s: Situation) -> Change | None:
+        if "busiest_rank" in s.evidence:
+            return None  # a server's ranks out of balance: no router between them to change
         before = s.router_policy()
         return None if before in (None, policy) else Change("--router-policy", before, policy)
     return propose
@@ -241,6 +243,25 @@ NO_LEVER = {
                       "no engine flag helps",
     "slo_only": "the target exports no vLLM metrics, so what binds is unknown: give the sidecar its /metrics",
 }
+
+
+# The imbalance between one server's data-parallel ranks, which no flag relieves: vLLM 0.32's balancer has
+# none. Its API server sends each request to the rank with the fewest waiting plus running requests
+# (waiting ones weigh more once a rank's KV cache is over half full), or to the rank a request's
+# X-data-parallel-rank header names (vllm/v1/engine/core_client.py, DPLBAsyncMPClient);
+# --dp-sync-interval paces MoE ranks' dummy steps, not the balance.
+RANKS_WHEN = "a data-parallel rank's requests wait for room while another rank of the same server has none waiting"
+RANKS_NO_LEVER = ("vLLM's balancer between ranks takes no flag: it sends each request to the rank with the fewest "
+                  "waiting plus running requests, unless an X-data-parallel-rank header pins it. Remove the pinning "
+                  "(a router or client sending that header to one rank), or balance from outside: one API server "
+                  "per rank (--data-parallel-external-lb) behind a load-aware router")
+
+
+def no_lever(limit: str, evidence: dict) -> str | None:
+    """Why no engine flag relieves the limit, or None where one may."""
+    if limit == "imbalance" and "busiest_rank" in evidence:
+        return RANKS_NO_LEVER
+    return NO_LEVER.get(limit)
 
 
 def applicable(limit: str, situation: Situation) -> list[tuple[Lever, Change]]:

@@ -207,11 +207,11 @@ def test_the_fleet_overlay_puts_the_router_on_the_clients_address_and_two_named_
     assert set(services["locust-master"]["depends_on"]) == {"router", "sidecar"}
     # The router's own parser takes the command (its policy among its choices), before any image is built.
     from loadwatch.engine.settings import EngineSettings
-    from loadwatch.engine.setup import ensure_router
+    from loadwatch.engine.setup import ensure_package
     from loadwatch.fleet.routers import VllmRouter
 
     settings = EngineSettings()
-    ensure_router(settings, VllmRouter.requirement)
+    ensure_package(settings, VllmRouter.requirement)
     checked = subprocess.run([str(settings.python), "-c", "import sys; from vllm_router.launch_router import "
                               "parse_router_args; parse_router_args(sys.argv[1:])", *router],
                              capture_output=True, text=True, timeout=60)

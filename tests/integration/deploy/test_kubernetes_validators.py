@@ -15,7 +15,7 @@ import yaml
 from loadwatch import cli
 from loadwatch.capacity import autoscale
 from loadwatch.engine.settings import EngineSettings
-from loadwatch.engine.setup import ensure_router
+from loadwatch.engine.setup import ensure_package
 from loadwatch.exporter.settings import build_settings
 from loadwatch.fleet.routers import VllmRouter
 from loadwatch.metrics.capacity import Autoscaling
@@ -140,7 +140,7 @@ def test_the_fleets_requests_are_named_by_the_pod_that_served_them_and_the_route
     # Whether the router may reach the replicas: test_reachability.py, from every policy.
     # The router's own parser takes its command; the sidecar's takes a router alone.
     settings = EngineSettings()
-    ensure_router(settings, VllmRouter.requirement)
+    ensure_package(settings, VllmRouter.requirement)
     checked = subprocess.run([str(settings.python), "-c", "import sys; from vllm_router.launch_router import "
                               "parse_router_args; parse_router_args(sys.argv[1:])", *router["args"]],
                              capture_output=True, text=True, timeout=60)

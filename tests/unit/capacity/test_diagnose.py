@@ -288,3 +288,31 @@ def test_requests_deferred_while_the_adapters_running_fill_max_loras_name_lora_s
 ])
 def test_without_the_slots_full_and_deferred_requests_it_is_not_lora_slots(change):
     assert diagnose(SPLIT, {**LORA, **change}, {}, SIX).limit != "lora_slots"
+
+
+def test_a_servers_rank_queueing_while_another_rank_has_room_is_imbalance_with_each_ranks_peaks():
+    """vllm serve --data-parallel-size 2 with every request pinned to rank 0 (X-data-parallel-rank):
+    the server's totals say batch_slots; its ranks say one queued while the other had room."""
+    from loadwatch.capacity.diagnose import ReplicaState
+
+    ranks = {"vllm": {"0": ReplicaState(peaks(6.0, 6.0), SIX), "1": ReplicaState(peaks(0.0, 0.0), SIX)}}
+    diagnosis = diagnose(CLIENT, {**ROOMY, **peaks(6.0, 6.0)}, {}, SIX, ranks=ranks)
+    assert diagnosis.limit == "imbalance"
+    evidence = diagnosis.evidence
+    assert (evidence["server"], evidence["busiest_rank"], evidence["rank_limit"]) == ("vllm", "0", "batch_slots")
+    assert evidence["ranks_queueing"] == ["0"] and evidence["ranks_with_room"] == ["1"]
+    assert evidence["ranks"]["vllm"]["0"]["requests_waiting_peak"] == 6.0
+    assert evidence["ranks"]["vllm"]["1"]["requests_running_peak"] == 0.0
+
+
+def test_ranks_queueing_alike_keep_the_servers_limit_with_each_ranks_peaks_beside_it():
+    from loadwatch.capacity.diagnose import ReplicaState
+
+    both = {"vllm": {"0": ReplicaState(peaks(5.0, 6.0), SIX), "1": ReplicaState(peaks(4.0, 6.0), SIX)}}
+    diagnosis = diagnose(CLIENT, {**ROOMY, **peaks(5.0, 6.0)}, {}, SIX, ranks=both)
+    assert diagnosis.limit == "batch_slots"
+    assert set(diagnosis.evidence["ranks"]["vllm"]) == {"0", "1"} and "busiest_rank" not in diagnosis.evidence
+    # A fleet's replicas out of balance stay the fleet's verdict: its ranks are not asked over it.
+    replicas = {"a": ReplicaState(peaks(6.0, 6.0), SIX), "b": ReplicaState(peaks(0.0, 1.0), SIX)}
+    fleet = diagnose(CLIENT, {**ROOMY, **peaks(6.0, 6.0)}, {}, SIX, replicas=replicas, ranks=both)
+    assert fleet.limit == "imbalance" and fleet.evidence["busiest_replica"] == "a"

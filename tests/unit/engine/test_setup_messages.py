@@ -37,7 +37,7 @@ def test_a_router_pip_cannot_install_is_said_in_one_line(tmp_path, monkeypatch):
                    "ERROR: No matching distribution found for smg==1.13.0\n")
     monkeypatch.setattr(setup, "_pip", lambda s, *args: failed)
     with pytest.raises(SetupError) as error:
-        setup.ensure_router(settings, "smg==1.13.0", say=lambda m: None)
+        setup.ensure_package(settings, "smg==1.13.0", say=lambda m: None)
     assert str(error.value) == (f"smg is not installed: pip could not install smg==1.13.0 in {settings.venv} "
                                 "(ERROR: No matching distribution found for smg==1.13.0)")
     assert not (settings.venv / ".loadwatch-smg").exists()

@@ -200,3 +200,18 @@ def test_no_adapter_in_use_counts_zero_and_an_engine_without_lora_has_no_lora_se
     assert [s.value for s in _samples(snapshot, Engine.LORA_ADAPTERS_RUNNING)] == [0.0]
     assert [s.value for s in _samples(snapshot, Engine.LORA_MAX_ADAPTERS)] == [1.0]
     assert Engine.LORA_ADAPTERS_RUNNING not in load("vllm-0.32-kv-pressure.txt").families
+
+
+def test_each_data_parallel_rank_keeps_its_own_series():
+    """vllm serve --data-parallel-size 2, recorded with rank 0 queueing and rank 1 idle: the sidecar
+    sums nothing, so a rank out of room stays visible beside one with room."""
+    text = (PAYLOADS / "vllm-0.32-cpu-data-parallel-2-rank-0-pinned.txt").read_text()
+    families = normalize(text, "vllm").families
+
+    def by_rank(name: str) -> dict[str, float]:
+        return {s.labels["engine"]: s.value for s in families[name].samples}
+
+    assert by_rank(Engine.REQUESTS_RUNNING) == {"0": 2.0, "1": 0.0}
+    assert by_rank(Engine.REQUESTS_WAITING) == {"0": 6.0, "1": 0.0}
+    kv = by_rank(Engine.KV_CACHE_USAGE)
+    assert kv["0"] > 0 and kv["1"] == 0.0

@@ -80,7 +80,8 @@ SYMPTOMS = {"VLLMEngineDown", "LoadTestTTFTSLOViolated", "LoadTestFailureRateHig
             "VLLMRouterDown"}
 CAUSES = {"VLLMKVCacheSaturated", "VLLMRequestQueueGrowing", "VLLMPreemptionsHigh", "VLLMSheddingLoad",
           "VLLMSpecDecodeAcceptanceLow",
-          "LoadwatchSidecarDown", "VLLMEngineAsleep", "VLLMFleetImbalanced"}
+          "LoadwatchSidecarDown", "VLLMEngineAsleep", "VLLMFleetImbalanced",
+          "VLLMRanksImbalanced"}
 
 
 def test_symptoms_page_causes_warn_and_the_watchdog_is_none():

@@ -7,7 +7,7 @@ import yaml
 
 from loadwatch.tune.__main__ import PAGE, render
 from loadwatch.tune.config import Change, Config
-from loadwatch.tune.levers import NO_LEVER, Situation, applicable
+from loadwatch.tune.levers import NO_LEVER, RANKS_NO_LEVER, Situation, applicable, no_lever
 from loadwatch.tune.output import compose_override, kubernetes_patch, router_patch
 from tests.conftest import REPO
 
@@ -104,6 +104,11 @@ def test_a_fleets_router_policy_and_replicas_are_levers_of_an_embedded_fleet_onl
     assert fleet_changes("replicas", {"replica_limit": "batch_slots", "max_num_seqs": 2,
                                       "kv_cache_holds_requests": 100}, Config(("--max-num-seqs=2",))) == [
         ("--replicas", "2", "3"), ("--max-num-seqs", "2", "8")]
+    # A server's data-parallel ranks out of balance: no router between them, and no flag of vLLM's.
+    ranks = {"busiest_rank": "0", "rank_limit": "batch_slots"}
+    assert fleet_changes("imbalance", ranks) == []
+    assert no_lever("imbalance", ranks) == RANKS_NO_LEVER and no_lever("imbalance", {}) is None
+    assert no_lever("outside_engine", {}) == NO_LEVER["outside_engine"]
     # A fleet of your own is routed and scaled by you; a policy already taken is not proposed again.
     assert fleet_changes("imbalance", {}, fleet=FleetOptions(replica=["a=http://x:1"])) == []
     assert fleet_changes("imbalance", {}, fleet=FleetOptions(replicas=2, router_policy="power_of_two")) == []

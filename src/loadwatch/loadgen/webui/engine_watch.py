@@ -1,7 +1,8 @@
 """The engine's state for the web UI's charts: the master reads --engine-metrics (the sidecar's
 /metrics, or vLLM's own) on its own schedule, never in a request's path.
 
-A reading is a few gauges now (KV cache usage, running and waiting requests, and why they wait)
+A reading is a few gauges now (KV cache usage, running and waiting requests, and why they wait;
+each data-parallel rank's on a server of several)
 and ratios over the time since the previous reading (prefix-cache hits, the share of prompt tokens
 served from cache, spec-decode acceptance, the engine's mean TTFT), from counters that both
 endpoints expose. An engine that cannot be read, or that the
@@ -72,6 +73,19 @@ def _max(samples: dict, name: str) -> float | None:
     return max(values) if values else None
 
 
+def _ranks(samples: dict) -> dict[str, dict] | None:
+    """Each data-parallel rank's running, waiting and KV cache usage (vLLM's `engine` label), for a
+    server that runs more than one; None for one rank. Its totals would hide a rank that queues while
+    another has room."""
+    ranks = sorted({labels.get("engine", "") for labels, _ in samples.get(Engine.REQUESTS_RUNNING, [])})
+    if len(ranks) < 2:
+        return None
+    return {rank: {"running": _sum_where(samples, Engine.REQUESTS_RUNNING, "engine", rank.__eq__),
+                   "waiting": _sum_where(samples, Engine.REQUESTS_WAITING, "engine", rank.__eq__),
+                   "kv": max((v for labels, v in samples.get(Engine.KV_CACHE_USAGE, [])
+                              if labels.get("engine", "") == rank), default=None)} for rank in ranks}
+
+
 def parse(*texts: str) -> dict:
     """The /metrics payloads of one reading (one an address) -> its raw figures (counters as totals,
     added up over the addresses). ValueError for a payload that is neither the sidecar's nor vLLM's."""
@@ -84,6 +98,8 @@ def parse(*texts: str) -> dict:
         "kv_peak": _max(samples, Engine.KV_CACHE_USAGE_MAX),
         "running": _sum(samples, Engine.REQUESTS_RUNNING),
         "waiting": _sum(samples, Engine.REQUESTS_WAITING),
+        # Of one address only: the pods behind a name each have a rank 0, and adding them up would not do.
+        "ranks": _ranks(samples) if len(texts) == 1 else None,
         # vLLM 0.32 and later: absent before, never 0 in their place.
         **{f"waiting_{reason}": _sum_where(samples, Engine.REQUESTS_WAITING_BY_REASON, "reason", reason.__eq__)
            for reason in ("capacity", "deferred")},
@@ -116,7 +132,7 @@ def reading(now: dict | None, before: dict | None, error: str | None = None) -> 
         return {"up": False, "error": error or "the sidecar reports the engine down"}
     return {"up": True, "kv": now["kv"], "kv_peak": now["kv_peak"], "running": now["running"],
             "waiting": now["waiting"], "waiting_capacity": now["waiting_capacity"],
-            "waiting_deferred": now["waiting_deferred"],
+            "waiting_deferred": now["waiting_deferred"], "ranks": now["ranks"],
             "prefix_hit_ratio": _ratio(now, before, "prefix_hits", "prefix_queries"),
             "prompt_cached_share": _ratio(now, before, "prompt_cached", "prompt_all"),
             "spec_acceptance": _ratio(now, before, "spec_accepted", "spec_drafted"),

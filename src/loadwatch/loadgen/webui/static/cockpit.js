@@ -35,6 +35,10 @@
       engine: true, series: [
       ["prompt tokens from cache", eng("prompt_cached_share", 100)], ["prefix-cache hits", eng("prefix_hit_ratio", 100)],
       ["spec-decode acceptance", eng("spec_acceptance", 100)]] },
+    // A server of several data-parallel ranks: each rank's own lines (its totals above hide a rank that
+    // queues while another has room). Hidden on a server of one rank.
+    { id: "ranks", title: "Engine: each data-parallel rank, running and waiting", engine: true, series: "ranks" },
+    { id: "rank_kv", title: "Engine: each data-parallel rank, KV cache usage (%)", engine: true, series: "rank_kv" },
   ];
 
   function isDark() {
@@ -102,6 +106,16 @@
       if (!reasons.size) return [["none", () => 0]];
       return Array.from(reasons).sort().map((r) => [r, (p) => (p.failures && p.failures[r]) || 0]);
     }
+    if (chart.series === "ranks" || chart.series === "rank_kv") {
+      const ranks = new Set();
+      state.points.forEach((p) => Object.keys((p.engine && p.engine.up && p.engine.ranks) || {}).forEach((r) => ranks.add(r)));
+      const of = (r, key, scale) => (p) => {
+        const rank = p.engine && p.engine.up && p.engine.ranks ? p.engine.ranks[r] : null;
+        return rank && rank[key] != null ? rank[key] * scale : null;
+      };
+      return Array.from(ranks).sort().flatMap((r) => (chart.series === "rank_kv" ? [[`rank ${r}`, of(r, "kv", 100)]]
+        : [[`rank ${r} running`, of(r, "running", 1)], [`rank ${r} waiting`, of(r, "waiting", 1)]]));
+    }
     if (chart.id === "kv") {
       let peak = null;
       const peakOf = (p) => {
@@ -121,7 +135,10 @@
     const first = state.points.length ? state.points[0].t * 1000 : null;
     const last = state.points.length ? state.points[state.points.length - 1].t * 1000 : null;
     for (const chart of CHARTS) {
-      const series = seriesOf(chart).map(([name, value], i) => ({
+      const lines = seriesOf(chart);
+      state.charts[chart.id].getDom().style.display = lines.length ? "" : "none";
+      if (!lines.length) continue;
+      const series = lines.map(([name, value], i) => ({
         name, type: "line", showSymbol: false, connectNulls: false,
         data: state.points.map((p) => [p.t * 1000, value(p)]),
         ...(i === 0 ? {
