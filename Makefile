@@ -88,6 +88,7 @@ benchmark: setup
 	$(VENV)/bin/python benchmarks/fleet.py
 	$(VENV)/bin/python benchmarks/fleet_capacity.py
 	$(VENV)/bin/python benchmarks/data_parallel.py
+	$(VENV)/bin/python benchmarks/lora.py
 	$(VENV)/bin/python benchmarks/release_gate.py
 
 clean:
