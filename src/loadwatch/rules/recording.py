@@ -6,6 +6,8 @@ ratios divide summed rates (sum first, divide after). Each rule comes for a 1 m 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from loadwatch import yamlblock
 from loadwatch.catalogue import Client, Engine, Router, total
 
@@ -85,12 +87,18 @@ def rank_rules() -> list[dict]:
     """A data-parallel server's balance between its ranks (vLLM's `engine` label), as fleet_rules is
     between replicas: the spread, max - min in requests, is what a rank queueing while another has
     room shows, where the server's total hides it. 0 on a server of one rank."""
+    return _spreads(ENGINE_LEVEL, "rank_", ENGINE_DROP, lambda name: name)
+
+
+def _spreads(level: str, prefix: str, drop: str, each: Callable[[str], str]) -> list[dict]:
+    """The queue's and the batch's max and min across what `drop` removes, each of `each(gauge)`, and
+    their spread (max - min): `level:gauge:<prefix>max`, `...min`, `...spread`."""
     rules = []
     for name in (Engine.REQUESTS_WAITING, Engine.REQUESTS_RUNNING):
-        rules += [_rule(f"{ENGINE_LEVEL}:{name}:rank_{op}", f"{op} without ({ENGINE_DROP}) ({name})")
+        rules += [_rule(f"{level}:{name}:{prefix}{op}", f"{op} without ({drop}) ({each(name)})")
                   for op in ("max", "min")]
-        rules.append(_rule(f"{ENGINE_LEVEL}:{name}:rank_spread",
-                           f"{ENGINE_LEVEL}:{name}:rank_max - {ENGINE_LEVEL}:{name}:rank_min"))
+        rules.append(_rule(f"{level}:{name}:{prefix}spread",
+                           f"{level}:{name}:{prefix}max - {level}:{name}:{prefix}min"))
     return rules
 
 
@@ -104,12 +112,7 @@ def fleet_rules() -> list[dict]:
     when one replica queues while another has room, and that difference is what a user acts on; a
     ratio (max / mean, or the coefficient of variation) swings wildly at low load and is undefined
     at zero. A share of requests near 1 / N per replica is an even split."""
-    rules = []
-    for name in (Engine.REQUESTS_WAITING, Engine.REQUESTS_RUNNING):
-        rules += [_rule(f"{FLEET_LEVEL}:{name}:{op}", f"{op} without ({FLEET_DROP}) ({per_replica(name)})")
-                  for op in ("max", "min")]
-        rules.append(_rule(f"{FLEET_LEVEL}:{name}:spread",
-                           f"{FLEET_LEVEL}:{name}:max - {FLEET_LEVEL}:{name}:min"))
+    rules = _spreads(FLEET_LEVEL, "", FLEET_DROP, per_replica)
     for window in WINDOWS:
         served = f"sum without ({ENGINE_DROP}, finished_reason) (rate({total(Engine.REQUEST_SUCCESS)}[{window}]))"
         rules.append(_rule(f"{ENGINE_LEVEL}:{Engine.REQUEST_SUCCESS}:share_rate{window}",
