@@ -28,7 +28,7 @@ from loadwatch.metrics.capacity import Capacity, NextStep, Scaling
 from loadwatch.metrics.records import read_records
 from loadwatch.metrics.slo import SLO
 from loadwatch.prometheus import PrometheusAPI, PrometheusError
-from loadwatch.report.engine import engine_figures, rank_peaks, replica_peaks
+from loadwatch.report.engine import engine_figures, server_peaks
 from loadwatch.report.fleet import prefix_affinity
 from loadwatch.report.routing import reasons, router_figures
 from loadwatch.settings import LoadSettings, records_beside
@@ -184,10 +184,9 @@ def search(options: CapacityOptions, template: LocustRun, api: PrometheusAPI, ta
         time.sleep(options.cool_down)
         try:
             level.engine = engine_figures(api, level.start, level.end, settle=options.cool_down)
-            level.replicas = {name: peaks for name, peaks in replica_peaks(api, level.start, level.end).items()
-                              if serving is None or name in serving}
-            level.ranks = {name: ranks for name, ranks in rank_peaks(api, level.start, level.end).items()
-                           if serving is None or name in serving}
+            replicas, ranks = server_peaks(api, level.start, level.end)
+            level.replicas = {name: peaks for name, peaks in replicas.items() if serving is None or name in serving}
+            level.ranks = {name: each for name, each in ranks.items() if serving is None or name in serving}
         except PrometheusError as exc:
             say(f"warning: no engine figures for {level.name}: {exc}")
         records = level_records(records_beside(results))

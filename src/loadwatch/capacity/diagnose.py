@@ -154,7 +154,7 @@ def admission(results: dict, engine: dict) -> dict:
 
 @dataclass(frozen=True)
 class ReplicaState:
-    """A fleet's replica at the level that broke: its own peaks (report.engine.replica_peaks), and its
+    """A fleet's replica at the level that broke: its own peaks (report.engine.server_peaks), and its
     --max-num-seqs where known (its flags, or inferred from its own levels)."""
 
     peaks: dict

@@ -140,31 +140,25 @@ def rejections_compared(rejected: int, by_reason: dict[str, int], server: float 
             "client that counts fewer took some refusals for another outcome).", False)
 
 
-def replica_peaks(api: PrometheusAPI, started_at: float, ended_at: float) -> dict[str, dict[str, float | None]]:
-    """Each target's (a fleet's replica's) peaks over the window, by its name: which replica ran out
-    of room while another had some. One target: {its name: its peaks}."""
-    window = f"{max(1, math.ceil(ended_at - started_at))}s"
-    out: dict[str, dict[str, float | None]] = {}
-    for name, expr in _peaks(window, "max by (target) ").items():
-        for sample in api.query(expr, ended_at):
-            value = float(sample["value"][1])
-            out.setdefault(sample["metric"].get("target", ""), {})[name] = None if value != value else value
-    return {target: {name: peaks.get(name) for name in _peaks(window, "")} for target, peaks in out.items()}
+Peaks = dict[str, float | None]
 
 
-def rank_peaks(api: PrometheusAPI, started_at: float, ended_at: float) -> dict[str, dict[str, dict[str, float | None]]]:
-    """Each data-parallel rank's peaks over the window, by its server (sidecar target) and its rank
-    (vLLM's `engine` label), for the servers that run more than one: a rank that queues while another
-    has room disappears into its server's total. {target: {rank: its peaks}}; {} where each server
-    runs one."""
+def server_peaks(api: PrometheusAPI, started_at: float, ended_at: float) -> tuple[dict[str, Peaks],
+                                                                                  dict[str, dict[str, Peaks]]]:
+    """Each target's (a fleet's replica's) peaks over the window, by its name, and each data-parallel
+    rank's (vLLM's `engine` label), by target and rank, for the targets that run more than one: which
+    replica, or which rank, ran out of room while another had some. One query per figure, by target and
+    rank: a target's peak is its busiest rank's."""
     window = f"{max(1, math.ceil(ended_at - started_at))}s"
-    out: dict[str, dict[str, dict[str, float | None]]] = {}
+    names = list(_peaks(window, ""))
+    by_rank: dict[str, dict[str, Peaks]] = {}
     for name, expr in _peaks(window, "max by (target, engine) ").items():
         for sample in api.query(expr, ended_at):
-            value = float(sample["value"][1])
-            labels = sample["metric"]
-            out.setdefault(labels.get("target", ""), {}).setdefault(labels.get("engine", ""), {})[name] = \
+            value, labels = float(sample["value"][1]), sample["metric"]
+            by_rank.setdefault(labels.get("target", ""), {}).setdefault(labels.get("engine", ""), {})[name] = \
                 None if value != value else value
-    names = _peaks(window, "")
-    return {target: {rank: {name: peaks.get(name) for name in names} for rank, peaks in sorted(ranks.items())}
-            for target, ranks in out.items() if len(ranks) > 1}
+    ranks = {target: {rank: {name: peaks.get(name) for name in names} for rank, peaks in sorted(each.items())}
+             for target, each in by_rank.items()}
+    replicas = {target: {name: max((v for peaks in each.values() if (v := peaks[name]) is not None), default=None)
+                         for name in names} for target, each in ranks.items()}
+    return replicas, {target: each for target, each in ranks.items() if len(each) > 1}
