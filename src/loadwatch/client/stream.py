@@ -1,9 +1,8 @@
 """Send one streamed completion request and record when each chunk with text arrived.
 
-geventhttpclient (Locust's own fast HTTP stack) reads the stream: client/lines.py returns the
-SSE lines of each read as soon as its bytes are in, and the timestamp is taken right then, before
-any parsing.
-benchmarks/stream_readers.py compares it with requests' `iter_lines`.
+geventhttpclient (Locust's own fast HTTP stack) sends the request and reads the answer's headers;
+the process's reader (client/reader.py) then reads the stream with every other stream in flight,
+stamping each read before any parsing.
 """
 
 from __future__ import annotations
@@ -23,12 +22,11 @@ from geventhttpclient.url import URL
 
 from loadwatch.client import pooled
 from loadwatch.client.answer import Answer
-from loadwatch.client.chunks import Usage, parse_chunk
 from loadwatch.client.endpoints import PATHS, Endpoint, streams
 from loadwatch.client.failures import Reason, RequestFailed, http_reason
-from loadwatch.client.lines import read_lines
 from loadwatch.client.pooled import inputs_of
-from loadwatch.client.sse import SSEDecoder
+from loadwatch.client.reader import reader
+from loadwatch.client.reading import HungUp, Reading
 from loadwatch.credentials import split_credentials
 from loadwatch.metrics.timing import RawTiming
 
@@ -97,10 +95,6 @@ class HangUp:
 
     after: float | None = None
     after_chunks: int | None = None
-
-
-class _HungUp(Exception):
-    """Raised inside the stream's reading when it has had the chunks a HangUp waits for."""
 
 
 def server_error_message(body: bytes) -> str:
@@ -216,7 +210,7 @@ class Streamer:
             self.close()
             return StreamResult(started_at, perf_counter() - t0, received, failure=failure,
                                 routed_to=heard.routed_to)
-        except _HungUp:
+        except HungUp:
             return self._hung_up(started_at, t0, received, arrivals)
         except gevent.Timeout as fired:
             if fired is hang:
@@ -284,58 +278,11 @@ class Streamer:
     def _read_stream(self, endpoint: Endpoint, body: bytes, headers: dict[str, str], t0: float,
                      arrivals: list[float], hang_up_after: int | None,
                      wants_usage: bool, heard: _Heard) -> tuple[RawTiming, int, Answer, bool]:
-        """The stream read to its end. One whose body ends without `[DONE]` is still complete after
-        its finish_reason, and its usage where it was asked for (SGLang's and others' streams, kept
-        or proxied, may lack the marker; `vllm bench serve` takes the body's end as the end). One that
-        ends before then was cut."""
+        """The stream read to its end by the process's reader: this greenlet waits once for all of it."""
         response = self._post(endpoint, body, headers, heard)
         headers_at = perf_counter()
-
-        decoder = SSEDecoder()
-        answer_at: float | None = None  # the first answer output, after any reasoning
-        answer = Answer()
-        usage = None
-        engine = None
-        served_by = None
-        done = finished = False
-        received = 0
-        while True:
-            try:
-                lines = read_lines(response, self.max_line_bytes)
-            except _NETWORK_ERRORS as exc:
-                raise RequestFailed(Reason.STREAM_CUT, f"after {len(arrivals)} chunks: {exc}") from exc
-            now = perf_counter()
-            received += len(lines)
-            for data in decoder.feed(lines) if lines else decoder.close():
-                if done:
-                    continue
-                if data == "[DONE]":
-                    done = True
-                    continue
-                chunk = parse_chunk(data, endpoint)
-                if chunk.has_text:
-                    arrivals.append(now)
-                    if hang_up_after is not None and len(arrivals) >= hang_up_after:
-                        raise _HungUp
-                    if answer_at is None and chunk.has_answer:
-                        answer_at = now
-                answer.add(chunk)
-                if chunk.usage is not None and chunk.usage.completion_tokens is not None:
-                    # vLLM's account and its fingerprint ride on its usage chunk
-                    usage, engine, served_by = chunk.usage, chunk.engine, chunk.fingerprint
-                done = done or chunk.final
-                finished = finished or chunk.finished
-            if not lines:
-                break
-        without_done = not done and finished and (usage is not None or not wants_usage)
-        if not done and not without_done:
-            last = "response.completed" if endpoint == "responses" else "[DONE]"
-            what = "its usage" if finished else f"{last} or a finish_reason"
-            raise RequestFailed(Reason.STREAM_CUT, f"stream ended before {what} after {len(arrivals)} chunks")
-        if not arrivals or (usage is not None and usage.completion_tokens == 0):
-            raise RequestFailed(Reason.EMPTY_COMPLETION, "the stream carried no generated text")
-        usage = usage or Usage(None, None)
-        timing = RawTiming(t0, tuple(arrivals), usage.prompt_tokens, usage.completion_tokens, headers_at, answer_at,
-                           usage.cached_tokens, usage.reasoning_tokens, answer.tool_calls, engine,
-                           served_by=served_by)
-        return timing, received, answer, without_done
+        reading = Reading(endpoint, response, self.max_line_bytes, arrivals, hang_up_after)
+        if not reading.take(headers_at):  # what came with the headers, then the rest as it comes
+            reader().follow(response, reading)
+        timing, without_done = reading.timing(t0, headers_at, wants_usage)
+        return timing, reading.received, reading.answer, without_done
