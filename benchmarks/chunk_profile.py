@@ -6,8 +6,9 @@ Each sample is put in the first part its stack reaches from the innermost frame 
 parts are printed as shares of the samples and as microseconds per streamed chunk (the client's
 CPU over the run, as its processes count it, divided by the chunks it received):
 
-- HTTP read: the socket's reads and geventhttpclient's parsing of the HTTP response;
-- SSE framing: the stream's lines and events (client/lines.py, client/sse.py);
+- HTTP read: the socket's reads, the process's reader (client/reader.py) and geventhttpclient's
+  parsing of the HTTP response;
+- SSE framing: the stream's lines and events (client/reading.py, client/sse.py);
 - JSON decoding: each chunk's JSON and what is read from it (client/chunks.py);
 - timing and recording: a request's timing, results, records and metrics once it ends;
 - gevent's loop: the hub's waits and switches between greenlets;
@@ -34,11 +35,12 @@ from benchmarks.fidelity import CLIENT_CORE, ITL, TOKENS, TTFT, pinned, start_se
 REPO = Path(__file__).resolve().parents[1]
 # (part, what a frame's function or file contains), tried in order on each frame from the innermost out.
 PARTS = [
-    ("SSE framing", ("client/lines.py", "client/sse.py")),
+    ("SSE framing", ("client/reading.py", "client/sse.py")),
     ("JSON decoding", ("client/chunks.py", "orjson")),
     ("timing and recording", ("loadwatch/metrics/", "loadgen/recorder", "loadgen/results", "client/answer.py",
                               "loadgen/exposition", "prometheus_client")),
-    ("HTTP read", ("geventhttpclient", "gevent/_socket", "gevent/_socketcommon", "sock_recv", "recv (")),
+    ("HTTP read", ("geventhttpclient", "gevent/_socket", "gevent/_socketcommon", "sock_recv", "recv (",
+                   "client/reader.py")),
     ("gevent's loop", ("gevent/hub", "gevent/_hub", "greenlet", "gevent/libev", "gevent/_gevent_c", "epoll",
                        "_abstract_linkable", "gevent/timeout", "gevent/_waiter")),
 ]

@@ -1,7 +1,7 @@
 """Send one streamed completion request and record when each chunk with text arrived.
 
 geventhttpclient (Locust's own fast HTTP stack) sends the request and reads the answer's headers;
-the process's reader (client/reader.py) then reads the stream with every other stream in flight,
+gevent's hub then reads the stream (client/reader.py) in the same pass as every other stream in flight,
 stamping each read before any parsing.
 """
 
@@ -25,7 +25,7 @@ from loadwatch.client.answer import Answer
 from loadwatch.client.endpoints import PATHS, Endpoint, streams
 from loadwatch.client.failures import Reason, RequestFailed, http_reason
 from loadwatch.client.pooled import inputs_of
-from loadwatch.client.reader import reader
+from loadwatch.client.reader import follow
 from loadwatch.client.reading import HungUp, Reading
 from loadwatch.credentials import split_credentials
 from loadwatch.metrics.timing import RawTiming
@@ -283,6 +283,6 @@ class Streamer:
         headers_at = perf_counter()
         reading = Reading(endpoint, response, self.max_line_bytes, arrivals, hang_up_after)
         if not reading.take(headers_at):  # what came with the headers, then the rest as it comes
-            reader().follow(response, reading)
+            follow(response, reading)
         timing, without_done = reading.timing(t0, headers_at, wants_usage)
         return timing, reading.received, reading.answer, without_done
