@@ -22,7 +22,9 @@ A client's CPU per chunk: loadwatch's processes' own count over the run, their s
 bench serve's is its process's user and system time (getrusage of the children this script waited
 for, taken around the run) less that of the same command with one prompt, run once at the start: its
 start-up (Python, vLLM's imports, the tokenizer), which is no cost of streaming. Either is divided by
-the output tokens it counted.
+the output tokens it counted. That start-up varies by some tenths of a second from run to run, more
+than a run of a few thousand chunks costs (a quick run with 64 streams read -95 us a chunk): vllm bench
+serve's figure means something in runs of a hundred thousand chunks and more, as the defaults are.
 
 A row counts only where the server kept its schedule (a p99 lag of 2 ms at most): where it did not,
 the client was measured against a server that fell behind, and the row says it does not count.
