@@ -1,7 +1,8 @@
 """The capacity search on the embedded engine names the limit that binds, with its evidence: `make
 run` itself, as README's first command (a KV cache of 20 blocks: KV-bound), and two batch slots with
 a roomy cache (slot-bound). A target without vLLM's metrics is "SLO only":
-tests/integration/capacity/test_capacity_run.py."""
+tests/integration/capacity/test_capacity_run.py; a server that refuses past its admission cap is
+named `admission` in tests/e2e/test_admission.py, on that module's engine."""
 
 from __future__ import annotations
 
@@ -106,35 +107,4 @@ def test_a_shared_prefix_recomputed_with_prefix_caching_off_is_named_missed(tmp_
     assert item["evidence"]["shared_prefix_tokens"] == 256
     assert "prefix caching is off" in (run_dir / "report.md").read_text()
     assert "capacity: missed: the prompts share a 256-token prefix" in output
-    assert "Traceback" not in output
-
-
-def test_a_server_that_refuses_past_its_admission_cap_is_named_admission(tmp_path):
-    """Two batch slots and vLLM's admission cap at two unfinished requests (issue 61): two users are
-    admitted whole, three or four are refused in part, and a refusal no rejected_ratio SLO allows
-    breaks a level. The search names the limit `admission`, by reason, with the engine's own count,
-    and each level's outcomes add up to the requests it sent."""
-    env = {**os.environ, "LOADWATCH_STACK_HOME": str(tmp_path / "home")}
-    run = subprocess.run(
-        [sys.executable, "-m", "loadwatch.cli", "capacity", "--mode", "users", "--slo", "ttft_p90_ms=2000",
-         "--start", "4", "--level-duration", "10s", "--warmup", "2s", "--cool-down", "2s",
-         "--out", str(tmp_path / "runs"), "--vllm-arg=--max-num-seqs=2", "--vllm-arg=--max-num-queued-reqs=2",
-         "--", "--max-tokens", "32", "--ignore-eos"],
-        capture_output=True, text=True, timeout=900, env=env)
-    output = run.stdout + run.stderr
-    print(output[-3000:])
-    run_dir, result = conclusion(tmp_path / "runs")
-    assert result["limit"] == "admission" and run.returncode == 0, (result["limit"], result["evidence"])
-    evidence = result["evidence"]
-    assert evidence["rejections"]["max_num_queued_reqs"] == evidence["rejected"] > 0
-    assert evidence["server_admission_rejections"] is not None  # the sidecar's count, beside the client's
-    assert result["max_sustainable"] == 2 and result["rejected_ratio_at_max"] == 0.0, output[-3000:]
-    broke = [lv for lv in result["levels"] if not lv["passed"]]
-    assert broke and all(lv["verdict"].startswith("broke (the server refused") for lv in broke), broke
-    for level in result["levels"]:
-        figures = json.loads((run_dir / "levels" / f"{level['name']}.json").read_text())
-        records = (run_dir / "levels" / f"{level['name']}.requests.jsonl").read_text().splitlines()
-        sent = [r for r in map(json.loads, records) if r["stage"] != "warmup"]
-        assert len(sent) == figures["completed"] + figures["failed"] + figures["rejected"] + figures["cancelled"]
-    assert "The server's refusals by level:" in (run_dir / "report.md").read_text()
     assert "Traceback" not in output
