@@ -63,15 +63,20 @@ def test_a_search_whose_levels_are_too_short_to_judge_says_so(fake_server, tmp_p
     assert "the knee was not located" in output and "Traceback" not in output
 
 
-@pytest.mark.e2e_process  # 7 min: the integration tier is the longer of the two
+@pytest.mark.e2e_process  # 3.5 min: the integration tier is the longer of the two
 def test_a_p99_slo_finds_the_knee_on_the_defaults(fake_server, tmp_path):
-    """The command a user writes, against 8 streams at once of 0.61 s each (13.1 req/s at most): a
-    p99 needs 500 requests a level, which the old first level of 1 req/s could not complete in its
-    8 x 15 s, and the search ended with no knee. It now starts where a level can be judged."""
-    server = fake_server("--ttft", "0.1", "--itl", "0.01", "--tokens", "52", "--max-concurrency", "8")
+    """The command a user writes, its warm-up and cool-down the defaults, against 16 streams at once of
+    0.58 s each (27.6 req/s at most): a p99 needs 500 requests a level, which the old first level of 1
+    req/s could not complete in its 8 x --level-duration, and the search ended with no knee. It now
+    starts where a level can be judged: 15.6 req/s with 5 s levels (it was 5.21 with 15 s levels and 8
+    streams, whose first level alone took 96 s of the test's 7.2 min). 15.6 req/s keeps 7 of 16 streams
+    idle, a p99 wait near 0 against 500 ms of slack; answers of 13 tokens, 40 ms apart, keep the client's
+    work at 200 chunks a second there, not 800 (a run here: the first level's p99 230 ms, where 52 tokens
+    10 ms apart gave 259). The search then settles between 15.6 req/s and the capacity."""
+    server = fake_server("--ttft", "0.1", "--itl", "0.04", "--tokens", "13", "--max-concurrency", "16")
     code, output, _run_dir, result = capacity(tmp_path, server.url, "--slo", "ttft_p99_ms=600",
-                                              "--level-duration", "15s", timeout=1200)
+                                              "--level-duration", "5s", timeout=1200)
     assert code == 0 and result["undecided"] is None, output[-3000:]
-    assert result["levels"][0]["level"] == 5.21  # 1.25 x 500 requests / 120 s
-    assert 0.5 * 8 / 0.61 <= result["max_sustainable"] <= 8 / 0.61, output[-3000:]
+    assert result["levels"][0]["level"] == 15.6  # 1.25 x 500 requests / 40 s
+    assert 0.5 * 16 / 0.58 <= result["max_sustainable"] <= 16 / 0.58, output[-3000:]
     assert "Traceback" not in output
