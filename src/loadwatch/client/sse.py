@@ -24,7 +24,7 @@ class SSEDecoder:
             self._pending = buf
             return []
         self._pending = buf[end + 1:]
-        try:  # every complete line at once: one decode, one split (the per-chunk path, see client/lines.py)
+        try:  # every complete line at once: one decode, one split (the per-chunk path, see client/reading.py)
             text = buf[:end].decode("utf-8")
         except UnicodeDecodeError as exc:
             raise RequestFailed(Reason.MALFORMED_CHUNK, f"not UTF-8: {buf[max(0, exc.start - 40):exc.start + 40]!r}") \
