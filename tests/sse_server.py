@@ -160,7 +160,6 @@ class Config:
         # names the next replica in turn.
         self.fingerprints = itertools.cycle(args.fingerprints.split(",")) if args.fingerprints else None
         self.running = self.waiting = self.finished = self.generated = 0
-        self.chunks: dict[tuple, bytes] = {}  # encoded(): each token's chunk, built once
         self.framed: dict[tuple, list[bytes]] = {}  # frames(): a plain stream's writes, built once
         self.faults: dict[str, int] = {}
         for item in args.fault:
@@ -169,16 +168,12 @@ class Config:
                 raise SystemExit(f"unknown fault {name!r}; known: {', '.join(FAULTS)}")
             self.faults[name] = int(every)
 
-    def encoded(self, model: str, api: str, i: int, n: int) -> bytes:
-        """Token i's chunk of n, as sse() frames it, built once per model, API and place."""
-        key = (model, api, i, i == n - 1)
-        data = self.chunks.get(key)
-        if data is None:
-            chunk = content_chunk(model, f"tok{i} ", api == "completions", self.tool_calls, i < self.reasoning)
-            if i == n - 1:  # as vLLM says it, on the last token's chunk
-                chunk["choices"][0]["finish_reason"] = "length"
-            data = self.chunks[key] = sse(chunk)
-        return data
+    def token(self, model: str, api: str, i: int, n: int) -> dict:
+        """Token i's chunk of n."""
+        chunk = content_chunk(model, f"tok{i} ", api == "completions", self.tool_calls, i < self.reasoning)
+        if i == n - 1:  # as vLLM says it, on the last token's chunk
+            chunk["choices"][0]["finish_reason"] = "length"
+        return chunk
 
     def frames(self, model: str, api: str) -> list[bytes]:
         """A plain stream's token chunks as written on the wire, built once per model and API: the
@@ -187,7 +182,7 @@ class Config:
         key = (model, api)
         frames = self.framed.get(key)
         if frames is None:
-            frames = [framed(self.encoded(model, api, i, self.tokens)) for i in range(self.tokens)]
+            frames = [framed(sse(self.token(model, api, i, self.tokens))) for i in range(self.tokens)]
             if not self.tool_calls:
                 frames[0] = framed(sse(role_chunk(model, False))) + frames[0]
             self.framed[key] = frames
@@ -496,11 +491,9 @@ class Connection(asyncio.Protocol):
                                            content_index=0, delta=f"tok{i} ", logprobs=[]))
                 sent.append(self.loop.time())
                 continue
-            chunk = content_chunk(model, f"tok{i} ", api == "completions", config.tool_calls, i < config.reasoning)
+            chunk = config.token(model, api, i, n)
             if fault == "error_null":
                 chunk["error"] = None
-            if i == n - 1:  # as vLLM says it, on the last token's chunk
-                chunk["choices"][0]["finish_reason"] = "length"
             self._chunk(sse(chunk))
             sent.append(self.loop.time())
             stats.lag.append(sent[-1] - (arrival + config.ttft + i * config.itl))

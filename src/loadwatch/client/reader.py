@@ -19,7 +19,7 @@ import socket
 from time import perf_counter
 
 from gevent.hub import Waiter, get_hub
-from geventhttpclient.response import HTTPParseError, HTTPSocketResponse
+from geventhttpclient.response import HTTPParseError
 
 from loadwatch.client.failures import Reason, RequestFailed
 from loadwatch.client.reading import Reading
@@ -30,26 +30,27 @@ BLOCK = 65536  # bytes a read takes: what queued up of one stream while the othe
 class _Followed:
     """A stream being read: its socket, its reading, its watcher, and the greenlet waiting for its end."""
 
-    __slots__ = ("error", "raw", "reading", "response", "waiter", "watcher")
+    __slots__ = ("error", "raw", "reading", "waiter", "watcher")
 
-    def __init__(self, response: HTTPSocketResponse, reading: Reading) -> None:
-        self.response, self.reading = response, reading
+    def __init__(self, reading: Reading) -> None:
+        self.reading = reading
         # gevent's socket wraps a non-blocking one: read directly, so a spurious wake-up costs an
         # exception, never a wait (a callback of the hub must not block).
-        self.raw: socket.socket = response._sock._sock  # type: ignore[union-attr]
+        self.raw: socket.socket = reading.response._sock._sock  # type: ignore[union-attr]
         hub = get_hub()
         self.waiter = Waiter(hub)
         self.watcher = hub.loop.io(self.raw.fileno(), 1)
         self.error: BaseException | None = None
 
 
-def follow(response: HTTPSocketResponse, reading: Reading) -> None:
-    """Wait until the stream's body has ended; raises what ended it otherwise (RequestFailed, HungUp,
-    or any other exception, which the request counts as the load generator's error), and whatever
-    interrupts the wait (a gevent.Timeout, a kill) after letting the stream go."""
+def follow(reading: Reading) -> None:
+    """Wait until the body of the stream's response has ended; raises what ended it otherwise
+    (RequestFailed, HungUp, or any other exception, which the request counts as the load generator's
+    error), and whatever interrupts the wait (a gevent.Timeout, a kill) after letting the stream go."""
+    response = reading.response
     if response._sock is None:
         raise RequestFailed(Reason.STREAM_CUT, f"connection closed after {len(reading.arrivals)} chunks")
-    followed = _Followed(response, reading)
+    followed = _Followed(reading)
     watcher = followed.watcher
     watcher.start(_read, followed)
     try:
@@ -80,7 +81,7 @@ def _read(followed: _Followed) -> None:
         return
     now = perf_counter()
     try:
-        followed.response.feed(data)
+        reading.response.feed(data)
         if reading.take(now):
             _end(followed, None)
         elif not data:

@@ -283,6 +283,6 @@ class Streamer:
         headers_at = perf_counter()
         reading = Reading(endpoint, response, self.max_line_bytes, arrivals, hang_up_after)
         if not reading.take(headers_at):  # what came with the headers, then the rest as it comes
-            follow(response, reading)
+            follow(reading)
         timing, without_done = reading.timing(t0, headers_at, wants_usage)
         return timing, reading.received, reading.answer, without_done

@@ -48,7 +48,7 @@ def test_a_stream_in_pieces_is_read_whole_and_each_read_with_text_is_stamped():
     arrivals: list[float] = []
     reading = Reading("chat", response, 1 << 20, arrivals, None)
     assert not reading.take(0.0)
-    follow(response, reading)
+    follow(reading)
     writer.join()
     assert "".join(reading.answer.content) == "h\u00e9llo"
     assert reading.done and reading.finished
@@ -60,7 +60,7 @@ def test_a_request_interrupted_while_its_stream_is_read_lets_it_go_and_hangs_up(
     theirs.sendall(chunked(event("hi")))
     reading = Reading("chat", response, 1 << 20, [], None)
     with pytest.raises(gevent.Timeout), gevent.Timeout(0.1):
-        follow(response, reading)
+        follow(reading)
     assert len(reading.arrivals) == 1
     theirs.settimeout(5)
     assert theirs.recv(1) == b""  # the client closed its end
