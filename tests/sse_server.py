@@ -27,6 +27,7 @@ import heapq
 import itertools
 import json
 import math
+import ssl
 import statistics
 import time
 from collections import Counter
@@ -591,6 +592,7 @@ def main() -> None:
                                                "round-robin router do (--fingerprint-value)")
     parser.add_argument("--served", default="fake-model", help="NAME,NAME,...: the models /v1/models lists (the "
                                                                "base model and LoRA adapters)")
+    parser.add_argument("--tls", nargs=2, metavar=("CERT", "KEY"), help="serve https with this certificate and key")
     parser.add_argument("--uvloop", action="store_true", help="serve on uvloop's event loop (benchmarks/fidelity.py)")
     args = parser.parse_args()
     config, stats = Config(args), Stats()
@@ -598,8 +600,12 @@ def main() -> None:
 
     async def serve() -> None:
         loop = asyncio.get_running_loop()
+        tls = None
+        if args.tls:
+            tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            tls.load_cert_chain(*args.tls)
         server = await loop.create_server(lambda: Connection(config, stats, schedule), args.host, args.port,
-                                          backlog=2048)
+                                          backlog=2048, ssl=tls)
         print(f"listening on {server.sockets[0].getsockname()[1]}", flush=True)
         await server.serve_forever()
 

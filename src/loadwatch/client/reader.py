@@ -9,6 +9,9 @@ its callback runs in the hub, in the same pass of the event loop as every other 
 one read, stamped, and handed to the stream's Reading, which parses it at once. The request's greenlet
 is switched to when its stream has ended, failed, or hung up.
 
+A stream over TLS is read in its request's greenlet instead (_follow_here): gevent's socket decrypts
+it, and may have to wait to, which a callback of the hub must not.
+
 A request's own timeouts stay with its greenlet (a gevent.Timeout over the whole request): when one
 fires while it waits, the watcher is stopped before the request closes its socket.
 """
@@ -19,6 +22,7 @@ import socket
 from time import perf_counter
 
 from gevent.hub import Waiter, get_hub
+from gevent.ssl import SSLSocket
 from geventhttpclient.response import HTTPParseError
 
 from loadwatch.client.failures import Reason, RequestFailed
@@ -50,6 +54,11 @@ def follow(reading: Reading) -> None:
     response = reading.response
     if response._sock is None:
         raise RequestFailed(Reason.STREAM_CUT, f"connection closed after {len(reading.arrivals)} chunks")
+    if isinstance(response._sock, SSLSocket):
+        # TLS: its records are decrypted by gevent's socket, which may wait; a callback of the hub
+        # must not. Such a stream is read in its request's greenlet, a wake for each read.
+        _follow_here(reading, response._sock)
+        return
     followed = _Followed(reading)
     watcher = followed.watcher
     watcher.start(_read, followed)
@@ -69,27 +78,49 @@ def follow(reading: Reading) -> None:
         raise error
 
 
+def _took(reading: Reading, data: bytes, now: float) -> bool:
+    """What one read brought, read at `now`; True once the body has ended. RequestFailed where the
+    connection closed early or the HTTP framing broke."""
+    try:
+        reading.response.feed(data)
+    except HTTPParseError as exc:
+        raise RequestFailed(Reason.STREAM_CUT, f"after {len(reading.arrivals)} chunks: {exc}") from exc
+    if reading.take(now):
+        return True
+    if not data:
+        raise RequestFailed(Reason.STREAM_CUT, f"connection closed after {len(reading.arrivals)} chunks")
+    return False
+
+
 def _read(followed: _Followed) -> None:
     """One read of one stream, in the hub, and what it said; its greenlet is switched to once it is over."""
-    reading = followed.reading
     try:
         data = followed.raw.recv(BLOCK)
     except BlockingIOError:
         return
     except OSError as exc:
-        _end(followed, RequestFailed(Reason.STREAM_CUT, f"after {len(reading.arrivals)} chunks: {exc}"))
+        _end(followed, RequestFailed(Reason.STREAM_CUT, f"after {len(followed.reading.arrivals)} chunks: {exc}"))
         return
-    now = perf_counter()
     try:
-        reading.response.feed(data)
-        if reading.take(now):
+        if _took(followed.reading, data, perf_counter()):
             _end(followed, None)
-        elif not data:
-            raise RequestFailed(Reason.STREAM_CUT, f"connection closed after {len(reading.arrivals)} chunks")
-    except HTTPParseError as exc:
-        _end(followed, RequestFailed(Reason.STREAM_CUT, f"after {len(reading.arrivals)} chunks: {exc}"))
     except Exception as exc:
         _end(followed, exc)
+
+
+def _follow_here(reading: Reading, sock: SSLSocket) -> None:
+    """The stream read in this greenlet, to its end."""
+    try:
+        while True:
+            try:
+                data = sock.recv(BLOCK)
+            except OSError as exc:
+                raise RequestFailed(Reason.STREAM_CUT, f"after {len(reading.arrivals)} chunks: {exc}") from exc
+            if _took(reading, data, perf_counter()):
+                return
+    except BaseException:  # as a stream the hub reads: one not read to its end is let go at once
+        reading.response.release()
+        raise
 
 
 def _end(followed: _Followed, error: BaseException | None) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import socket
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -140,8 +141,13 @@ class Streamer:
 
     def _http(self) -> HTTPClient:
         if self._client is None:
+            # geventhttpclient trusts certifi's authorities alone: a server whose certificate an
+            # authority of your own signed is trusted as Python's ssl and curl trust it, through the
+            # file SSL_CERT_FILE names.
+            authorities = os.environ.get("SSL_CERT_FILE")
             self._client = HTTPClient.from_url(
                 self.origin,
+                ssl_options={"ca_certs": authorities} if authorities and self.origin.startswith("https:") else None,
                 concurrency=1,
                 connection_timeout=min(self.timeout, 30.0),
                 # No timeout of the socket's own: each request has one gevent.Timeout over all of it,
