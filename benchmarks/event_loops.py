@@ -1,16 +1,18 @@
 """The floor under the load generator's per-chunk cost, and what a whole client costs on each floor.
 
 Floors: what one event loop spends to wake a stream and read one chunk, with no HTTP parsing, no
-JSON and no metrics. gevent is the loop Locust runs on (the load generator's floor); asyncio and
-uvloop are what an asyncio client would stand on (uvloop comes from the embedded engine's venv,
-where vLLM brings it; rows that need that venv are skipped without one).
+JSON and no metrics. gevent is the loop Locust runs on: a greenlet woken for each read (`gevent`),
+or one io watcher a socket whose callback reads in the hub (`hub`, what loadwatch's reader stands
+on, client/reader.py: the load generator's floor). asyncio and uvloop are what an asyncio client
+would stand on (uvloop comes from the embedded engine's venv, where vLLM brings it; rows that need
+that venv are skipped without one).
 
 Whole clients, without Locust: loadwatch's reader (geventhttpclient on gevent, each chunk decoded,
 parsed and timed, as a run does it) and aiohttp on uvloop (what `vllm bench serve` reads with),
 each SSE line parsed as JSON (msgspec). The gap between the two is what another client would save.
-
-Each row holds --streams keep-alive connections to the fake server of tests/ (TTFT 100 ms, 50
-tokens 20 ms apart: a chunk per read), sending a request and reading until its stream ends, for
+Each row holds --streams keep-alive connections to the fake server of tests/ as benchmarks/fidelity.py
+starts it (TTFT 150 ms, 24 tokens 20 ms apart: a chunk per read; the server on one core, the row on
+the other), sending a request and reading until its stream ends, for
 --seconds; it prints the process's CPU per read (floors) or per content chunk (clients). Compare
 with loadwatch's CPU per chunk in a Locust run, in benchmarks/fidelity.py.
 
@@ -61,6 +63,43 @@ def run_gevent(port: int, streams: int, seconds: float) -> tuple[int, float]:
 
     cpu = cpu_now()
     gevent.joinall([gevent.spawn(user) for _ in range(streams)])
+    return reads[0], cpu_now() - cpu
+
+
+def run_hub(port: int, streams: int, seconds: float) -> tuple[int, float]:
+    """loadwatch's reader without its parsing: one io watcher a socket, its callback in gevent's hub."""
+    import socket
+
+    from gevent.event import Event
+    from gevent.hub import get_hub
+
+    request, reads, ended, stop = HEAD % len(REQUEST) + REQUEST, [0], [0], time.time() + seconds
+    loop, finished = get_hub().loop, Event()
+
+    def on_read(sock: socket.socket, watcher, got: list[bytes]) -> None:
+        try:
+            data = sock.recv(65536)
+        except BlockingIOError:
+            return
+        reads[0] += 1
+        got[0] = got[0][-len(END):] + data
+        if got[0].endswith(END):
+            if time.time() < stop:
+                sock.send(request)
+                return
+            watcher.stop()
+            ended[0] += 1
+            if ended[0] == streams:
+                finished.set()
+
+    for _ in range(streams):
+        sock = socket.create_connection(("127.0.0.1", port))
+        sock.setblocking(False)
+        watcher = loop.io(sock.fileno(), 1)
+        watcher.start(on_read, sock, watcher, [b""])
+        sock.send(request)
+    cpu = cpu_now()
+    finished.wait()
     return reads[0], cpu_now() - cpu
 
 
@@ -149,7 +188,7 @@ def run_aiohttp(port: int, streams: int, seconds: float) -> tuple[int, float]:
     return chunks[0], cpu
 
 
-RUNS = {"gevent": run_gevent, "asyncio": run_asyncio, "uvloop": run_asyncio, "loadwatch": run_loadwatch,
+RUNS = {"gevent": run_gevent, "hub": run_hub, "asyncio": run_asyncio, "uvloop": run_asyncio, "loadwatch": run_loadwatch,
         "aiohttp": run_aiohttp}
 
 
@@ -171,25 +210,27 @@ def main() -> None:
         child(args.child[0], int(args.child[1]), args.streams, args.seconds)
         return
     # Here, not at the top: the children run this file in interpreters without loadwatch (uvloop's).
-    from fidelity import start_server
+    from fidelity import CLIENT_CORE, pinned, start_server
 
     from loadwatch.engine.settings import EngineSettings
 
     engine = EngineSettings().python
-    rows = [("gevent", Path(sys.executable)), ("asyncio", Path(sys.executable)), ("uvloop", engine),
-            ("loadwatch", Path(sys.executable)), ("aiohttp", engine)]
+    here = Path(sys.executable)
+    rows = [("gevent", here), ("hub", here), ("asyncio", here), ("uvloop", engine), ("loadwatch", here),
+            ("aiohttp", engine)]
     print(f"{args.streams} streams, {args.seconds:g} s each; fake server: a chunk every 20 ms a stream")
     print(f"{'row':<10} {'count':>8} {'CPU s':>6} {'CPU each':>13}")
     for name, python in rows:
         if not python.exists():
             print(f"{name:<10} (skipped: no {python})")
             continue
-        server, url = start_server(0.02)
+        server, url = start_server()
         try:
             time.sleep(0.5)
             out = subprocess.run([str(python), str(HERE), "--streams", str(args.streams), "--seconds",
                                   str(args.seconds), "--child", name, url.rsplit(":", 1)[1]],
-                                 capture_output=True, text=True, timeout=args.seconds + 120)
+                                 capture_output=True, text=True, timeout=args.seconds + 120,
+                                 preexec_fn=pinned(CLIENT_CORE))
         finally:
             server.terminate()
             server.wait(10)
