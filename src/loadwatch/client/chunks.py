@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import orjson
 
@@ -51,12 +51,12 @@ class Chunk:
     def has_answer(self) -> bool:
         """Answer output: text or tool-call arguments (a first chunk that only names the function
         is not yet output)."""
-        return bool(self.content) or bool(self.arguments)
+        return bool(self.content) or (bool(self.tool_calls) and bool(self.arguments))
 
     @property
     def has_text(self) -> bool:
         """Generated output of any kind: TTFT ends at the first such chunk."""
-        return self.has_answer or bool(self.reasoning)
+        return bool(self.content) or bool(self.reasoning) or self.has_answer
 
 
 def _delta(choice: dict, endpoint: str) -> Chunk:
@@ -68,14 +68,13 @@ def _delta(choice: dict, endpoint: str) -> Chunk:
     if not isinstance(delta, dict):
         raise RequestFailed(Reason.MALFORMED_CHUNK, f"delta is a {type(delta).__name__}, not an object")
     # vLLM has named the reasoning field both ways.
-    reasoning = _string(delta.get("reasoning_content"), "reasoning_content") or \
-        _string(delta.get("reasoning"), "reasoning")
-    return Chunk(_string(delta.get("content"), "content"), reasoning, _tool_calls(delta.get("tool_calls")))
+    reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+    calls = delta.get("tool_calls")
+    return Chunk(_string(delta.get("content"), "content"), reasoning and _string(reasoning, "reasoning_content"),
+                 () if calls is None else _tool_calls(calls))
 
 
 def _tool_calls(calls: object) -> tuple[ToolCallDelta, ...]:
-    if calls is None:
-        return ()
     if not isinstance(calls, list) or not all(isinstance(c, dict) for c in calls):
         raise RequestFailed(Reason.MALFORMED_CHUNK, "tool_calls is not a list of objects")
     out = []
@@ -116,13 +115,19 @@ def _usage(usage: dict) -> Usage:
                  _details(usage, "completion_tokens_details", "reasoning_tokens"))
 
 
-def parse_chunk(data: str, endpoint: str) -> Chunk:
+def _preview(data: bytes | str) -> str:
+    """The start of a payload, for an error message."""
+    return repr(data[:120].decode("utf-8", "replace") if isinstance(data, bytes) else data[:120])
+
+
+def parse_chunk(data: bytes | str, endpoint: str) -> Chunk:
+    """One event's payload (bytes as the stream's decoder gives them, or text), read as a chunk."""
     try:
         obj = orjson.loads(data)  # the per-chunk path's largest single cost with the standard library's json
-    except ValueError as exc:
-        raise RequestFailed(Reason.MALFORMED_CHUNK, f"not JSON: {data[:120]!r}") from exc
+    except orjson.JSONDecodeError as exc:  # invalid UTF-8 too
+        raise RequestFailed(Reason.MALFORMED_CHUNK, f"not JSON ({exc}): {_preview(data)}") from exc
     if not isinstance(obj, dict):
-        raise RequestFailed(Reason.MALFORMED_CHUNK, f"not a JSON object: {data[:120]!r}")
+        raise RequestFailed(Reason.MALFORMED_CHUNK, f"not a JSON object: {_preview(data)}")
     if endpoint == "responses":
         return _response_event(obj, data)
     error = obj.get("error")
@@ -130,19 +135,23 @@ def parse_chunk(data: str, endpoint: str) -> Chunk:
         message = error.get("message", error) if isinstance(error, dict) else error
         raise RequestFailed(Reason.STREAM_ERROR, str(message)[:300])
     choices = obj.get("choices")
-    usage = obj.get("usage")
     if not isinstance(choices, list) or (choices and not isinstance(choices[0], dict)):
-        raise RequestFailed(Reason.MALFORMED_CHUNK, f"no choices list: {data[:120]!r}")
-    chunk = _delta(choices[0], endpoint) if choices else Chunk()
-    if choices and choices[0].get("finish_reason") is not None:
-        chunk = replace(chunk, finished=True)
+        raise RequestFailed(Reason.MALFORMED_CHUNK, f"no choices list: {_preview(data)}")
+    if choices:
+        choice = choices[0]
+        chunk = _delta(choice, endpoint)
+        chunk.finished = choice.get("finish_reason") is not None
+    else:
+        chunk = Chunk()
+    usage = obj.get("usage")
     if usage is None:
         return chunk
     if not isinstance(usage, dict):
         raise RequestFailed(Reason.MALFORMED_CHUNK, f"usage is a {type(usage).__name__}, not an object")
     fingerprint = obj.get("system_fingerprint")
-    return replace(chunk, usage=_usage(usage), engine=_engine(obj.get("metrics")),
-                   fingerprint=fingerprint if isinstance(fingerprint, str) else None)
+    chunk.usage, chunk.engine = _usage(usage), _engine(obj.get("metrics"))
+    chunk.fingerprint = fingerprint if isinstance(fingerprint, str) else None
+    return chunk
 
 
 def _seconds(metrics: dict, name: str) -> float | None:
@@ -164,7 +173,7 @@ def _engine(metrics: object) -> EngineAccount | None:
                          float(rate) if isinstance(rate, int | float) else None)
 
 
-def _response_event(event: dict, data: str) -> Chunk:
+def _response_event(event: dict, data: bytes | str) -> Chunk:
     """One event of the Responses API, by its `type`: text, reasoning (or its summary) deltas and a function call's
     arguments are output (its name, in the item that opens it, is not yet); `response.completed` (or
     `.incomplete`, at max_output_tokens) ends the stream with the usage and vLLM's account; the
@@ -190,7 +199,7 @@ def _response_event(event: dict, data: str) -> Chunk:
         response = event.get("response")
         usage = response.get("usage") if isinstance(response, dict) else None
         if not isinstance(response, dict) or not isinstance(usage, dict):
-            raise RequestFailed(Reason.MALFORMED_CHUNK, f"{kind} carries no usage: {data[:120]!r}")
+            raise RequestFailed(Reason.MALFORMED_CHUNK, f"{kind} carries no usage: {_preview(data)}")
         return Chunk(usage=Usage(_count(usage, "input_tokens"), _count(usage, "output_tokens"),
                                  _details(usage, "input_tokens_details", "cached_tokens"),
                                  _details(usage, "output_tokens_details", "reasoning_tokens")),

@@ -15,7 +15,7 @@ from loadwatch.client.answer import Answer
 from loadwatch.client.chunks import Usage, parse_chunk
 from loadwatch.client.endpoints import Endpoint
 from loadwatch.client.failures import Reason, RequestFailed
-from loadwatch.client.sse import SSEDecoder
+from loadwatch.client.sse import DONE, SSEDecoder
 from loadwatch.metrics.timing import EngineAccount, RawTiming
 
 
@@ -50,8 +50,12 @@ class Reading:
         buffer = response._body_buffer
         at = buffer.rfind(b"\n")
         if at >= 0:
-            lines = bytes(buffer[: at + 1])
-            del buffer[: at + 1]
+            if at == len(buffer) - 1:  # as a read mostly ends: at the end of an event
+                lines = bytes(buffer)
+                buffer.clear()
+            else:
+                lines = bytes(buffer[: at + 1])
+                del buffer[: at + 1]
             self.received += len(lines)
             self._events(self.decoder.feed(lines), now)
         elif len(buffer) > self.limit:
@@ -59,16 +63,16 @@ class Reading:
         if not response.message_complete:
             return False
         rest = bytes(buffer)
-        del buffer[:]
+        buffer.clear()
         self.received += len(rest)
         self._events(self.decoder.feed(rest) + self.decoder.close(), now)
         return True
 
-    def _events(self, events: list[str], now: float) -> None:
+    def _events(self, events: list[bytes], now: float) -> None:
         for data in events:
             if self.done:
                 continue  # nothing after [DONE] counts
-            if data == "[DONE]":
+            if data == DONE:
                 self.done = True
                 continue
             chunk = parse_chunk(data, self.endpoint)

@@ -2,48 +2,48 @@
 
 Written by hand rather than taken from sseclient/httpx-sse: those wrap a whole HTTP client,
 while the load generator must timestamp each network read itself and keep the per-chunk path
-to a few string operations.
+to a few bytes operations. It works on bytes and gives bytes: a payload goes to orjson as it
+came, which checks its UTF-8 while it parses (a decode to str first cost a copy per chunk).
 """
 
 from __future__ import annotations
 
-from loadwatch.client.failures import Reason, RequestFailed
+DONE = b"[DONE]"  # the payload that ends an OpenAI-style stream
 
 
 class SSEDecoder:
     """Feed raw bytes in any split; get back the `data` payload of each completed event."""
 
+    __slots__ = ("_data", "_pending")
+
     def __init__(self) -> None:
         self._pending = b""
-        self._data: list[str] = []
+        self._data: list[bytes] = []
 
-    def feed(self, chunk: bytes) -> list[str]:
+    def feed(self, chunk: bytes) -> list[bytes]:
         buf = self._pending + chunk if self._pending else chunk
         end = buf.rfind(b"\n")
         if end < 0:
             self._pending = buf
             return []
         self._pending = buf[end + 1:]
-        try:  # every complete line at once: one decode, one split (the per-chunk path, see client/reading.py)
-            text = buf[:end].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise RequestFailed(Reason.MALFORMED_CHUNK, f"not UTF-8: {buf[max(0, exc.start - 40):exc.start + 40]!r}") \
-                from exc
-        events: list[str] = []
-        for line in text.split("\n"):
-            if line.endswith("\r"):
+        if not self._data and buf.startswith(b"data: ") and buf.find(b"\n") == end - 1 == len(buf) - 2:
+            # One whole event of one line, as vLLM writes each chunk: its payload as it is.
+            return [buf[6:end - 1]]
+        events: list[bytes] = []
+        data = self._data
+        for line in buf[:end].split(b"\n"):
+            if line.endswith(b"\r"):
                 line = line[:-1]
             if not line:
-                if self._data:
-                    events.append("\n".join(self._data))
-                    self._data = []
-            elif line.startswith("data:"):
-                value = line[5:]
-                self._data.append(value[1:] if value.startswith(" ") else value)
+                if data:
+                    events.append(data[0] if len(data) == 1 else b"\n".join(data))
+                    data.clear()
+            elif line.startswith(b"data:"):
+                data.append(line[6:] if line.startswith(b" ", 5) else line[5:])
             # Comments (":"), "event:", "id:" and "retry:" carry nothing the metrics need.
         return events
 
-    def close(self) -> list[str]:
+    def close(self) -> list[bytes]:
         """Events left when the stream ends without a final blank line."""
-        events = self.feed(b"\n\n") if self._pending or self._data else []
-        return events
+        return self.feed(b"\n\n") if self._pending or self._data else []

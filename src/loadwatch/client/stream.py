@@ -17,6 +17,7 @@ from email.utils import parsedate_to_datetime
 from time import perf_counter, time
 
 import gevent
+import orjson
 from geventhttpclient import HTTPClient
 from geventhttpclient.response import HTTPParseError
 from geventhttpclient.url import URL
@@ -189,7 +190,7 @@ class Streamer:
                hang_up: HangUp | None = None) -> StreamResult:
         """One streamed request; `request_id` goes in X-Request-Id, which vLLM takes as its own. With
         `hang_up`, the connection is closed early, as a client that cancels: vLLM aborts the request."""
-        body = json.dumps(payload).encode()
+        body = orjson.dumps(payload)  # a few times faster than json's, for the same JSON
         accept = self.stream_headers if streams(endpoint) else self.json_headers
         headers = {**accept, SENT_HEADERS[0]: request_id} if request_id else accept
         received = 0

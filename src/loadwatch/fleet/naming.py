@@ -14,7 +14,7 @@ import urllib.request
 
 from loadwatch import loopback
 from loadwatch.client.failures import RequestFailed
-from loadwatch.client.sse import SSEDecoder
+from loadwatch.client.sse import DONE, SSEDecoder
 from loadwatch.credentials import read_secret
 from loadwatch.fleet.routers import RouterError
 
@@ -33,7 +33,7 @@ def answered_name(url: str, timeout: float = 30.0) -> str:
         with loopback.urlopen(asked, timeout) as answer:
             decoder = SSEDecoder()
             events = decoder.feed(answer.read()) + decoder.close()
-        said = [json.loads(event).get("system_fingerprint") for event in events if event != "[DONE]"]
+        said = [json.loads(event).get("system_fingerprint") for event in events if event != DONE]
         fingerprint = next((name for name in reversed(said) if name), None)
     except (OSError, ValueError, KeyError, IndexError, TypeError, RequestFailed) as exc:
         raise RouterError(f"the replica at {url} did not answer a one-token completion ({exc}), so its name "

@@ -4,13 +4,13 @@ master loses a few seconds, not the run."""
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from pathlib import Path
-from typing import TextIO
+from typing import BinaryIO
 
 import gevent
+import orjson
 
 from loadwatch.loadgen import results
 from loadwatch.loadgen.process import Process
@@ -22,7 +22,7 @@ FLUSH_SECONDS = 1.0
 class Keeper:
     def __init__(self, process: Process) -> None:
         self.process = process
-        self.file: TextIO | None = None
+        self.file: BinaryIO | None = None
         self.path: Path | None = None
         self.written = 0
         self.loop: gevent.Greenlet | None = None
@@ -34,7 +34,7 @@ class Keeper:
         if self.path is not None:
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-                self.file = open(self.path, "w")  # noqa: SIM115  (open for the whole run)
+                self.file = open(self.path, "wb")  # noqa: SIM115  (open for the whole run)
             except OSError as exc:
                 log.error("Cannot write per-request records to %s: %s; the run goes on without them", self.path,
                           exc.strerror)
@@ -56,7 +56,7 @@ class Keeper:
         if self.file is None or not records:
             return
         try:
-            self.file.write("".join(_line(r) for r in records))
+            self.file.write(b"".join(_line(r) for r in records))
             self.file.flush()
             self.written += len(records)
         except OSError as exc:
@@ -76,5 +76,7 @@ class Keeper:
             log.info("%d per-request records written to %s", self.written, self.path)
 
 
-def _line(record: dict) -> str:
-    return json.dumps(record, separators=(",", ":")) + "\n"
+def _line(record: dict) -> bytes:
+    # orjson: the standard library's encoder was a tenth of a request's CPU at a thousand streams a
+    # core; it writes the same compact JSON, and null where that wrote a non-standard NaN.
+    return orjson.dumps(record) + b"\n"

@@ -10,7 +10,7 @@ SAMPLE = (Path(__file__).parents[2] / "data" / "vllm-0.32-chat-stream-sse.txt").
 RESPONSES = (Path(__file__).parents[2] / "data" / "vllm-0.32-responses-stream-sse.txt").read_bytes()
 
 
-def decode_all(data: bytes, split: int) -> list[str]:
+def decode_all(data: bytes, split: int) -> list[bytes]:
     decoder = SSEDecoder()
     events = []
     for i in range(0, len(data), split):
@@ -21,7 +21,7 @@ def decode_all(data: bytes, split: int) -> list[str]:
 @pytest.mark.parametrize("split", [1, 2, 7, 64, 1000, len(SAMPLE)])
 def test_real_vllm_stream_decodes_the_same_in_any_split(split):
     events = decode_all(SAMPLE, split)
-    assert events[-1] == "[DONE]"
+    assert events[-1] == b"[DONE]"
     chunks = [parse_chunk(e, "chat") for e in events[:-1]]
     # The role-only first chunk (content "") is not generated text.
     assert chunks[0].has_text is False
@@ -31,13 +31,13 @@ def test_real_vllm_stream_decodes_the_same_in_any_split(split):
 
 def test_crlf_comments_and_multiline_data():
     data = b": keep-alive\r\ndata: {\"a\":\r\ndata: 1}\r\n\r\nevent: x\nid: 3\ndata: [DONE]\n\n"
-    assert decode_all(data, 3) == ['{"a":\n1}', "[DONE]"]
+    assert decode_all(data, 3) == [b'{"a":\n1}', b"[DONE]"]
 
 
 def test_event_without_final_blank_line_is_kept_at_close():
     decoder = SSEDecoder()
     assert decoder.feed(b"data: [DONE]") == []
-    assert decoder.close() == ["[DONE]"]
+    assert decoder.close() == [b"[DONE]"]
 
 
 def test_multibyte_text_split_inside_a_character():
