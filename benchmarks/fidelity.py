@@ -22,9 +22,10 @@ A client's CPU per chunk: loadwatch's processes' own count over the run, their s
 bench serve's is its process's user and system time (getrusage of the children this script waited
 for, taken around the run) less that of the same command with one prompt, run once at the start: its
 start-up (Python, vLLM's imports, the tokenizer), which is no cost of streaming. Either is divided by
-the output tokens it counted. That start-up varies by some tenths of a second from run to run, more
-than a run of a few thousand chunks costs (a quick run with 64 streams read -95 us a chunk): vllm bench
-serve's figure means something in runs of a hundred thousand chunks and more, as the defaults are.
+the content chunks the server sent over the run: loadwatch's counted tokens leave out its warm-up,
+whose CPU its run counts. vllm bench serve's start-up varies by some tenths of a second from run to
+run, more than a run of a few thousand chunks costs (a quick run with 64 streams read -95 us a
+chunk): its figure means something in runs of a hundred thousand chunks and more, as the defaults are.
 
 A row counts only where the server kept its schedule (a p99 lag of 2 ms at most): where it did not,
 the client was measured against a server that fell behind, and the row says it does not count.
@@ -137,7 +138,7 @@ def run_loadwatch(url: str, checkout: Path, env: dict[str, str], streams: int, r
     # Its processes' CPU over the run (warm-up included, their start not), as each counted its own.
     cpu = sum(data["busy"].values()) * (data["ended_at"] - data["started_at"])
     return {"median": data["median_ttft_ms"], "p99": data["p99_ttft_ms"], "tpot": data["median_tpot_ms"],
-            "tok/s": data["output_throughput"], "chunks": data["total_output_tokens"], "cpu": cpu,
+            "tok/s": data["output_throughput"], "cpu": cpu,
             "saturated": data.get("saturated") or {}}
 
 
@@ -166,7 +167,7 @@ def run_vllm(url: str, streams: int, requests: int, startup_cpu: float, out: Pat
         return None
     data, cpu = ran
     return {"median": data["median_ttft_ms"], "p99": data["p99_ttft_ms"], "tpot": data["median_tpot_ms"],
-            "tok/s": data["output_throughput"], "chunks": data["total_output_tokens"], "cpu": cpu - startup_cpu,
+            "tok/s": data["output_throughput"], "cpu": cpu - startup_cpu,
             "saturated": {}}
 
 
@@ -181,7 +182,7 @@ def row(streams: int, name: str, measured: dict, true: dict) -> str:
     note = "  load generator saturated: " + "; ".join(measured["saturated"].values()) \
         if measured["saturated"] else ""
     late = "  server late: row does not count" if true["lag_p99_ms"] > KEPT_SCHEDULE_MS else ""
-    cpu = "n/a" if measured["cpu"] is None else f"{measured['cpu'] / measured['chunks'] * 1e6:.1f} us"
+    cpu = "n/a" if measured["cpu"] is None else f"{measured['cpu'] / true['chunks_sent'] * 1e6:.1f} us"
     return (f"{streams:>7} {name:<18} {measured['median'] - true['median_ttft_ms']:>+9.1f} ms "
             f"{measured['p99'] - true['p99_ttft_ms']:>+6.1f} ms {measured['tpot'] - ITL * 1000:>+5.2f} ms "
             f"{measured['tok/s']:>7.0f} {measured['tok/s'] / deliverable:>7.1%} {deliverable:>7.0f} {cpu:>9}  "
@@ -192,7 +193,7 @@ def summary(streams: int, measured: dict, true: dict) -> tuple[float, float, flo
     """A row's TTFT p50 error (ms), share of the deliverable and CPU a chunk (us)."""
     deliverable = streams * TOKENS / (true["mean_stream_ms"] / 1000)
     return (measured["median"] - true["median_ttft_ms"], measured["tok/s"] / deliverable,
-            measured["cpu"] / measured["chunks"] * 1e6)
+            measured["cpu"] / true["chunks_sent"] * 1e6)
 
 
 def spread(streams: int, name: str, runs: list[tuple[float, float, float]]) -> str:
