@@ -25,7 +25,6 @@ from gevent.hub import Waiter, get_hub
 from gevent.ssl import SSLSocket
 from geventhttpclient.response import HTTPParseError
 
-from loadwatch.client.failures import Reason, RequestFailed
 from loadwatch.client.reading import Reading
 
 BLOCK = 65536  # bytes a read takes: what queued up of one stream while the others were read, at once
@@ -53,7 +52,7 @@ def follow(reading: Reading) -> None:
     error), and whatever interrupts the wait (a gevent.Timeout, a kill) after letting the stream go."""
     response = reading.response
     if response._sock is None:
-        raise RequestFailed(Reason.STREAM_CUT, f"connection closed after {len(reading.arrivals)} chunks")
+        raise reading.cut("the connection closed")
     if isinstance(response._sock, SSLSocket):
         # TLS: its records are decrypted by gevent's socket, which may wait; a callback of the hub
         # must not. Such a stream is read in its request's greenlet, a wake for each read.
@@ -84,11 +83,11 @@ def _took(reading: Reading, data: bytes, now: float) -> bool:
     try:
         reading.response.feed(data)
     except HTTPParseError as exc:
-        raise RequestFailed(Reason.STREAM_CUT, f"after {len(reading.arrivals)} chunks: {exc}") from exc
-    if reading.take(now):
+        raise reading.cut(str(exc)) from exc
+    if reading.take(now, ended=not data):
         return True
     if not data:
-        raise RequestFailed(Reason.STREAM_CUT, f"connection closed after {len(reading.arrivals)} chunks")
+        raise reading.cut("the connection closed")
     return False
 
 
@@ -99,7 +98,7 @@ def _read(followed: _Followed) -> None:
     except BlockingIOError:
         return
     except OSError as exc:
-        _end(followed, RequestFailed(Reason.STREAM_CUT, f"after {len(followed.reading.arrivals)} chunks: {exc}"))
+        _end(followed, followed.reading.cut(str(exc)))
         return
     try:
         if _took(followed.reading, data, perf_counter()):
@@ -115,7 +114,7 @@ def _follow_here(reading: Reading, sock: SSLSocket) -> None:
             try:
                 data = sock.recv(BLOCK)
             except OSError as exc:
-                raise RequestFailed(Reason.STREAM_CUT, f"after {len(reading.arrivals)} chunks: {exc}") from exc
+                raise reading.cut(str(exc)) from exc
             if _took(reading, data, perf_counter()):
                 return
     except BaseException:  # as a stream the hub reads: one not read to its end is let go at once

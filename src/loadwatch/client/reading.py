@@ -1,10 +1,12 @@
-"""One stream's progress, from the bytes of its HTTP body to the chunks of text and their arrival times.
+"""One stream's progress, from the bytes of its HTTP answer to the chunks of text and their arrival times.
 
 Fed by the process's reader (client/reader.py) after each read of the stream's socket, with the time
-of that read: TTFT ends at the read that delivered the first chunk with text, ITL is the gap between
-reads that delivered text, and a chunk without text (the role alone, usage, [DONE]) times nothing.
-A line is bounded: geventhttpclient buffers a body without limit, so a line past `limit` bytes
-fails the request as malformed instead of growing memory and CPU without end.
+of that read, from the answer's first byte: its headers are stamped at the read that completed them,
+and an answer other than 200 fails the request with its status and its body's message. TTFT ends at
+the read that delivered the first chunk with text, ITL is the gap between reads that delivered text,
+and a chunk without text (the role alone, usage, [DONE]) times nothing. A line is bounded:
+geventhttpclient buffers a body without limit, so a line past `limit` bytes fails the request as
+malformed instead of growing memory and CPU without end.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ from geventhttpclient.response import HTTPSocketResponse
 from loadwatch.client.answer import Answer
 from loadwatch.client.chunks import Usage, parse_chunk
 from loadwatch.client.endpoints import Endpoint
-from loadwatch.client.failures import Reason, RequestFailed
+from loadwatch.client.failures import Reason, RequestFailed, http_reason
+from loadwatch.client.heard import ERROR_BODY_LIMIT, ROUTED_TO, first, retry_after, server_error_message
 from loadwatch.client.sse import DONE, SSEDecoder
 from loadwatch.metrics.timing import EngineAccount, RawTiming
 
@@ -27,7 +30,8 @@ class Reading:
     """What one stream has said so far; `take` after each read, `timing` once its body has ended."""
 
     __slots__ = ("answer", "answer_at", "arrivals", "decoder", "done", "endpoint", "engine", "finished",
-                 "hang_up_after", "limit", "received", "response", "served_by", "usage")
+                 "hang_up_after", "headers_at", "limit", "received", "response", "routed_to", "served_by", "status",
+                 "usage")
 
     def __init__(self, endpoint: Endpoint, response: HTTPSocketResponse, limit: int, arrivals: list[float],
                  hang_up_after: int | None) -> None:
@@ -42,12 +46,32 @@ class Reading:
         self.served_by: str | None = None
         self.done = self.finished = False
         self.received = 0
+        self.headers_at: float | None = None  # the read that completed the answer's headers
+        self.status = 0
+        self.routed_to: str | None = None  # the replica a router named in them (ROUTED_TO)
 
-    def take(self, now: float) -> bool:
-        """The complete lines the response has buffered, read at `now`; True once its body has ended.
-        RequestFailed or HungUp end the request."""
+    def cut(self, detail: str) -> RequestFailed:
+        """The request's failure where its connection closed or broke: before the answer's headers had
+        come, the connection failed; after, the stream was cut."""
+        if self.headers_at is None:
+            return RequestFailed(Reason.CONNECTION, f"no answer: {detail}")
+        return RequestFailed(Reason.STREAM_CUT, f"after {len(self.arrivals)} chunks: {detail}")
+
+    def take(self, now: float, ended: bool = False) -> bool:
+        """What the response has buffered, read at `now` (`ended`: the connection closed with that
+        read); True once its body has ended. RequestFailed or HungUp end the request."""
         response = self.response
+        if self.headers_at is None:
+            if not response.headers_complete:
+                return False
+            self.headers_at, self.status = now, response.status_code
+            self.routed_to = first(response.get(ROUTED_TO))
         buffer = response._body_buffer
+        if self.status != 200:
+            if not (response.message_complete or ended or len(buffer) >= ERROR_BODY_LIMIT):
+                return False  # the rest of a long error body stays unread: the connection closes with the failure
+            raise RequestFailed(http_reason(self.status), server_error_message(bytes(buffer[:ERROR_BODY_LIMIT])),
+                                retry_after(first(response.get("retry-after"))))
         at = buffer.rfind(b"\n")
         if at >= 0:
             if at == len(buffer) - 1:  # as a read mostly ends: at the end of an event
@@ -89,7 +113,7 @@ class Reading:
             self.done = self.done or chunk.final
             self.finished = self.finished or chunk.finished
 
-    def timing(self, t0: float, headers_at: float, wants_usage: bool) -> tuple[RawTiming, bool]:
+    def timing(self, t0: float, wants_usage: bool) -> tuple[RawTiming, bool]:
         """The request's timing once its body has ended, and whether it ended without `[DONE]`. One
         whose body ends without `[DONE]` is still complete after its finish_reason, and its usage where
         it was asked for (SGLang's and others' streams, kept or proxied, may lack the marker; `vllm bench
@@ -103,6 +127,6 @@ class Reading:
         if not arrivals or (usage is not None and usage.completion_tokens == 0):
             raise RequestFailed(Reason.EMPTY_COMPLETION, "the stream carried no generated text")
         usage = usage or Usage(None, None)
-        return RawTiming(t0, tuple(arrivals), usage.prompt_tokens, usage.completion_tokens, headers_at, self.answer_at,
-                         usage.cached_tokens, usage.reasoning_tokens, self.answer.tool_calls, self.engine,
-                         served_by=self.served_by), without_done
+        return RawTiming(t0, tuple(arrivals), usage.prompt_tokens, usage.completion_tokens, self.headers_at,
+                         self.answer_at, usage.cached_tokens, usage.reasoning_tokens, self.answer.tool_calls,
+                         self.engine, served_by=self.served_by), without_done

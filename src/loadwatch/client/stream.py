@@ -1,31 +1,37 @@
 """Send one streamed completion request and record when each chunk with text arrived.
 
-geventhttpclient (Locust's own fast HTTP stack) sends the request and reads the answer's headers;
-gevent's hub then reads the stream (client/reader.py) in the same pass as every other stream in flight,
-stamping each read before any parsing.
+geventhttpclient (Locust's own fast HTTP stack) keeps the connection (connects, checks a kept one is
+still open, speaks TLS). A stream's request is written whole in one send, and gevent's hub reads its
+answer from the first byte (client/reader.py), headers and stream, in the same pass as every other
+stream in flight, stamping each read before any parsing: the request's greenlet is woken once for it.
+Its head is built once per connection's user, not per request as geventhttpclient's request() builds
+and checks it: with the wake for the headers, that was a third of a request's own CPU at a thousand
+streams a core (py-spy). Embeddings, rerank and the small JSON requests go through request() itself.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
+import re
 import socket
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
+from importlib.metadata import version
 from time import perf_counter, time
 
 import gevent
 import orjson
 from geventhttpclient import HTTPClient
-from geventhttpclient.response import HTTPParseError
+from geventhttpclient.response import HTTPParseError, HTTPSocketPoolResponse
 from geventhttpclient.url import URL
 
 from loadwatch.client import pooled
 from loadwatch.client.answer import Answer
 from loadwatch.client.endpoints import PATHS, Endpoint, streams
 from loadwatch.client.failures import Reason, RequestFailed, http_reason
+from loadwatch.client.heard import ERROR_BODY_LIMIT, ROUTED_TO, first, retry_after, server_error_message
 from loadwatch.client.pooled import inputs_of
 from loadwatch.client.reader import follow
 from loadwatch.client.reading import HungUp, Reading
@@ -33,34 +39,12 @@ from loadwatch.credentials import split_credentials
 from loadwatch.metrics.timing import RawTiming
 
 _NETWORK_ERRORS = (OSError, socket.timeout, HTTPParseError)
-ERROR_BODY_LIMIT = 64 * 1024  # of a non-200 answer: enough for any error message
-# Where a router says which replica it sent a request to: smg names the worker's URL on every answer a
-# worker gave, its error statuses passed through included (vllm-router names none), so a fleet's requests,
-# failed ones too, are attributed where replicas set no fingerprint. An error smg makes itself (no worker
-# answered, none serves the model) carries x-smg-error-code instead, and names no replica.
-ROUTED_TO = "x-smg-routed-worker-id"
+USER_AGENT = f"loadwatch/{version('loadwatch')}"
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # RFC 9110's field name
 # The headers every request carries beside its body's: a hash router's key where nothing else is.
 SENT_HEADERS = ("X-Request-Id",)
 log = logging.getLogger(__name__)
 _logged: set[str] = set()  # exception types already logged as client_error, once each per process
-
-
-def _first(value: str | list[str] | None) -> str | None:
-    return value[0] if isinstance(value, list) else value
-
-
-def retry_after(value: str | None) -> float | None:
-    """Seconds from a Retry-After header: a number of seconds or an HTTP date."""
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        return max(0.0, (parsedate_to_datetime(value) - datetime.now(UTC)).total_seconds())
-    except (TypeError, ValueError):
-        return None
 
 
 @dataclass(frozen=True)
@@ -99,22 +83,6 @@ class HangUp:
     after_chunks: int | None = None
 
 
-def server_error_message(body: bytes) -> str:
-    """The human part of an OpenAI-style error body, or the body itself."""
-    text = body.decode("utf-8", "replace").strip()
-    try:
-        error = json.loads(text)
-    except ValueError:
-        return text[:300] or "(empty body)"
-    if isinstance(error, dict):
-        inner = error.get("error", error)
-        if isinstance(inner, dict) and "message" in inner:
-            return str(inner["message"])[:300]
-        if "message" in error:
-            return str(error["message"])[:300]
-    return text[:300]
-
-
 def split_base_url(base_url: str) -> tuple[str, str]:
     """(origin, path prefix): `http://h:8000/v1` and `http://h:8000` address the same API."""
     url = URL(split_credentials(base_url)[0])  # credentials go in a header, never in errors and logs
@@ -122,6 +90,34 @@ def split_base_url(base_url: str) -> tuple[str, str]:
     if prefix.endswith("/v1"):
         prefix = prefix[: -len("/v1")]
     return f"{url.scheme}://{url.netloc}", prefix
+
+
+class _Pending(HTTPSocketPoolResponse):
+    """The answer to a request just sent, nothing of it read: the hub reads its headers with its
+    stream. Otherwise geventhttpclient's own response, which hands the connection back to its pool
+    when the answer is complete and the server keeps it open."""
+
+    def _read_headers(self, pre_buffered: bytes = b"") -> None:
+        return None
+
+
+def request_head(host: str, port: int | None, fields: dict[str, str]) -> bytes:
+    """A request's header lines but its length and id, as geventhttpclient writes them (Host with the
+    port where it is not the scheme's, an IPv6 address in brackets); ValueError for a field that
+    cannot be sent as it is."""
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"
+    if port not in (None, 80, 443):
+        host = f"{host}:{port}"
+    lines = []
+    given = {name.lower() for name in fields}  # a header given by --header stands for the default of its name
+    defaults = {name: value for name, value in (("Host", host), ("User-Agent", USER_AGENT))
+                if name.lower() not in given}
+    for name, value in {**defaults, **fields}.items():
+        if not _TOKEN.fullmatch(name) or any(c in value for c in "\r\n\0"):
+            raise ValueError(f"cannot send the header {name!r}: {value!r}")
+        lines.append(f"{name}: {value}\r\n")
+    return "".join(lines).encode("latin-1")
 
 
 class Streamer:
@@ -139,6 +135,7 @@ class Streamer:
         self.stream_headers = {**headers, "Accept": "text/event-stream"}
         self.json_headers = {**headers, "Accept": "application/json"}
         self._client: HTTPClient | None = None
+        self._head: bytes | None = None  # a stream's request head but its length and id (request_head)
 
     def _http(self) -> HTTPClient:
         if self._client is None:
@@ -148,6 +145,7 @@ class Streamer:
             authorities = os.environ.get("SSL_CERT_FILE")
             self._client = HTTPClient.from_url(
                 self.origin,
+                headers={"User-Agent": USER_AGENT},  # as a stream's request head says it (request_head)
                 ssl_options={"ca_certs": authorities} if authorities and self.origin.startswith("https:") else None,
                 concurrency=1,
                 connection_timeout=min(self.timeout, 30.0),
@@ -207,7 +205,7 @@ class Streamer:
             if streams(endpoint):
                 wants_usage = bool((payload.get("stream_options") or {}).get("include_usage"))
                 timing, received, answer, without_done = self._read_stream(
-                    endpoint, body, headers, t0, arrivals, hang_up.after_chunks if hang_up else None, wants_usage,
+                    endpoint, body, request_id, t0, arrivals, hang_up.after_chunks if hang_up else None, wants_usage,
                     heard)
             else:
                 timing, received = self._read_answer(endpoint, body, headers, t0, inputs_of(endpoint, payload),
@@ -258,7 +256,7 @@ class Streamer:
             response = self._http().post(self.prefix + PATHS[endpoint], body, headers=headers)
         except _NETWORK_ERRORS as exc:
             raise RequestFailed(Reason.CONNECTION, f"{self.origin}: {exc}") from exc
-        heard.routed_to = _first(response.get(ROUTED_TO))
+        heard.routed_to = first(response.get(ROUTED_TO))
         if response.status_code != 200:
             try:
                 error_body = response.read(ERROR_BODY_LIMIT)
@@ -266,7 +264,7 @@ class Streamer:
                 error_body = b""
             # The rest of a long error body stays unread: the connection is closed with the failure.
             raise RequestFailed(http_reason(response.status_code), server_error_message(error_body),
-                                retry_after(_first(response.get("retry-after"))))
+                                retry_after(first(response.get("retry-after"))))
         return response
 
     def _read_answer(self, endpoint: Endpoint, body: bytes, headers: dict[str, str], t0: float,
@@ -282,14 +280,39 @@ class Streamer:
         tokens = pooled.prompt_tokens(endpoint, reply, inputs)
         return RawTiming(t0, (), tokens, None, headers_at, answered_at=answered_at), len(reply)
 
-    def _read_stream(self, endpoint: Endpoint, body: bytes, headers: dict[str, str], t0: float,
+    def _send(self, endpoint: Endpoint, body: bytes, request_id: str | None) -> _Pending:
+        """A stream's request written to the kept connection (or a new one); its answer unread."""
+        client = self._http()
+        if self._head is None:
+            self._head = request_head(client.host, client.port, self.stream_headers)
+        request = b"POST %s HTTP/1.1\r\n%s%sContent-Length: %d\r\n\r\n%s" % (
+            (self.prefix + PATHS[endpoint]).encode("latin-1"), self._head,
+            b"%s: %s\r\n" % (SENT_HEADERS[0].encode(), request_id.encode("latin-1")) if request_id else b"", len(body),
+            body)
+        pool = client._connection_pool
+        try:
+            sock = pool.get_socket()
+        except _NETWORK_ERRORS as exc:
+            raise RequestFailed(Reason.CONNECTION, f"{self.origin}: {exc}") from exc
+        try:
+            sock.sendall(request)
+        except OSError as exc:
+            # Reset or closed while it was sent: the server may have answered (a refusal) before it
+            # closed, and the answer is read as any other; on any other error there is none.
+            if exc.errno not in (errno.ECONNRESET, errno.EPIPE):
+                pool.release_socket(sock)
+                raise RequestFailed(Reason.CONNECTION, f"{self.origin}: {exc}") from exc
+        return _Pending(sock, pool, method="POST")
+
+    def _read_stream(self, endpoint: Endpoint, body: bytes, request_id: str | None, t0: float,
                      arrivals: list[float], hang_up_after: int | None,
                      wants_usage: bool, heard: _Heard) -> tuple[RawTiming, int, Answer, bool]:
         """The stream read to its end by the process's reader: this greenlet waits once for all of it."""
-        response = self._post(endpoint, body, headers, heard)
-        headers_at = perf_counter()
-        reading = Reading(endpoint, response, self.max_line_bytes, arrivals, hang_up_after)
-        if not reading.take(headers_at):  # what came with the headers, then the rest as it comes
+        reading = Reading(endpoint, self._send(endpoint, body, request_id), self.max_line_bytes, arrivals,
+                          hang_up_after)
+        try:
             follow(reading)
-        timing, without_done = reading.timing(t0, headers_at, wants_usage)
+        finally:
+            heard.routed_to = reading.routed_to
+        timing, without_done = reading.timing(t0, wants_usage)
         return timing, reading.received, reading.answer, without_done

@@ -1,16 +1,15 @@
 """A failed request keeps the replica a router named in its answer's headers (smg's x-smg-routed-worker-id):
 an error status the replica sent and smg passed on, a stream cut after its headers; an error smg made
 itself, or a connection lost before any header, names none. The answers are written as smg 1.13 sends
-them (checked with the real smg in front of tests/sse_server.py), read through a socket pair: no process."""
+them (checked with the real smg in front of tests/sse_server.py), read through a gevent socket pair: no process."""
 
 from __future__ import annotations
 
-import socket
-
 import pytest
-from geventhttpclient.response import HTTPSocketResponse
+from gevent import socket
 
-from loadwatch.client.stream import ROUTED_TO, Streamer
+from loadwatch.client.heard import ROUTED_TO
+from loadwatch.client.stream import Streamer
 
 WORKER = "http://127.0.0.1:8001"
 CHUNK = (b'data: {"id":"x","object":"chat.completion.chunk","model":"m","choices":[{"index":0,'
@@ -31,19 +30,34 @@ def answer(status: str, headers: dict[str, str], body: bytes, *, cut: bool = Fal
     return f"HTTP/1.1 {status}\r\n{head}content-length: {len(body)}\r\n\r\n".encode() + body
 
 
-class OneAnswer:
-    """Stands in for geventhttpclient's client: each post answers with these bytes (or raises)."""
+class OnePool:
+    """Stands in for geventhttpclient's connection pool: each connection it gives has these bytes to
+    answer with, the server gone after them (or none is made: refused)."""
 
     def __init__(self, raw: bytes | None) -> None:
         self.raw = raw
 
-    def post(self, *_args, **_kwargs) -> HTTPSocketResponse:
+    def get_socket(self) -> socket.socket:
         if self.raw is None:
             raise ConnectionRefusedError("refused")
         ours, theirs = socket.socketpair()
         theirs.sendall(self.raw)
         theirs.close()
-        return HTTPSocketResponse(ours, method="POST")
+        return ours
+
+    def release_socket(self, sock: socket.socket) -> None:
+        sock.close()
+
+    return_socket = release_socket
+
+
+class OneAnswer:
+    """Stands in for geventhttpclient's client, whose pool a stream's request is sent through."""
+
+    host, port = "127.0.0.1", 8000
+
+    def __init__(self, raw: bytes | None) -> None:
+        self._connection_pool = OnePool(raw)
 
     def close(self) -> None:
         pass

@@ -29,6 +29,18 @@ def test_real_vllm_stream_decodes_the_same_in_any_split(split):
     assert chunks[-1].usage.completion_tokens == 16 and chunks[-1].usage.prompt_tokens == 19
 
 
+def test_one_event_a_read_as_vllm_writes_them_decodes_as_the_whole_stream_does():
+    decoder = SSEDecoder()
+    events = [event for piece in SAMPLE.split(b"\n\n")[:-1] for event in decoder.feed(piece + b"\n\n")]
+    assert events == decode_all(SAMPLE, len(SAMPLE)) and len(events) == 19
+
+
+def test_an_event_whose_last_line_comes_in_a_read_of_its_own_keeps_its_first():
+    decoder = SSEDecoder()
+    assert decoder.feed(b"data: a\n") == []
+    assert decoder.feed(b"data: b\n\n") == [b"a\nb"]
+
+
 def test_crlf_comments_and_multiline_data():
     data = b": keep-alive\r\ndata: {\"a\":\r\ndata: 1}\r\n\r\nevent: x\nid: 3\ndata: [DONE]\n\n"
     assert decode_all(data, 3) == [b'{"a":\n1}', b"[DONE]"]
