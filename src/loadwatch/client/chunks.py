@@ -68,10 +68,10 @@ def _delta(choice: dict, endpoint: str) -> Chunk:
     if not isinstance(delta, dict):
         raise RequestFailed(Reason.MALFORMED_CHUNK, f"delta is a {type(delta).__name__}, not an object")
     # vLLM has named the reasoning field both ways.
-    reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+    reasoning = _string(delta.get("reasoning_content"), "reasoning_content") or \
+        _string(delta.get("reasoning"), "reasoning")
     calls = delta.get("tool_calls")
-    return Chunk(_string(delta.get("content"), "content"), reasoning and _string(reasoning, "reasoning_content"),
-                 () if calls is None else _tool_calls(calls))
+    return Chunk(_string(delta.get("content"), "content"), reasoning, () if calls is None else _tool_calls(calls))
 
 
 def _tool_calls(calls: object) -> tuple[ToolCallDelta, ...]:

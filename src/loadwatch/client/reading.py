@@ -30,12 +30,13 @@ class Reading:
     """What one stream has said so far; `take` after each read, `timing` once its body has ended."""
 
     __slots__ = ("answer", "answer_at", "arrivals", "decoder", "done", "endpoint", "engine", "finished",
-                 "hang_up_after", "headers_at", "limit", "received", "response", "routed_to", "served_by", "status",
-                 "usage")
+                 "hang_up_after", "headers_at", "limit", "origin", "received", "response", "routed_to", "served_by",
+                 "status", "usage")
 
     def __init__(self, endpoint: Endpoint, response: HTTPSocketResponse, limit: int, arrivals: list[float],
-                 hang_up_after: int | None) -> None:
+                 hang_up_after: int | None, origin: str = "") -> None:
         self.endpoint, self.response, self.limit = endpoint, response, limit
+        self.origin = origin  # the server, as a connection failure names it
         self.arrivals = arrivals  # the caller's: a request hung up or timed out still has its first chunk's time
         self.hang_up_after = hang_up_after
         self.decoder = SSEDecoder()
@@ -52,17 +53,28 @@ class Reading:
 
     def cut(self, detail: str) -> RequestFailed:
         """The request's failure where its connection closed or broke: before the answer's headers had
-        come, the connection failed; after, the stream was cut."""
+        come, the connection failed; after a refusal's, it is that refusal, with what came of its body;
+        after a 200's, the stream was cut."""
         if self.headers_at is None:
-            return RequestFailed(Reason.CONNECTION, f"no answer: {detail}")
+            return RequestFailed(Reason.CONNECTION, f"{self.origin}: {detail}")
+        if self.status != 200:
+            return self._refusal()
         return RequestFailed(Reason.STREAM_CUT, f"after {len(self.arrivals)} chunks: {detail}")
+
+    def _refusal(self) -> RequestFailed:
+        """A status other than 200: its reason, its body's message and the Retry-After it asked for."""
+        response = self.response
+        return RequestFailed(http_reason(self.status),
+                             server_error_message(bytes(response._body_buffer[:ERROR_BODY_LIMIT])),
+                             retry_after(first(response.get("retry-after"))))
 
     def take(self, now: float, ended: bool = False) -> bool:
         """What the response has buffered, read at `now` (`ended`: the connection closed with that
         read); True once its body has ended. RequestFailed or HungUp end the request."""
         response = self.response
         if self.headers_at is None:
-            if not response.headers_complete:
+            # An interim answer (100 Continue, 103 Early Hints) is followed by the final one.
+            if not response.headers_complete or 100 <= response.status_code < 200:
                 return False
             self.headers_at, self.status = now, response.status_code
             self.routed_to = first(response.get(ROUTED_TO))
@@ -70,8 +82,7 @@ class Reading:
         if self.status != 200:
             if not (response.message_complete or ended or len(buffer) >= ERROR_BODY_LIMIT):
                 return False  # the rest of a long error body stays unread: the connection closes with the failure
-            raise RequestFailed(http_reason(self.status), server_error_message(bytes(buffer[:ERROR_BODY_LIMIT])),
-                                retry_after(first(response.get("retry-after"))))
+            raise self._refusal()
         at = buffer.rfind(b"\n")
         if at >= 0:
             if at == len(buffer) - 1:  # as a read mostly ends: at the end of an event

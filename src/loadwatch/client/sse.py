@@ -27,7 +27,8 @@ class SSEDecoder:
             self._pending = buf
             return []
         self._pending = buf[end + 1:]
-        if not self._data and buf.startswith(b"data: ") and buf.find(b"\n") == end - 1 == len(buf) - 2:
+        if not self._data and buf.startswith(b"data: ") and buf.find(b"\n") == end - 1 == len(buf) - 2 \
+                and buf[-3:-2] != b"\r":
             # One whole event of one line, as vLLM writes each chunk: its payload as it is.
             return [buf[6:end - 1]]
         events: list[bytes] = []

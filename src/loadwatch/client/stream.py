@@ -3,7 +3,8 @@
 geventhttpclient (Locust's own fast HTTP stack) keeps the connection (connects, checks a kept one is
 still open, speaks TLS). A stream's request is written whole in one send, and gevent's hub reads its
 answer from the first byte (client/reader.py), headers and stream, in the same pass as every other
-stream in flight, stamping each read before any parsing: the request's greenlet is woken once for it.
+stream in flight, stamping each read before any parsing: the request's greenlet is woken once for it
+(over TLS, the greenlet reads, a wake for each read).
 Its head is built once per connection's user, not per request as geventhttpclient's request() builds
 and checks it: with the wake for the headers, that was a third of a request's own CPU at a thousand
 streams a core (py-spy). Embeddings, rerank and the small JSON requests go through request() itself.
@@ -40,7 +41,6 @@ from loadwatch.metrics.timing import RawTiming
 
 _NETWORK_ERRORS = (OSError, socket.timeout, HTTPParseError)
 USER_AGENT = f"loadwatch/{version('loadwatch')}"
-_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # RFC 9110's field name
 # The headers every request carries beside its body's: a hash router's key where nothing else is.
 SENT_HEADERS = ("X-Request-Id",)
 log = logging.getLogger(__name__)
@@ -93,31 +93,44 @@ def split_base_url(base_url: str) -> tuple[str, str]:
 
 
 class _Pending(HTTPSocketPoolResponse):
-    """The answer to a request just sent, nothing of it read: the hub reads its headers with its
+    """The answer to a request just sent, nothing of it read: its reader reads its headers with its
     stream. Otherwise geventhttpclient's own response, which hands the connection back to its pool
     when the answer is complete and the server keeps it open."""
 
     def _read_headers(self, pre_buffered: bytes = b"") -> None:
         return None
 
+    def _on_message_complete(self) -> None:
+        if self.get_code() < 200:  # an interim answer: the final one follows on this connection, still ours
+            self.message_complete = True
+            return
+        super()._on_message_complete()
+
+
+# RFC 9110's field name and value (visible characters, spaces and tabs, obs-text), as geventhttpclient
+# checks each field of the requests it writes.
+_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_VALUE = re.compile(r"[\t\x20-\x7e\x80-\xff]*")
+_OURS = ("content-length", SENT_HEADERS[0].lower())  # written with each request, not by --header
+
 
 def request_head(host: str, port: int | None, fields: dict[str, str]) -> bytes:
-    """A request's header lines but its length and id, as geventhttpclient writes them (Host with the
-    port where it is not the scheme's, an IPv6 address in brackets); ValueError for a field that
-    cannot be sent as it is."""
+    """A request's header lines but its length and id, as geventhttpclient writes them: Host with the
+    port where it is not the scheme's, an IPv6 address in brackets; of fields with one name in any
+    case, the last (--header's come before loadwatch's own). ValueError for a field that cannot be
+    sent as it is."""
     if ":" in host and not host.startswith("["):
         host = f"[{host}]"
     if port not in (None, 80, 443):
         host = f"{host}:{port}"
-    lines = []
-    given = {name.lower() for name in fields}  # a header given by --header stands for the default of its name
-    defaults = {name: value for name, value in (("Host", host), ("User-Agent", USER_AGENT))
-                if name.lower() not in given}
-    for name, value in {**defaults, **fields}.items():
-        if not _TOKEN.fullmatch(name) or any(c in value for c in "\r\n\0"):
+    merged: dict[str, tuple[str, str]] = {}
+    for name, value in {"Host": host, "User-Agent": USER_AGENT, **fields}.items():
+        if not _NAME.fullmatch(name) or not _VALUE.fullmatch(value):
             raise ValueError(f"cannot send the header {name!r}: {value!r}")
-        lines.append(f"{name}: {value}\r\n")
-    return "".join(lines).encode("latin-1")
+        merged.pop(name.lower(), None)  # the last given of a name, in its place
+        merged[name.lower()] = (name, value)
+    return "".join(f"{name}: {value}\r\n" for key, (name, value) in merged.items()
+                   if key not in _OURS).encode("latin-1")
 
 
 class Streamer:
@@ -142,11 +155,13 @@ class Streamer:
             # geventhttpclient trusts certifi's authorities alone: a server whose certificate an
             # authority of your own signed is trusted as Python's ssl and curl trust it, through the
             # file SSL_CERT_FILE names.
+            # SSL_CERT_FILE naming no file is passed over, as Python's ssl passes it over.
             authorities = os.environ.get("SSL_CERT_FILE")
+            use = authorities is not None and os.path.isfile(authorities) and self.origin.startswith("https:")
             self._client = HTTPClient.from_url(
                 self.origin,
                 headers={"User-Agent": USER_AGENT},  # as a stream's request head says it (request_head)
-                ssl_options={"ca_certs": authorities} if authorities and self.origin.startswith("https:") else None,
+                ssl_options={"ca_certs": authorities} if use else None,
                 concurrency=1,
                 connection_timeout=min(self.timeout, 30.0),
                 # No timeout of the socket's own: each request has one gevent.Timeout over all of it,
@@ -302,14 +317,17 @@ class Streamer:
             if exc.errno not in (errno.ECONNRESET, errno.EPIPE):
                 pool.release_socket(sock)
                 raise RequestFailed(Reason.CONNECTION, f"{self.origin}: {exc}") from exc
+        except BaseException:  # a timeout, a hang-up, a kill while a long prompt was sent: the server sees us go
+            pool.release_socket(sock)
+            raise
         return _Pending(sock, pool, method="POST")
 
     def _read_stream(self, endpoint: Endpoint, body: bytes, request_id: str | None, t0: float,
                      arrivals: list[float], hang_up_after: int | None,
                      wants_usage: bool, heard: _Heard) -> tuple[RawTiming, int, Answer, bool]:
-        """The stream read to its end by the process's reader: this greenlet waits once for all of it."""
+        """The answer read to its end, headers and stream, by the process's reader (client/reader.py)."""
         reading = Reading(endpoint, self._send(endpoint, body, request_id), self.max_line_bytes, arrivals,
-                          hang_up_after)
+                          hang_up_after, self.origin)
         try:
             follow(reading)
         finally:

@@ -94,3 +94,22 @@ def test_a_success_names_its_replica_in_its_result_as_a_failure_does():
     result = streamed(answer("200 OK", {ROUTED_TO: WORKER, "content-type": "text/event-stream"}, DONE_STREAM))
     assert result.failure is None and result.timing is not None
     assert result.routed_to == WORKER
+
+
+def test_an_interim_answer_is_followed_by_the_final_one():
+    interim = b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nlink: </x>\r\n\r\n"
+    result = streamed(interim + answer("200 OK", {"content-type": "text/event-stream"}, DONE_STREAM))
+    assert result.failure is None and result.timing is not None and result.timing.completion_tokens == 1
+
+
+def test_a_refusal_whose_body_is_cut_is_still_that_refusal_with_its_retry_after():
+    raw = answer("429 Too Many Requests", {"retry-after": "7"}, ERROR)
+    result = streamed(raw[:-10])  # the server went before the end of its body
+    assert result.failure is not None and result.failure.reason == "http_429"
+    assert result.failure.retry_after == 7.0
+
+
+def test_a_connection_lost_before_any_answer_names_the_server():
+    result = streamed(b"")
+    assert result.failure is not None and result.failure.reason == "connection"
+    assert "http://127.0.0.1:8000" in str(result.failure)

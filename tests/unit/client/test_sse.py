@@ -41,6 +41,12 @@ def test_an_event_whose_last_line_comes_in_a_read_of_its_own_keeps_its_first():
     assert decoder.feed(b"data: b\n\n") == [b"a\nb"]
 
 
+def test_a_crlf_line_ending_just_before_the_blank_line_is_not_part_of_the_payload():
+    assert SSEDecoder().feed(b"data: [DONE]\r\n\n") == [b"[DONE]"]
+    decoder = SSEDecoder()
+    assert decoder.feed(b"data: [DONE]\r") == [] and decoder.close() == [b"[DONE]"]
+
+
 def test_crlf_comments_and_multiline_data():
     data = b": keep-alive\r\ndata: {\"a\":\r\ndata: 1}\r\n\r\nevent: x\nid: 3\ndata: [DONE]\n\n"
     assert decode_all(data, 3) == [b'{"a":\n1}', b"[DONE]"]

@@ -43,3 +43,11 @@ def test_a_header_given_stands_for_the_default_and_one_that_cannot_be_sent_is_re
     for bad in ({"X Bad": "1"}, {"X-Id": "a\r\nInjected: 1"}):
         with pytest.raises(ValueError, match="cannot send the header"):
             request_head("h", 8000, bad)
+
+
+def test_of_one_name_in_any_case_the_last_is_sent_and_the_length_and_id_are_loadwatchs():
+    fields = {"content-type": "text/plain", "X-Request-Id": "mine", "Content-Length": "9",
+              "Content-Type": "application/json"}
+    lines = request_head("h", 8000, fields).decode().split("\r\n")
+    assert [line for line in lines if line.lower().startswith("content-type")] == ["Content-Type: application/json"]
+    assert not [line for line in lines if line.lower().startswith(("content-length", "x-request-id"))]
