@@ -76,9 +76,11 @@ def pinned(core: int) -> Callable[[], None]:
     return lambda: os.sched_setaffinity(0, {core})
 
 
-def start_server() -> tuple[subprocess.Popen, str]:
+def start_server(*options: str) -> tuple[subprocess.Popen, str]:
+    """The test server on its core, at this benchmark's timing; `options` are added last (where one is
+    given twice, the last counts)."""
     server = subprocess.Popen([sys.executable, str(SERVER), "--port", "0", "--ttft", str(TTFT), "--itl", str(ITL),
-                               "--tokens", str(TOKENS), "--uvloop"], stdout=subprocess.PIPE, text=True,
+                               "--tokens", str(TOKENS), "--uvloop", *options], stdout=subprocess.PIPE, text=True,
                               preexec_fn=pinned(SERVER_CORE))
     port = int(server.stdout.readline().split()[-1])  # type: ignore[union-attr]
     return server, f"http://127.0.0.1:{port}"
@@ -89,9 +91,10 @@ def get(url: str) -> dict:
         return json.loads(response.read())
 
 
-def on_fresh_server(run: Callable[[str], T]) -> tuple[T, dict]:
-    """What `run` measured against a server started for it alone, and what that server did."""
-    server, url = start_server()
+def on_fresh_server(run: Callable[[str], T], *options: str) -> tuple[T, dict]:
+    """What `run` measured against a server started for it alone (with `options`), and what that
+    server did."""
+    server, url = start_server(*options)
     try:
         time.sleep(0.5)
         return run(url), get(url + "/stats")

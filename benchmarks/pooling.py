@@ -19,9 +19,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from fidelity import REPO, VLLM_ENV, VLLM_SHIM, on_fresh_server
+from fidelity import REPO, on_fresh_server
 
 from loadwatch.engine.settings import EngineSettings
+from tests.peers import VLLM_ENV, VLLM_SHIM
 
 
 def run_loadwatch(url: str, streams: int, seconds: int, out: Path) -> dict:
@@ -69,7 +70,7 @@ def main() -> None:
                               ("vllm bench serve", lambda u, s=streams: run_vllm(u, s, args.seconds,
                                                                                 args.latency, out))):
                 # The fake server answers embeddings --ttft after the request: that is the latency.
-                measured, true = on_fresh_server(run, 0.0, "--ttft", str(args.latency))
+                measured, true = on_fresh_server(run, "--ttft", str(args.latency))
                 if measured is None:
                     print(f"{streams:>7} {name:<16} (not run: no embedded engine venv)")
                     continue
