@@ -1,13 +1,13 @@
 """A stream in flight is read by gevent's hub itself, not by its request's greenlet: the greenlet
-waits once for its whole stream, not once per token.
+waits once for its whole answer (headers and stream), not once per token.
 
 Each token of a stream comes in a TCP segment of its own. Read by the request's greenlet, every token
 cost a wake of that greenlet (a Waiter made, an io watcher started and stopped, two greenlet switches)
 and a read through gevent's socket: the larger part of a chunk's CPU at a thousand streams a core
 (benchmarks/chunk_profile.py). Here each stream's socket has one io watcher for the whole request, and
 its callback runs in the hub, in the same pass of the event loop as every other stream that is ready:
-one read, stamped, and handed to the stream's Reading, which parses it at once. The request's greenlet
-is switched to when its stream has ended, failed, or hung up.
+one read, stamped, and handed to the stream's Reading, which parses it at once, from the answer's
+first byte. The request's greenlet is switched to when its stream has ended, failed, or hung up.
 
 A stream over TLS is read in its request's greenlet instead (_follow_here): gevent's socket decrypts
 it, and may have to wait to, which a callback of the hub must not.
@@ -47,7 +47,7 @@ class _Followed:
 
 
 def follow(reading: Reading) -> None:
-    """Wait until the body of the stream's response has ended; raises what ended it otherwise
+    """Wait until the stream's answer has ended; raises what ended it otherwise
     (RequestFailed, HungUp, or any other exception, which the request counts as the load generator's
     error), and whatever interrupts the wait (a gevent.Timeout, a kill) after letting the stream go."""
     response = reading.response
