@@ -4,6 +4,7 @@ against the trust store SSL_CERT_FILE names."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 
 import pytest
@@ -11,6 +12,7 @@ import pytest
 from loadwatch.client.failures import Reason
 from loadwatch.client.stream import Streamer
 from loadwatch.settings import LoadSettings
+from tests.conftest import headless_run
 
 PAYLOAD = {"model": "fake-model", "messages": [{"role": "user", "content": "hi"}], "stream": True,
            "stream_options": {"include_usage": True}}
@@ -53,3 +55,15 @@ def test_an_untrusted_certificate_fails_the_request_as_a_connection_failure(fake
         streamer.close()
     assert result.failure is not None and result.failure.reason == Reason.CONNECTION
     assert "CERTIFICATE_VERIFY_FAILED" in str(result.failure)
+
+
+def test_a_headless_run_against_https_completes_every_request(fake_server, certificate, monkeypatch, tmp_path):
+    cert, key = certificate
+    server = fake_server("--tls", str(cert), str(key))
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert))  # the run's processes inherit it, as a user's shell passes it
+    results = tmp_path / "results.json"
+    run = headless_run(f"https://127.0.0.1:{server.port}", results, "-u", "4", "-r", "4", "--num-requests", "20")
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    data = json.loads(results.read_text())
+    assert (data["completed"], data["failed"]) == (20, 0), data["failures"]
+    assert data["total_output_tokens"] == 20 * 20  # the test server's 20 tokens a request, each read
