@@ -7,6 +7,10 @@ import json
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
+from geventhttpclient.response import HTTPResponse
+
+from loadwatch.client.failures import RequestFailed, http_reason
+
 ERROR_BODY_LIMIT = 64 * 1024  # of a non-200 answer: enough for any error message
 # Where a router says which replica it sent a request to: smg names the worker's URL on every answer a
 # worker gave, its error statuses passed through included (vllm-router names none), so a fleet's requests,
@@ -48,3 +52,10 @@ def server_error_message(body: bytes) -> str:
         if "message" in error:
             return str(error["message"])[:300]
     return text[:300]
+
+
+def refusal(response: HTTPResponse, body: bytes) -> RequestFailed:
+    """An answer other than 200, as the request's failure: its status, the message of what came of its
+    body, and the Retry-After it asked for."""
+    return RequestFailed(http_reason(response.status_code), server_error_message(body[:ERROR_BODY_LIMIT]),
+                         retry_after(first(response.get("retry-after"))))

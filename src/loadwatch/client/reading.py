@@ -16,8 +16,8 @@ from geventhttpclient.response import HTTPSocketResponse
 from loadwatch.client.answer import Answer
 from loadwatch.client.chunks import Usage, parse_chunk
 from loadwatch.client.endpoints import Endpoint
-from loadwatch.client.failures import Reason, RequestFailed, http_reason
-from loadwatch.client.heard import ERROR_BODY_LIMIT, ROUTED_TO, first, retry_after, server_error_message
+from loadwatch.client.failures import Reason, RequestFailed
+from loadwatch.client.heard import ERROR_BODY_LIMIT, ROUTED_TO, first, refusal
 from loadwatch.client.sse import DONE, SSEDecoder
 from loadwatch.metrics.timing import EngineAccount, RawTiming
 
@@ -58,15 +58,8 @@ class Reading:
         if self.headers_at is None:
             return RequestFailed(Reason.CONNECTION, f"{self.origin}: {detail}")
         if self.status != 200:
-            return self._refusal()
+            return refusal(self.response, bytes(self.response._body_buffer))
         return RequestFailed(Reason.STREAM_CUT, f"after {len(self.arrivals)} chunks: {detail}")
-
-    def _refusal(self) -> RequestFailed:
-        """A status other than 200: its reason, its body's message and the Retry-After it asked for."""
-        response = self.response
-        return RequestFailed(http_reason(self.status),
-                             server_error_message(bytes(response._body_buffer[:ERROR_BODY_LIMIT])),
-                             retry_after(first(response.get("retry-after"))))
 
     def take(self, now: float, ended: bool = False) -> bool:
         """What the response has buffered, read at `now` (`ended`: the connection closed with that
@@ -82,7 +75,7 @@ class Reading:
         if self.status != 200:
             if not (response.message_complete or ended or len(buffer) >= ERROR_BODY_LIMIT):
                 return False  # the rest of a long error body stays unread: the connection closes with the failure
-            raise self._refusal()
+            raise refusal(response, bytes(buffer))
         at = buffer.rfind(b"\n")
         if at >= 0:
             if at == len(buffer) - 1:  # as a read mostly ends: at the end of an event

@@ -32,7 +32,7 @@ from loadwatch.client import pooled
 from loadwatch.client.answer import Answer
 from loadwatch.client.endpoints import PATHS, Endpoint, streams
 from loadwatch.client.failures import Reason, RequestFailed, http_reason
-from loadwatch.client.heard import ERROR_BODY_LIMIT, ROUTED_TO, first, retry_after, server_error_message
+from loadwatch.client.heard import ERROR_BODY_LIMIT, ROUTED_TO, first, refusal, server_error_message
 from loadwatch.client.pooled import inputs_of
 from loadwatch.client.reader import follow
 from loadwatch.client.reading import HungUp, Reading
@@ -154,8 +154,7 @@ class Streamer:
         if self._client is None:
             # geventhttpclient trusts certifi's authorities alone: a server whose certificate an
             # authority of your own signed is trusted as Python's ssl and curl trust it, through the
-            # file SSL_CERT_FILE names.
-            # SSL_CERT_FILE naming no file is passed over, as Python's ssl passes it over.
+            # file SSL_CERT_FILE names (one naming no file is passed over, as Python's ssl does).
             authorities = os.environ.get("SSL_CERT_FILE")
             use = authorities is not None and os.path.isfile(authorities) and self.origin.startswith("https:")
             self._client = HTTPClient.from_url(
@@ -204,8 +203,6 @@ class Streamer:
         """One streamed request; `request_id` goes in X-Request-Id, which vLLM takes as its own. With
         `hang_up`, the connection is closed early, as a client that cancels: vLLM aborts the request."""
         body = orjson.dumps(payload)  # a few times faster than json's, for the same JSON
-        accept = self.stream_headers if streams(endpoint) else self.json_headers
-        headers = {**accept, SENT_HEADERS[0]: request_id} if request_id else accept
         received = 0
         started_at = time()
         t0 = perf_counter()
@@ -222,7 +219,8 @@ class Streamer:
                 timing, received, answer, without_done = self._read_stream(
                     endpoint, body, request_id, t0, arrivals, hang_up.after_chunks if hang_up else None, wants_usage,
                     heard)
-            else:
+            else:  # through geventhttpclient's request(), which takes the headers as a dict
+                headers = {**self.json_headers, SENT_HEADERS[0]: request_id} if request_id else self.json_headers
                 timing, received = self._read_answer(endpoint, body, headers, t0, inputs_of(endpoint, payload),
                                                      heard)
                 answer, without_done = None, False
@@ -278,8 +276,7 @@ class Streamer:
             except _NETWORK_ERRORS:
                 error_body = b""
             # The rest of a long error body stays unread: the connection is closed with the failure.
-            raise RequestFailed(http_reason(response.status_code), server_error_message(error_body),
-                                retry_after(first(response.get("retry-after"))))
+            raise refusal(response, error_body)
         return response
 
     def _read_answer(self, endpoint: Endpoint, body: bytes, headers: dict[str, str], t0: float,
