@@ -51,8 +51,12 @@ def test_llm_tab_fills_with_figures_during_a_run_started_from_the_ui(fake_server
             headers = [h.inner_text().replace("\n", " ") for h in page.get_by_role("columnheader").all()]
             page.wait_for_timeout(4000)
             later = figures()
-            replicas = {name: [c.inner_text() for c in page.get_by_role("row", name=f"replica {name}")
-                               .get_by_role("cell").all()] for name in ("a", "b")}
+            # Both replicas' rows from one look at the page: read a cell at a time, the tab may refresh
+            # between them and a replica's count jump by a report's worth of requests.
+            rows = page.evaluate("() => Array.from(document.querySelectorAll('tr'), "
+                                 "r => Array.from(r.querySelectorAll('td'), c => c.innerText))")
+            replicas = {cells[0].removeprefix("replica "): cells for cells in rows
+                        if cells and cells[0].startswith("replica ")}
             page.screenshot(path=str(tmp_path / "llm-tab.png"))
             browser.close()
     finally:
@@ -66,6 +70,7 @@ def test_llm_tab_fills_with_figures_during_a_run_started_from_the_ui(fake_server
     assert 50 <= ttft_p50 < 60 and 10 <= tpot_p50 < 11
     assert float(later[16]) > 0
     # Each replica's row: its requests (about half each, round robin) and its own TTFT, no failures of its own.
+    assert sorted(replicas) == ["a", "b"], rows
     for name, cells in replicas.items():
         assert cells[0] == f"replica {name}" and int(cells[1]) > 0 and cells[2] == "", cells
         assert 50 <= float(cells[4]) < 60, cells
