@@ -222,3 +222,33 @@ def test_a_responses_completed_event_without_usage_is_malformed():
     with pytest.raises(RequestFailed) as failed:
         parse_chunk('{"type":"response.completed","response":{"status":"completed"}}', "responses")
     assert failed.value.reason == Reason.MALFORMED_CHUNK
+
+
+def _outcome(read, data, endpoint):
+    try:
+        return read(data, endpoint)
+    except RequestFailed as failed:
+        return failed.reason, str(failed)
+
+
+@pytest.mark.parametrize("endpoint", ["chat", "completions"])
+def test_the_fast_reading_of_a_chunk_says_what_the_careful_one_does(endpoint):
+    """msgspec reads a well-formed chunk (parse_chunk), orjson and Python checks read anything else
+    (_parse): over vLLM's own chunks and malformed ones, both come out the same, failures in the same words."""
+    from loadwatch.client.chunks import _parse
+
+    real = decode_all(SAMPLE, len(SAMPLE))[:-1]
+    odd = [
+        b'{"choices":[{"delta":{"content":"a\xff"}}]}', b'{"x":"a\xff","choices":[{"delta":{"content":"a"}}]}',
+        b'{"choices":[],"x":' + b"[" * 2000 + b"]" * 2000 + b"}", '{"choices":[{"delta":{"content":"日本"}}]}'.encode(),
+        b'{"choices":[{"delta":{"content":5}}]}', b'{"choices":[{"delta":"hi"}]}', b'{"choices":[7]}',
+        b'{"choices":[{"text":5}]}', b'{"choices":[{"text":"x","finish_reason":"length"}]}',
+        b'{"choices":[{"delta":{"content":"x"}},"garbage"]}', b'{"error":{"message":"engine died"}}',
+        b'{"error":"plain","choices":[]}', b'{"error":null,"choices":[{"delta":{"content":"x"}}]}',
+        b'{"choices":[],"usage":[1]}', b'{"choices":[],"usage":{"completion_tokens":true}}',
+        b'{"choices":[],"usage":{"completion_tokens":3},"system_fingerprint":"a","metrics":{"queue_time_ms":2}}',
+        b'{"choices":[{"delta":{"tool_calls":"x"}}]}', b'{"choices":[{"delta":{"tool_calls":[{"index":"0"}]}}]}',
+        b'{"choices":[{"delta":{"reasoning":"r","content":""}}]}', b"[1]", b"{", b"{}", b'"x"',
+    ]
+    for data in [*real, *odd]:
+        assert _outcome(parse_chunk, data, endpoint) == _outcome(_parse, data, endpoint), data
