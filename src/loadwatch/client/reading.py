@@ -76,17 +76,12 @@ class Reading:
             if not (response.message_complete or ended or len(buffer) >= ERROR_BODY_LIMIT):
                 return False  # the rest of a long error body stays unread: the connection closes with the failure
             raise refusal(response, bytes(buffer))
-        at = buffer.rfind(b"\n")
-        if at >= 0:
-            if at == len(buffer) - 1:  # as a read mostly ends: at the end of an event
-                lines = bytes(buffer)
-                buffer.clear()
-            else:
-                lines = bytes(buffer[: at + 1])
-                del buffer[: at + 1]
-            self.received += len(lines)
-            self._events(self.decoder.feed(lines), now)
-        elif len(buffer) > self.limit:
+        size = len(buffer)
+        events = self.decoder.take(buffer)
+        self.received += size - len(buffer)
+        if events:
+            self._events(events, now)
+        if len(buffer) > self.limit:  # what is left is one line, unfinished
             raise RequestFailed(Reason.MALFORMED_CHUNK, f"a line of the stream is over {self.limit} bytes")
         if not response.message_complete:
             return False

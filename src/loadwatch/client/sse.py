@@ -20,6 +20,24 @@ class SSEDecoder:
         self._pending = b""
         self._data: list[bytes] = []
 
+    def take(self, buffer: bytearray) -> list[bytes]:
+        """`feed` for the whole lines at the start of `buffer` (an HTTP body as it is read), taken out
+        of it: an unfinished line stays where it is until the rest of it comes.
+
+        A read mostly brings one whole event of one line, as vLLM writes each chunk: its payload is
+        taken at once, without the lines made of it one by one (the per-chunk path)."""
+        end = buffer.rfind(b"\n")
+        if end < 0:
+            return []
+        if end == len(buffer) - 1 and not self._data and not self._pending and buffer.startswith(b"data: ") \
+                and buffer.find(b"\n") == end - 1 and buffer[-3] != 13:  # 13: a CR before the blank line
+            payload = bytes(buffer[6:-2])
+            buffer.clear()
+            return [payload]
+        lines = bytes(buffer[:end + 1])
+        del buffer[:end + 1]
+        return self.feed(lines)
+
     def feed(self, chunk: bytes) -> list[bytes]:
         buf = self._pending + chunk if self._pending else chunk
         end = buf.rfind(b"\n")
@@ -27,10 +45,6 @@ class SSEDecoder:
             self._pending = buf
             return []
         self._pending = buf[end + 1:]
-        if not self._data and buf.startswith(b"data: ") and buf.find(b"\n") == end - 1 == len(buf) - 2 \
-                and buf[-3:-2] != b"\r":
-            # One whole event of one line, as vLLM writes each chunk: its payload as it is.
-            return [buf[6:end - 1]]
         events: list[bytes] = []
         data = self._data
         for line in buf[:end].split(b"\n"):
