@@ -47,7 +47,7 @@ log = logging.getLogger(__name__)
 _logged: set[str] = set()  # exception types already logged as client_error, once each per process
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen: see RawTiming
 class StreamResult:
     """One finished request: `timing` when it succeeded, `failure` when it did not."""
 

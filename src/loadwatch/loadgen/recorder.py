@@ -29,7 +29,7 @@ LATE_ARRIVAL = 0.1  # seconds an open-loop arrival may go out after its time bef
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen: made for each request (metrics/timing.py: RawTiming)
 class LLMRequest:
     """One finished streamed request, as carried in the request event's `context["llm"]`."""
 

@@ -25,7 +25,9 @@ class EngineAccount:
     spec_acceptance_rate: float | None = None  # accepted draft tokens over drafted
 
 
-@dataclass(frozen=True)
+# Not frozen, as RequestMetrics and the request's other records: made once a request and never changed
+# after, where a frozen dataclass sets each field through object.__setattr__ (a few us a request).
+@dataclass(slots=True)
 class RawTiming:
     """What the stream reader saw: the send time and the arrival of each chunk with text."""
 
@@ -43,7 +45,7 @@ class RawTiming:
     served_by: str | None = None  # the system_fingerprint of the answer: a fleet's replica names itself there
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class RequestMetrics:
     ttft: float | None  # None for an answer that has no first token (embeddings, rerank)
     e2e: float
