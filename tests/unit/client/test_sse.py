@@ -252,3 +252,19 @@ def test_the_fast_reading_of_a_chunk_says_what_the_careful_one_does(endpoint):
     ]
     for data in [*real, *odd]:
         assert _outcome(parse_chunk, data, endpoint) == _outcome(_parse, data, endpoint), data
+
+
+@pytest.mark.parametrize("split", [1, 7, 64, len(SAMPLE)])
+def test_taking_from_a_body_buffer_gives_the_events_feed_does_and_leaves_an_unfinished_line(split):
+    decoder, buffer, events = SSEDecoder(), bytearray(), []
+    for i in range(0, len(SAMPLE), split):
+        buffer += SAMPLE[i:i + split]
+        events += decoder.take(buffer)
+        assert b"\n" not in buffer  # what stays is one unfinished line
+    assert events == decode_all(SAMPLE, len(SAMPLE))
+    for one, payload in ((b"data: {}\r\n\r\n", b"{}"), (b"data: {}\n\n", b"{}"), (b": keep-alive\n\n", None)):
+        buffer = bytearray(one + b"data: {")
+        assert SSEDecoder().take(buffer) == ([payload] if payload else []) and buffer == b"data: {"
+    for alone in (b"data: {}\n\n", b"data: {}\r\n\n", b"data: {}\r\n\r\n"):  # one event a read
+        buffer = bytearray(alone)
+        assert SSEDecoder().take(buffer) == [b"{}"] and not buffer, alone
