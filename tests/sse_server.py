@@ -121,6 +121,7 @@ class Stats:
         # behind delivers less than its timing promises, and a benchmark must not charge the client).
         self.lag: list[float] = []
         self.streamed: list[float] = []  # each completed stream's arrival to its last content chunk, as sent
+        self.connections = 0  # accepted: a client that keeps its connections makes one a user
 
     def as_json(self) -> dict:
         def median_ms(values: list[float]) -> float | None:
@@ -129,7 +130,7 @@ class Stats:
         def p99_ms(values: list[float]) -> float | None:
             return 1000 * statistics.quantiles(values, n=100, method="inclusive")[98] if len(values) > 1 else None
 
-        return {"arrivals": self.arrivals, "outcomes": dict(self.outcomes),
+        return {"arrivals": self.arrivals, "outcomes": dict(self.outcomes), "connections": self.connections,
                 "median_ttft_ms": median_ms(self.true_ttft), "median_tpot_ms": median_ms(self.true_tpot),
                 "p99_ttft_ms": p99_ms(self.true_ttft), "median_ttfa_ms": median_ms(self.true_ttfa),
                 "models": dict(self.models),
@@ -271,6 +272,7 @@ class Connection(asyncio.Protocol):
 
     def connection_made(self, transport) -> None:
         self.transport = transport
+        self.stats.connections += 1
 
     def data_received(self, data: bytes) -> None:
         if self.arrival is None:

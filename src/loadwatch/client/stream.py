@@ -33,6 +33,7 @@ from loadwatch.client.answer import Answer
 from loadwatch.client.endpoints import PATHS, Endpoint, streams
 from loadwatch.client.failures import Reason, RequestFailed, http_reason
 from loadwatch.client.heard import ERROR_BODY_LIMIT, ROUTED_TO, first, refusal, server_error_message
+from loadwatch.client.kept import keeping
 from loadwatch.client.pooled import inputs_of
 from loadwatch.client.reader import follow
 from loadwatch.client.reading import HungUp, Reading
@@ -157,7 +158,7 @@ class Streamer:
             # file SSL_CERT_FILE names (one naming no file is passed over, as Python's ssl does).
             authorities = os.environ.get("SSL_CERT_FILE")
             use = authorities is not None and os.path.isfile(authorities) and self.origin.startswith("https:")
-            self._client = HTTPClient.from_url(
+            self._client = keeping(HTTPClient.from_url(
                 self.origin,
                 headers={"User-Agent": USER_AGENT},  # as a stream's request head says it (request_head)
                 ssl_options={"ca_certs": authorities} if use else None,
@@ -166,7 +167,7 @@ class Streamer:
                 # No timeout of the socket's own: each request has one gevent.Timeout over all of it,
                 # and a socket timeout costs a Timeout armed and cancelled on every read of every chunk.
                 network_timeout=None,
-            )
+            ))
         return self._client
 
     def close(self) -> None:
