@@ -8,7 +8,7 @@ it is tested alone and matches `vllm bench serve` definition for definition.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import pairwise
+from operator import sub
 
 
 @dataclass(frozen=True)
@@ -97,7 +97,7 @@ def request_metrics(raw: RawTiming) -> RequestMetrics:
         raise ValueError("no chunk carried generated text")
     ttft = arrivals[0] - raw.t0
     e2e = arrivals[-1] - raw.t0
-    itl = tuple(later - earlier for earlier, later in pairwise(arrivals))
+    itl = tuple(map(sub, arrivals[1:], arrivals[:-1]))  # each gap, later less earlier
     n = raw.completion_tokens
     tpot = (e2e - ttft) / (n - 1) if n is not None and n > 1 else None
     return RequestMetrics(

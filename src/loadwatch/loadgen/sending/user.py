@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import random
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
@@ -330,7 +330,7 @@ class LLMUser(User):
                          labels: tuple[str, str]) -> StreamResult:
         settings = self.process.settings
         warmup, endpoint = kind == WARMUP, settings.endpoint
-        request_id = uuid.uuid4().hex
+        request_id = os.urandom(16).hex()  # as random as uuid4's hex, without a UUID object made each request
         hang_up = HangUp(settings.cancel_after, settings.cancel_after_tokens) \
             if settings.cancel_ratio and random.random() < settings.cancel_ratio else None
         result = streamer.stream(endpoint, payload, request_id, hang_up)
