@@ -125,7 +125,7 @@ class _Delta(msgspec.Struct):
     content: str | None = None
     reasoning_content: str | None = None
     reasoning: str | None = None
-    tool_calls: list | None = None  # read by _tool_calls, which says what is wrong with one
+    tool_calls: object = None  # present: read by _parse
 
 
 class _Choice(msgspec.Struct):
@@ -134,71 +134,60 @@ class _Choice(msgspec.Struct):
     finish_reason: object = None
 
 
-class _Wellformed(msgspec.Struct):
-    """A chat or completions chunk as a server that follows the API writes it. No more lenient than
-    the reading of _parse: what it refuses, _parse reads again, and says what is wrong in words."""
+class _Token(msgspec.Struct):
+    """A chat or completions chunk as a server that follows the API writes each token's. No more
+    lenient than _parse on what it reads: what it refuses, _parse reads again and says what is wrong
+    in words, and a chunk with an error, usage or tool calls (a few a request) is _parse's."""
 
     choices: list[_Choice]
     error: object = None
-    usage: dict | None = None
-    system_fingerprint: object = None
-    metrics: object = None
+    usage: object = None
 
 
-_WELLFORMED = msgspec.json.Decoder(_Wellformed)
+_TOKEN = msgspec.json.Decoder(_Token)
 
 
 def parse_chunk(data: bytes | str, endpoint: str) -> Chunk:
     """One event's payload (bytes as the stream's decoder gives them, or text), read as a chunk.
 
-    A chat or completions chunk is decoded by msgspec into the few fields the metrics read, checked
-    as it is decoded, in C: a vLLM chunk is read in less than half the time that orjson's whole object
-    and the checks of _parse in Python take (1.0 against 2.4 us here), on the per-chunk path. Anything
-    it refuses is read by _parse, whose failures name what is wrong. msgspec skips the fields it is not
-    asked for unchecked, so a payload that is not ASCII is read by it only once it is known to be
-    UTF-8, as JSON must be."""
+    A token's chunk of the chat or completions API is decoded by msgspec into the few fields the
+    metrics read, checked as it is decoded, in C: a vLLM chunk is read in less than half the time
+    that orjson's whole object and the checks of _parse in Python take (1.0 against 2.4 us here),
+    on the per-chunk path. msgspec skips the fields it is not asked for unchecked, so a payload that
+    is not ASCII is read by it only once it is known to be UTF-8, as JSON must be; a number in such a
+    field past a double's range, which JSON's grammar allows and orjson refuses, is passed over."""
     if endpoint != "responses" and (data.isascii() or _utf8(data)):
         try:
-            obj = _WELLFORMED.decode(data)
+            token = _TOKEN.decode(data)
         except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):  # the last two: its own, uncaught
-            pass
-        else:
-            if obj.error is not None:
-                raise _stream_error(obj.error)
-            if obj.choices:
-                choice = obj.choices[0]
-                if endpoint == "completions":
-                    chunk = Chunk(content=choice.text)
-                elif (delta := choice.delta) is None:
-                    chunk = Chunk()
-                else:
-                    chunk = Chunk(delta.content, delta.reasoning_content or delta.reasoning,
-                                  () if delta.tool_calls is None else _tool_calls(delta.tool_calls))
-                chunk.finished = choice.finish_reason is not None
-            else:
+            token = None
+        if token is not None and token.error is None and token.usage is None:
+            if not token.choices:
+                return Chunk()
+            choice = token.choices[0]
+            delta = choice.delta
+            if endpoint == "completions":
+                chunk = Chunk(content=choice.text)
+            elif delta is None:
                 chunk = Chunk()
-            if obj.usage is not None:
-                chunk.usage, chunk.engine = _usage(obj.usage), _engine(obj.metrics)
-                fingerprint = obj.system_fingerprint
-                chunk.fingerprint = fingerprint if isinstance(fingerprint, str) else None
+            elif delta.tool_calls is None:
+                chunk = Chunk(delta.content, delta.reasoning_content or delta.reasoning)
+            else:
+                return _parse(data, endpoint)
+            chunk.finished = choice.finish_reason is not None
             return chunk
     return _parse(data, endpoint)
 
 
 def _utf8(data: bytes | str) -> bool:
+    """Bytes that decode as UTF-8 (text that is not ASCII is _parse's: it may hold a lone surrogate)."""
     if isinstance(data, str):
-        return True
+        return False
     try:
         data.decode()
     except UnicodeDecodeError:
         return False
     return True
-
-
-def _stream_error(error: object) -> RequestFailed:
-    """The failure of a stream whose server put an error in it."""
-    message = error.get("message", error) if isinstance(error, dict) else error
-    return RequestFailed(Reason.STREAM_ERROR, str(message)[:300])
 
 
 def _parse(data: bytes | str, endpoint: str) -> Chunk:
@@ -212,7 +201,8 @@ def _parse(data: bytes | str, endpoint: str) -> Chunk:
         return _response_event(obj, data)
     error = obj.get("error")
     if error is not None:  # `"error": null` is no error
-        raise _stream_error(error)
+        message = error.get("message", error) if isinstance(error, dict) else error
+        raise RequestFailed(Reason.STREAM_ERROR, str(message)[:300])
     choices = obj.get("choices")
     if not isinstance(choices, list) or (choices and not isinstance(choices[0], dict)):
         raise RequestFailed(Reason.MALFORMED_CHUNK, f"no choices list: {_preview(data)}")
