@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 import resource
 
+import pytest
+
 from loadwatch.client.stream import Streamer
 from loadwatch.settings import LoadSettings
 
@@ -17,7 +19,9 @@ PAYLOAD = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "strea
 def test_a_users_connection_past_descriptor_1023_carries_all_its_requests(fake_server):
     server = fake_server("--ttft", "0.01", "--itl", "0.005", "--tokens", "5")
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 2048), max(hard, 2048)))  # as Locust raises it
+    if hard != resource.RLIM_INFINITY and hard < 2048:
+        pytest.skip(f"this process may open no more than {hard} descriptors")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 2048), hard))  # as Locust raises it
     filler = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]  # the other streams' sockets
     streamer = Streamer(server.url, None, 10.0, LoadSettings().max_line_bytes)
     try:

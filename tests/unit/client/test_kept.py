@@ -5,7 +5,7 @@ past 1023: no process."""
 
 from __future__ import annotations
 
-import os
+import fcntl
 import resource
 import socket
 
@@ -15,24 +15,23 @@ from geventhttpclient.connectionpool import ConnectionPool
 
 from loadwatch.client.kept import alive, keeping
 
-HIGH = 1500  # past select()'s 1023
+PAST_SELECT = 1024  # select() takes descriptors below this
 
 
 @pytest.fixture
 def high_pair():
-    """A connected pair whose first end's descriptor is HIGH."""
+    """A connected pair whose first end's descriptor is past select()'s reach."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft <= HIGH:
-        if hard != resource.RLIM_INFINITY and hard <= HIGH:
-            pytest.skip(f"this process may open no descriptor past {hard}")
-        resource.setrlimit(resource.RLIMIT_NOFILE, (HIGH + 1, hard))  # as Locust raises it, to 10,000
+    if hard != resource.RLIM_INFINITY and hard <= PAST_SELECT + 16:
+        pytest.skip(f"this process may open no descriptor past {hard}")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, PAST_SELECT + 16), hard))  # as Locust raises it
     ours, theirs = socket.socketpair()
-    os.dup2(ours.fileno(), HIGH)
+    high = socket.socket(fileno=fcntl.fcntl(ours.fileno(), fcntl.F_DUPFD, PAST_SELECT))  # the lowest free one
     ours.close()
-    high = socket.socket(fileno=HIGH)
     yield high, theirs
     high.close()
     theirs.close()
+    resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
 def test_an_idle_connection_past_descriptor_1023_is_alive_where_geventhttpclients_check_counts_it_dead(high_pair):
