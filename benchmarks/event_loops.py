@@ -13,8 +13,12 @@ each SSE line parsed as JSON (msgspec). The gap between the two is what another 
 Each row holds --streams keep-alive connections to the fake server of tests/ as benchmarks/fidelity.py
 starts it (TTFT 150 ms, 24 tokens 20 ms apart: a chunk per read; the server on one core, the row on
 the other), sending a request and reading until its stream ends, for
---seconds; it prints the process's CPU per read (floors) or per content chunk (clients). Compare
-with loadwatch's CPU per chunk in a Locust run, in benchmarks/fidelity.py.
+--seconds; it prints the process's CPU per read (floors) or per content chunk (clients), and the
+server's lag behind its schedule (median, p99, the share of chunks over 5 ms late). The floors'
+rows read at the least cost a client can, so their lag is how far one server core reaches on this
+machine: where it is over 2 ms at the p99, benchmarks/fidelity.py's rows of that many streams cannot
+count whichever client runs. Compare with loadwatch's CPU per chunk in a Locust run, in
+benchmarks/fidelity.py.
 
     .venv/bin/python benchmarks/event_loops.py [--streams 256] [--seconds 12]
 """
@@ -210,7 +214,7 @@ def main() -> None:
         child(args.child[0], int(args.child[1]), args.streams, args.seconds)
         return
     # Here, not at the top: the children run this file in interpreters without loadwatch (uvloop's).
-    from fidelity import CLIENT_CORE, pinned, start_server
+    from fidelity import CLIENT_CORE, KEPT_SCHEDULE_MS, get, pinned, start_server
 
     from loadwatch.engine.settings import EngineSettings
 
@@ -219,7 +223,7 @@ def main() -> None:
     rows = [("gevent", here), ("hub", here), ("asyncio", here), ("uvloop", engine), ("loadwatch", here),
             ("aiohttp", engine)]
     print(f"{args.streams} streams, {args.seconds:g} s each; fake server: a chunk every 20 ms a stream")
-    print(f"{'row':<10} {'count':>8} {'CPU s':>6} {'CPU each':>13}")
+    print(f"{'row':<10} {'count':>8} {'CPU s':>6} {'CPU each':>13}  server lag p50 / p99 / late")
     for name, python in rows:
         if not python.exists():
             print(f"{name:<10} (skipped: no {python})")
@@ -231,6 +235,7 @@ def main() -> None:
                                   str(args.seconds), "--child", name, url.rsplit(":", 1)[1]],
                                  capture_output=True, text=True, timeout=args.seconds + 120,
                                  preexec_fn=pinned(CLIENT_CORE))
+            stats = get(url + "/stats")
         finally:
             server.terminate()
             server.wait(10)
@@ -238,7 +243,10 @@ def main() -> None:
             print(f"{name:<10} (failed: {out.stderr.strip().splitlines()[-1:]})")
             continue
         reads, cpu = out.stdout.split()
-        print(f"{name:<10} {int(reads):>8} {float(cpu):>6.2f} {float(cpu) / int(reads) * 1e6:>10.1f} µs", flush=True)
+        late = "  (server late)" if stats["lag_p99_ms"] > KEPT_SCHEDULE_MS else ""
+        print(f"{name:<10} {int(reads):>8} {float(cpu):>6.2f} {float(cpu) / int(reads) * 1e6:>10.1f} µs  "
+              f"{stats['lag_median_ms']:.1f} / {stats['lag_p99_ms']:.1f} ms / {stats['late_share']:.1%}{late}",
+              flush=True)
 
 
 if __name__ == "__main__":
