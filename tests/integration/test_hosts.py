@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from loadwatch.loadgen.workers import LOST_WITHIN
 from tests.conftest import REPO, wait_for
 from tests.hosts import Hosts, HostsUnavailable
 
@@ -129,11 +130,18 @@ def test_a_load_host_cut_off_mid_run_is_lost_and_its_requests_unknown(hosts, tmp
     arrivals = json.loads(fetch(h, "server", f"{server}/stats"))["arrivals"]
     data = json.loads((tmp_path / "results.json").read_text())
     assert {w["host"] for w in data["lost_workers"]} == {"load2"} and len(data["lost_workers"]) == 2, output[-3000:]
-    accounted = data["completed"] + data["failed"]
-    print(f"server saw {arrivals}, the results account for {accounted}, unknown {data['unknown_outcomes']}")
-    assert accounted < arrivals <= accounted + data["unknown_outcomes"] < accounted + 3 * (arrivals - accounted)
+    accounted, unknown = data["completed"] + data["failed"], data["unknown_outcomes"]
+    kept = records(tmp_path)
+    assert {r["worker"].rpartition("_")[0] for r in kept} == set(LOAD_HOSTS)
+    load2 = sorted(r["start"] for r in kept if r["worker"].startswith("load2_"))
+    rate = len(load2) / (load2[-1] - load2[0])
+    print(f"server saw {arrivals}, the results account for {accounted}, unknown {unknown}; load2 sent {rate:.0f}/s")
+    # High rather than low, by load2's rate over the seconds from its cut to when it is counted lost: at
+    # most LOST_WITHIN after its last heartbeat, which Locust's count places within a second, more on a
+    # busy master. A ratio to the truth cannot bound it: a cut just after a report leaves little unknown
+    # (25, estimated 164, in one CI run), while counting it to the run's end, some 10 s on, would be well over.
+    assert accounted < arrivals <= accounted + unknown <= arrivals + rate * (LOST_WITHIN + 2) + 2
     assert "on host load2 is lost" in output and "Incomplete:" in output and "Traceback" not in output
-    assert {r["worker"].rpartition("_")[0] for r in records(tmp_path)} == set(LOAD_HOSTS)
 
 
 def test_a_load_host_whose_link_comes_back_before_the_stop_is_not_lost(hosts, tmp_path):
