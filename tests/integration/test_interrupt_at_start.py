@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -71,3 +72,21 @@ def test_a_stop_while_a_server_starts_stops_that_server(tmp_path, monkeypatch, p
                         on_spawn=recorded.append, cpus={0})
     assert [c.pid for c in recorded] == [int(pidfile.read_text())]  # recorded before the stop came
     assert gone(pidfile)
+
+
+def test_a_stop_inside_code_made_from_a_string_exits_130_not_by_sigint(tmp_path):
+    """A SIGTERM whose KeyboardInterrupt ends code run from a string (as a dataclass or namedtuple is
+    made, while a module is imported), caught and turned into exit 130: under `python -m`, CPython
+    ended the process by SIGINT all the same (-2: a sidecar stopped as it started, once in CI)."""
+    (tmp_path / "stopped_in_exec.py").write_text(
+        "import sys\n"
+        "from loadwatch.interrupts import catch_interrupts\n"
+        "catch_interrupts()\n"
+        "try:\n"
+        "    exec('import os, signal\\nos.kill(os.getpid(), signal.SIGTERM)\\nfor _ in range(10**6): pass', {})\n"
+        "except KeyboardInterrupt:\n"
+        "    sys.exit(130)\n"
+        "sys.exit(1)  # the stop never came\n")
+    done = subprocess.run([sys.executable, "-m", "stopped_in_exec"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 130, (done.returncode, done.stderr[-2000:])

@@ -9,6 +9,7 @@ import sys
 import gevent
 from locust import events
 
+from loadwatch.interrupts import Interrupted
 from loadwatch.loadgen import roles
 from loadwatch.loadgen.options import add_options
 from loadwatch.loadgen.process import settings_from, take_credentials
@@ -49,8 +50,8 @@ def interrupt_the_main_greenlet() -> None:
 
     def interrupt(_signum, _frame) -> None:
         if gevent.getcurrent() is main:
-            raise KeyboardInterrupt
-        gevent.kill(main, KeyboardInterrupt)
+            raise Interrupted  # not KeyboardInterrupt itself: loadwatch/interrupts.py says why
+        gevent.kill(main, Interrupted)
 
     signal.signal(signal.SIGINT, interrupt)
 
