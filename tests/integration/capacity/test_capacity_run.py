@@ -63,7 +63,6 @@ def test_a_search_whose_levels_are_too_short_to_judge_says_so(fake_server, tmp_p
     assert "the knee was not located" in output and "Traceback" not in output
 
 
-@pytest.mark.e2e_process  # 3.5 min: the integration tier is the longer of the two
 def test_a_p99_slo_finds_the_knee_on_the_defaults(fake_server, tmp_path):
     """The command a user writes, its warm-up and cool-down the defaults, against 16 streams at once of
     0.58 s each (27.6 req/s at most): a p99 needs 500 requests a level, which the old first level of 1
