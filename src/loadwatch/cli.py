@@ -274,7 +274,7 @@ def parser(light: bool = False) -> argparse.ArgumentParser:
     add_light_commands(commands)
     if light:
         return top
-    from loadwatch.report.commands import add_parsers
+    from loadwatch.report.arguments import add_parsers
 
     engine = commands.add_parser("engine", help="the embedded vLLM on the CPU (tiny local model)")
     engine.add_argument("action", choices=["setup", "start", "stop", "status"],

@@ -21,7 +21,6 @@ import yaml
 from loadwatch.metrics.records import read_records
 from loadwatch.metrics.results import Figures, Results
 
-FORMAT = "br0.2"
 # The schema's percentile names and where each lies.
 PERCENTILES = {"p0p1": 0.1, "p1": 1, "p5": 5, "p10": 10, "p25": 25, "p50": 50, "p75": 75, "p90": 90, "p95": 95,
                "p99": 99, "p99p9": 99.9}

@@ -235,18 +235,3 @@ def explain_command(args: argparse.Namespace, say) -> int:
     except ExplainError as exc:
         say(f"error: {exc}")
         return BAD_INPUT
-
-
-def add_parser(commands, say) -> None:
-    parser = commands.add_parser("explain", help="why a request was slow: its timeline, the engine's account and "
-                                                 "state, and the cause, from a finished run's folder")
-    parser.add_argument("run", type=Path, help="a run folder (or a results JSON) with its per-request records; a "
-                                               "capacity search's folder (its decisive level), or an experiment's "
-                                               "(its one cell; with several, they are listed)")
-    parser.add_argument("request_id", nargs="?", help="the request's id (its X-Request-Id, in its record and in "
-                                                      "the exemplars), or a unique start of it")
-    parser.add_argument("--slowest", type=int, default=5, metavar="N",
-                        help="without an id: the N slowest measured requests (5)")
-    parser.add_argument("--by", choices=("ttft", "e2e"), default="ttft", help="slowest by TTFT (default) or E2E")
-    parser.set_defaults(handler=lambda args: explain_command(args, say))
-

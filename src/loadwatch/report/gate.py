@@ -21,11 +21,8 @@ from dataclasses import dataclass
 from loadwatch.metrics.repeats import times_to_resolve
 from loadwatch.metrics.results import LATENCY_KEYS, latency_key
 from loadwatch.report import compare
+from loadwatch.report.arguments import DEFAULT_FAIL_ON
 
-# The defaults, a user's first gate: the tail latencies users feel (p99 is noisier than the median,
-# and 10 % is a change users notice) and output throughput (a capacity loss of 5 % is paid for in
-# servers). Each a metric and the worst change it lets through, in %.
-DEFAULT_FAIL_ON = ("ttft_p99_ms=+10%", "tpot_p99_ms=+10%", "output_throughput=-5%")
 THROUGHPUTS = tuple(key for _label, key in compare.THROUGHPUTS)  # one value a run: judged over repeats only
 _MARGIN = re.compile(r"^([+-]?\d+(?:\.\d+)?)%?$")
 
