@@ -156,9 +156,6 @@ def run_command(args: argparse.Namespace) -> int:
 
 
 def capacity_command(args: argparse.Namespace) -> int:
-    from loadwatch.capacity.command import capacity
-    from loadwatch.loadrun.locust import LocustRun
-
     try:
         shared = shared_options(args)
         options = model_from_args(CapacityOptions, args)
@@ -166,16 +163,15 @@ def capacity_command(args: argparse.Namespace) -> int:
     except ValueError as exc:
         say(f"error: {exc}")
         return 2
+    from loadwatch.capacity.command import capacity  # the search's modules (the reports'), once the options hold
+    from loadwatch.loadrun.locust import LocustRun
+
     return capacity(options, LocustRun(shared.locustfile, slo=shared.slo, options=args.passthrough), shared.target,
                     engine_args(args.vllm_args, {endpoint_of(args.passthrough)}), shared.out, say, fleet,
                     scaling=fleet.scaling)
 
 
 def tune_command(args: argparse.Namespace) -> int:
-    from loadwatch.loadrun.locust import LocustRun
-    from loadwatch.tune.command import tune
-    from loadwatch.tune.options import TuneOptions
-
     try:
         shared = shared_options(args)
         capacity = model_from_args(CapacityOptions, args)
@@ -184,6 +180,9 @@ def tune_command(args: argparse.Namespace) -> int:
     except ValueError as exc:
         say(f"error: {exc}")
         return 2
+    from loadwatch.loadrun.locust import LocustRun  # tune's modules (the reports'), once the options hold
+    from loadwatch.tune.command import tune
+
     return tune(capacity, options, LocustRun(shared.locustfile, slo=shared.slo, options=args.passthrough),
                 shared.target, engine_args(args.vllm_args, {endpoint_of(args.passthrough)}), shared.out, say, fleet)
 
