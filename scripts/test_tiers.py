@@ -2,11 +2,9 @@
 timing to the millisecond (marked `timing`), alone on the machine; then the rest of the integration
 tier and the e2e tier side by side, in two pytest processes. Most of their time is spent waiting on
 servers (Locust's runs, the engine's answers), so side by side they take about as long as the longer
-of the two rather than their sum. Each tier runs in its own process: in a CI run here, with an
-integration test of 3.5 min moved to the e2e process to even them, the integration tier took 40 min
-and the e2e tier 45; back in its own tier, the two come out near 42 each. Each keeps its own stack
-state and takes free ports, so their stacks never race for the default ones. Every test's duration is kept in
-test-durations/."""
+of the two rather than their sum (about 40 and 36 min here, the two cores busy throughout). Each
+keeps its own stack state and takes free ports, so their stacks never race for the default ones.
+Every test's duration is kept in test-durations/."""
 
 from __future__ import annotations
 

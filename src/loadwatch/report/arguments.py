@@ -7,6 +7,7 @@ module when it runs."""
 from __future__ import annotations
 
 import argparse
+from importlib import import_module
 from pathlib import Path
 
 from loadwatch.credentials import refused_on_command_line
@@ -17,19 +18,12 @@ from loadwatch.defaults import LOOPBACK, PORTS
 # throughput (a capacity loss of 5 % is paid for in servers). Each a metric and the worst change it
 # lets through, in %.
 DEFAULT_FAIL_ON = ("ttft_p99_ms=+10%", "tpot_p99_ms=+10%", "output_throughput=-5%")
-FORMAT = "br0.2"  # the one format of `export`: the Benchmark Report v0.2 (report/benchmark_report.py)
+FORMAT = "br0.2"  # the one format of `export`: the Benchmark Report v0.2
 
 
 def _commands():
-    from loadwatch.report import commands
-
-    return commands
-
-
-def _explain():
-    from loadwatch.report import explain
-
-    return explain
+    """report/commands.py, imported by the handler that runs, never by the parser."""
+    return import_module("loadwatch.report.commands")
 
 
 def _confidence(text: str) -> float:
@@ -103,5 +97,4 @@ def add_parsers(commands, say) -> None:
     why.add_argument("--slowest", type=int, default=5, metavar="N",
                      help="without an id: the N slowest measured requests (5)")
     why.add_argument("--by", choices=("ttft", "e2e"), default="ttft", help="slowest by TTFT (default) or E2E")
-    why.set_defaults(handler=lambda args: _explain().explain_command(args, say))
-
+    why.set_defaults(handler=lambda args: import_module("loadwatch.report.explain").explain_command(args, say))
