@@ -6,8 +6,8 @@ cost a wake of that greenlet (a Waiter made, an io watcher started and stopped, 
 and a read through gevent's socket: the larger part of a chunk's CPU at a thousand streams a core
 (benchmarks/chunk_profile.py). Here each stream's socket has one io watcher for the whole request, and
 its callback runs in the hub, in the same pass of the event loop as every other stream that is ready:
-one read, stamped, and handed to the stream's Reading, which parses it at once, from the answer's
-first byte. The request's greenlet is switched to when its stream has ended, failed, or hung up.
+one read, stamped, and handed to the stream's Reading (client/reading.py), from the answer's first
+byte. The request's greenlet is switched to when its stream has ended, failed, or hung up.
 
 A stream over TLS is read in its request's greenlet instead (_follow_here): gevent's socket decrypts
 it, and may have to wait to, which a callback of the hub must not.
@@ -18,12 +18,12 @@ fires while it waits, the watcher is stopped before the request closes its socke
 
 from __future__ import annotations
 
+import contextlib
 import socket
 from time import perf_counter
 
 from gevent.hub import Waiter, get_hub
 from gevent.ssl import SSLSocket
-from geventhttpclient.response import HTTPParseError
 
 from loadwatch.client.reading import Reading
 
@@ -66,6 +66,7 @@ def follow(reading: Reading) -> None:
     except BaseException:  # a timeout, a kill: the stream is let go, and its connection closed
         watcher.stop()
         response.release()
+        _caught_up(reading)
         raise
     finally:
         watcher.close()
@@ -75,20 +76,6 @@ def follow(reading: Reading) -> None:
         # (a hang-up aborts the request in vLLM), not when the response is collected.
         response.release()
         raise error
-
-
-def _took(reading: Reading, data: bytes, now: float) -> bool:
-    """What one read brought, read at `now`; True once the body has ended. RequestFailed where the
-    connection closed early or the HTTP framing broke."""
-    try:
-        reading.response.feed(data)
-    except HTTPParseError as exc:
-        raise reading.cut(str(exc)) from exc
-    if reading.take(now, ended=not data):
-        return True
-    if not data:
-        raise reading.cut("the connection closed")
-    return False
 
 
 def _read(followed: _Followed) -> None:
@@ -101,7 +88,7 @@ def _read(followed: _Followed) -> None:
         _end(followed, followed.reading.cut(str(exc)))
         return
     try:
-        if _took(followed.reading, data, perf_counter()):
+        if followed.reading.take(data, perf_counter()):
             _end(followed, None)
     except Exception as exc:
         _end(followed, exc)
@@ -115,11 +102,19 @@ def _follow_here(reading: Reading, sock: SSLSocket) -> None:
                 data = sock.recv(BLOCK)
             except OSError as exc:
                 raise reading.cut(str(exc)) from exc
-            if _took(reading, data, perf_counter()):
+            if reading.take(data, perf_counter()):
                 return
     except BaseException:  # as a stream the hub reads: one not read to its end is let go at once
         reading.response.release()
+        _caught_up(reading)
         raise
+
+
+def _caught_up(reading: Reading) -> None:
+    """The events of a stream interrupted: a request hung up or timed out keeps its first chunk's time,
+    and says how many came. What they say wrong is not the request's end: the interruption is."""
+    with contextlib.suppress(Exception):
+        reading.catch_up()
 
 
 def _end(followed: _Followed, error: BaseException | None) -> None:

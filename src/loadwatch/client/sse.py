@@ -20,23 +20,46 @@ class SSEDecoder:
         self._pending = b""
         self._data: list[bytes] = []
 
-    def take(self, buffer: bytearray) -> list[bytes]:
-        """`feed` for the whole lines at the start of `buffer` (an HTTP body as it is read), taken out
-        of it: an unfinished line stays where it is until the rest of it comes.
+    def take(self, buffer: bytearray, reads: list[int]) -> tuple[list[bytes], list[int]]:
+        """The events of the whole lines at the start of `buffer` (an HTTP body as it is read), taken
+        out of it, each with the read that completed it: `reads` holds the buffer's length after each
+        read since the last take, the last its length now. An unfinished line stays where it is until
+        the rest of it comes.
 
-        A read mostly brings one whole event of one line, as vLLM writes each chunk: its payload is
-        taken at once, without the lines made of it one by one (the per-chunk path)."""
-        end = buffer.rfind(b"\n")
-        if end < 0:
-            return []
-        if end == len(buffer) - 1 and not self._data and not self._pending and buffer.startswith(b"data: ") \
-                and buffer.find(b"\n") == end - 1 and buffer[-3] != 13:  # 13: a CR before the blank line
-            payload = bytes(buffer[6:-2])
-            buffer.clear()
-            return [payload]
-        lines = bytes(buffer[:end + 1])
-        del buffer[:end + 1]
-        return self.feed(lines)
+        A body of events of one `data:` line each, as vLLM writes its chunks, is split at once, not line by
+        line (the per-chunk path); any other is fed read by read."""
+        end = buffer.rfind(b"\n") + 1
+        if not end:
+            return [], []
+        lines = bytes(buffer[:end])
+        del buffer[:end]
+        events: list[bytes] = []
+        completed: list[int] = []
+        if not self._pending and not self._data and b"\r" not in lines:
+            pieces = lines.split(b"\n\n")
+            if not pieces.pop() and lines.count(b"\n") == 2 * len(pieces):  # no line but `data:` and blank ones
+                read = at = 0
+                for piece in pieces:
+                    if not piece.startswith(b"data: "):
+                        break
+                    at += len(piece) + 2
+                    while reads[read] < at:
+                        read += 1
+                    events.append(piece[6:])
+                    completed.append(read)
+                else:
+                    return events, completed
+                events, completed = [], []
+        start = 0
+        for read, length in enumerate(reads):
+            if length > start:
+                got = self.feed(lines[start:length])
+                events += got
+                completed += [read] * len(got)
+                start = length
+                if start >= end:
+                    break
+        return events, completed
 
     def feed(self, chunk: bytes) -> list[bytes]:
         buf = self._pending + chunk if self._pending else chunk

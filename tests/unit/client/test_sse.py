@@ -273,17 +273,48 @@ def test_a_number_past_a_doubles_range_in_a_field_no_figure_reads_is_passed_over
     assert chunk.content == "a"
 
 
-@pytest.mark.parametrize("split", [1, 7, 64, len(SAMPLE)])
-def test_taking_from_a_body_buffer_gives_the_events_feed_does_and_leaves_an_unfinished_line(split):
-    decoder, buffer, events = SSEDecoder(), bytearray(), []
-    for i in range(0, len(SAMPLE), split):
-        buffer += SAMPLE[i:i + split]
-        events += decoder.take(buffer)
-        assert b"\n" not in buffer  # what stays is one unfinished line
-    assert events == decode_all(SAMPLE, len(SAMPLE))
+def _taken(body: bytes, split: int, every: int) -> list[tuple[bytes, int]]:
+    """The events of `body` read `split` bytes a read and taken every `every` reads, each with its read's
+    number; what stays in the buffer after a take is one unfinished line."""
+    decoder, buffer, reads, taken, first = SSEDecoder(), bytearray(), [], [], 0
+    pieces = [body[i:i + split] for i in range(0, len(body), split)]
+    for number, piece in enumerate(pieces):
+        buffer += piece
+        reads.append(len(buffer))
+        if len(reads) == every or number == len(pieces) - 1:
+            events, completed = decoder.take(buffer, reads)
+            taken += [(event, first + read) for event, read in zip(events, completed, strict=True)]
+            first, reads = number + 1, []
+            assert b"\n" not in buffer
+    return taken
+
+
+def _fed(body: bytes, split: int) -> list[tuple[bytes, int]]:
+    """The events of `body` fed to the decoder `split` bytes at a time, each with the feed that gave it."""
+    decoder = SSEDecoder()
+    pieces = [body[i:i + split] for i in range(0, len(body), split)]
+    return [(event, number) for number, piece in enumerate(pieces) for event in decoder.feed(piece)]
+
+
+# vLLM's own stream (one `data:` line an event: the body split at once), and others fed line by line.
+@pytest.mark.parametrize("body", [SAMPLE, SAMPLE.replace(b"\n", b"\r\n"), RESPONSES, b": ping\n\n" + SAMPLE],
+                         ids=["vllm", "crlf", "responses", "comment"])
+@pytest.mark.parametrize("split", [1, 7, 64, 300, 1 << 20])
+@pytest.mark.parametrize("every", [1, 3, 1000])
+def test_taking_reads_from_a_body_buffer_stamps_each_event_with_the_read_that_completed_it(body, split, every):
+    assert _taken(body, split, every) == _fed(body, split)
+
+
+def test_a_take_leaves_an_unfinished_line_and_takes_one_whole_event_a_read():
     for one, payload in ((b"data: {}\r\n\r\n", b"{}"), (b"data: {}\n\n", b"{}"), (b": keep-alive\n\n", None)):
         buffer = bytearray(one + b"data: {")
-        assert SSEDecoder().take(buffer) == ([payload] if payload else []) and buffer == b"data: {"
+        assert SSEDecoder().take(buffer, [len(buffer)]) == (([payload], [0]) if payload else ([], [])), one
+        assert buffer == b"data: {"
     for alone in (b"data: {}\n\n", b"data: {}\r\n\n", b"data: {}\r\n\r\n"):  # one event a read
         buffer = bytearray(alone)
-        assert SSEDecoder().take(buffer) == [b"{}"] and not buffer, alone
+        assert SSEDecoder().take(buffer, [len(buffer)]) == ([b"{}"], [0]) and not buffer, alone
+    buffer = bytearray(b"data: a\n\ndata: b\n")  # the second's blank line still to come: fed line by line
+    decoder = SSEDecoder()
+    assert decoder.take(buffer, [9, 18]) == ([b"a"], [0]) and not buffer
+    buffer += b"\n"
+    assert decoder.take(buffer, [1]) == ([b"b"], [0])
