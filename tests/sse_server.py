@@ -6,15 +6,15 @@ arrival: first at +TTFT, then every ITL, so the schedule does not drift under lo
 
     python tests/sse_server.py --port 0 --ttft 0.1 --itl 0.02 --tokens 20 --fault http_500=11
 
-Prints `listening on PORT` when ready. GET /stats returns what it did: outcomes, and the median
-TTFT (first content write minus the arrival of the request's first byte) and TPOT it really
-produced, its own lag (how late its content chunks went out against their schedule) and its mean
-stream (arrival to last chunk); GET /stats/arrivals the arrival times, /stats/arrived-at each
-X-Request-Id's wall-clock arrival,
-/stats/ttft-by-user the true TTFT of each
-request that named a `user`. It speaks just enough HTTP/1.1 by hand (keep-alive, Content-Length bodies, chunked
-responses) to stamp a request's first byte and write each chunk synchronously: an HTTP framework
-adds about a millisecond of its own between the two, which is the size of the error under test.
+Prints `listening on PORT` when ready. GET /stats returns what it did: outcomes, and the median TTFT
+(first content write minus the arrival of the request's first byte) and TPOT it really produced, its
+own lag (how late its content chunks went out against their schedule), its longest pass over the
+schedule (how long, how many chunks) and its mean stream (arrival to last chunk); GET
+/stats/arrivals the arrival times, /stats/arrived-at each X-Request-Id's wall-clock arrival,
+/stats/ttft-by-user the true TTFT of each request that named a `user`. It speaks just enough
+HTTP/1.1 by hand (keep-alive, Content-Length bodies, chunked responses) to stamp a request's first
+byte and write each chunk synchronously: an HTTP framework adds about a millisecond of its own
+between the two, which is the size of the error under test.
 """
 
 from __future__ import annotations
@@ -121,6 +121,10 @@ class Stats:
         # behind delivers less than its timing promises, and a benchmark must not charge the client).
         self.lag: list[float] = []
         self.streamed: list[float] = []  # each completed stream's arrival to its last content chunk, as sent
+        # Its longest pass over the schedule: how long it took and how many chunks it wrote. Where the
+        # server is late, this says how: one pass whose writes slowed (the kernel's, on a busy machine)
+        # holds back every chunk due during it, and the next pass has that many more to write.
+        self.longest_pass = (0.0, 0)
         self.connections = 0  # accepted: a client that keeps its connections makes one a user
 
     def as_json(self) -> dict:
@@ -140,6 +144,7 @@ class Stats:
                 "distinct_images": len(set(self.images)), "distinct_prompts": len(set(self.prompts)),
                 "chunks_sent": len(self.lag),
                 "mean_stream_ms": 1000 * statistics.fmean(self.streamed) if self.streamed else None,
+                "longest_pass_ms": 1000 * self.longest_pass[0], "longest_pass_chunks": self.longest_pass[1],
                 "lag_median_ms": median_ms(self.lag), "lag_p99_ms": p99_ms(self.lag),
                 "late_share": sum(lag > LATE for lag in self.lag) / len(self.lag) if self.lag else None}
 
@@ -238,6 +243,7 @@ class Schedule:
 
     def _tick(self) -> None:
         loop, due, itl, lag = asyncio.get_running_loop(), self.due, self.config.itl, self.stats.lag
+        began, written = time.perf_counter(), len(lag)
         ready = loop.time() + self.grain
         while due and due[0][0] <= ready:
             when, _, stream = heapq.heappop(due)
@@ -257,6 +263,9 @@ class Schedule:
                 stream.done.set_result(True)
             else:
                 heapq.heappush(due, (stream.start + stream.i * itl, next(self.order), stream))
+        took = time.perf_counter() - began
+        if took > self.stats.longest_pass[0]:
+            self.stats.longest_pass = (took, len(lag) - written)
         self.timer = None
         self._arm()
 
