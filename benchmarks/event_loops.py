@@ -214,7 +214,7 @@ def main() -> None:
         child(args.child[0], int(args.child[1]), args.streams, args.seconds)
         return
     # Here, not at the top: the children run this file in interpreters without loadwatch (uvloop's).
-    from fidelity import CLIENT_CORE, KEPT_SCHEDULE_MS, get, longest_pass, pinned, start_server
+    from fidelity import CLIENT_CORE, get, pinned, server_late, start_server
 
     from loadwatch.engine.settings import EngineSettings
 
@@ -243,7 +243,7 @@ def main() -> None:
             print(f"{name:<10} (failed: {out.stderr.strip().splitlines()[-1:]})")
             continue
         reads, cpu = out.stdout.split()
-        late = f"  (server late: {longest_pass(stats)})" if stats["lag_p99_ms"] > KEPT_SCHEDULE_MS else ""
+        late = server_late(stats) and f"  (server late: {server_late(stats)})"
         print(f"{name:<10} {int(reads):>8} {float(cpu):>6.2f} {float(cpu) / int(reads) * 1e6:>10.1f} µs  "
               f"{stats['lag_median_ms']:.1f} / {stats['lag_p99_ms']:.1f} ms / {stats['late_share']:.1%}{late}",
               flush=True)
