@@ -8,12 +8,10 @@ write (or report, on a worker).
 
 from __future__ import annotations
 
-import heapq
 import logging
 import time
 from collections import Counter, deque
 from dataclasses import dataclass
-from operator import itemgetter
 
 from loadwatch.catalogue import Client
 from loadwatch.client.failures import Rejection
@@ -102,13 +100,9 @@ class Recorder:
         self.keep_itl = False
         self.records: list[dict] = []  # not yet written (or, on a worker, not yet reported)
         self.late_arrivals = 0
-        # The latest successful requests (on a worker, since its last report): the web UI names the
-        # slowest with the part that made each slow. This process's own are kept as they came and made
-        # records only when asked (a report ships 5; the web UI's history makes 500 a second, 1.9 ms),
-        # not one a request (3.5 us each, a tenth of the recorder's work in a run that keeps no
-        # per-request records). A master keeps the records its workers shipped. Both bounded.
-        self.recent: deque[tuple[float, LLMRequest]] = deque(maxlen=RECENT)  # (its TTFT, it)
-        self.shipped_slow: deque[dict] = deque(maxlen=RECENT)
+        # The latest requests (on a worker, since its last report) as records: the web UI names the
+        # slowest with the part that made each slow. Bounded: a worker ships SHIPPED_SLOW a report.
+        self.recent: deque[dict] = deque(maxlen=RECENT)
         self.saturated: dict[str, str] = {}  # Locust process -> why it could not keep up (loadgen/monitor.py)
         self.cpu_at_start: dict[str, float] = {}  # Locust process -> its CPU seconds as the run started
 
@@ -116,10 +110,6 @@ class Recorder:
         """What this run's settings ask of the recorder."""
         self.goodput = goodput_limits(slos)
         self.keep_records, self.keep_itl = keep_records, keep_itl
-
-    def recent_records(self) -> list[dict]:
-        """The latest successful requests as records: those the workers shipped, then this process's own."""
-        return [*self.shipped_slow, *(req.record(self.worker, False) for _, req in self.recent)]
 
     def take_records(self) -> list[dict]:
         records, self.records = self.records, []
@@ -193,7 +183,7 @@ class Recorder:
         if req.replica is not None:
             self.by_replica.of((req.replica,)).add_success(req.started_at, m, good, req.images, req.image_bytes)
         if m.ttft is not None:  # the slowest are by TTFT: an embedding or a rerank has none
-            self.recent.append((m.ttft, req))
+            self.recent.append(record or req.record(self.worker, False))
         self.tokens_from[req.tokens_from] += 1
         self.without_done += req.without_done
 
@@ -213,7 +203,6 @@ class Recorder:
         self.tokens_from.clear()
         self.saturated.clear()
         self.recent.clear()
-        self.shipped_slow.clear()
         self.cpu_at_start = self.cpu_seconds()
 
     def cpu_seconds(self) -> dict[str, float]:
@@ -267,8 +256,7 @@ class Recorder:
             "span": now - since if since is not None else 0.0,
             "records": self.take_records(),
             "saturated": dict(self.saturated),
-            "slow": [req.record(self.worker, False)
-                     for _, req in heapq.nlargest(SHIPPED_SLOW, self.recent, key=itemgetter(0))],
+            "slow": sorted(self.recent, key=lambda r: r["ttft_s"], reverse=True)[:SHIPPED_SLOW],
         }
         self.recent.clear()
         self.finished = self.warmup_finished = self.without_done = self.skipped = 0
@@ -291,7 +279,7 @@ class Recorder:
         self.skipped += report["skipped"]
         if self.keep_records:
             self.records.extend(report["records"])
-        self.shipped_slow.extend(report["slow"])
+        self.recent.extend(report["slow"])
         for process, reason in report["saturated"].items():
             if process not in self.saturated:
                 self.saturated[process] = reason

@@ -87,7 +87,7 @@ class History:
                  "lag_ms": _mean_lag_ms(lag, lag_then),
                  "engine": self.engine.latest if self.engine else None}
         self.points.append(point)
-        self.slowest = slowest(self.state.recorder.recent_records(), SLOWEST)
+        self.slowest = slowest(list(self.state.recorder.recent), SLOWEST)
         return point
 
     def as_dict(self, since: float | None = None) -> dict:

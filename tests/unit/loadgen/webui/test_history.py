@@ -95,7 +95,7 @@ def test_a_worker_ships_only_its_slowest_recent_requests_and_the_master_keeps_th
     assert [r["id"] for r in report["slow"]] == [f"w{i}" for i in range(49, 49 - SHIPPED_SLOW, -1)]
     assert not worker.recorder.recent
     master.recorder.merge(report)
-    assert len(master.recorder.recent_records()) == SHIPPED_SLOW
+    assert len(master.recorder.recent) == SHIPPED_SLOW
 
 
 def test_a_point_shows_the_refusals_a_second_apart_from_failures():
