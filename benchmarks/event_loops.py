@@ -243,7 +243,8 @@ def main() -> None:
             print(f"{name:<10} (failed: {out.stderr.strip().splitlines()[-1:]})")
             continue
         reads, cpu = out.stdout.split()
-        late = server_late(stats) and f"  (server late: {server_late(stats)})"
+        why = server_late(stats)
+        late = f"  (server late: {why})" if why else ""
         print(f"{name:<10} {int(reads):>8} {float(cpu):>6.2f} {float(cpu) / int(reads) * 1e6:>10.1f} µs  "
               f"{stats['lag_median_ms']:.1f} / {stats['lag_p99_ms']:.1f} ms / {stats['late_share']:.1%}{late}",
               flush=True)

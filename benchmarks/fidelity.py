@@ -194,7 +194,8 @@ def row(streams: int, name: str, measured: dict, true: dict) -> str:
     deliverable = streams * TOKENS / (true["mean_stream_ms"] / 1000)
     note = "  load generator saturated: " + "; ".join(measured["saturated"].values()) \
         if measured["saturated"] else ""
-    late = server_late(true) and f"  server late: row does not count ({server_late(true)})"
+    why = server_late(true)
+    late = f"  server late: row does not count ({why})" if why else ""
     cpu = "n/a" if measured["cpu"] is None else f"{measured['cpu'] / true['chunks_sent'] * 1e6:.1f} us"
     return (f"{streams:>7} {name:<18} {measured['median'] - true['median_ttft_ms']:>+9.1f} ms "
             f"{measured['p99'] - true['p99_ttft_ms']:>+6.1f} ms {measured['tpot'] - ITL * 1000:>+5.2f} ms "

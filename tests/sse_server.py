@@ -122,8 +122,8 @@ class Stats:
         self.lag: list[float] = []
         self.streamed: list[float] = []  # each completed stream's arrival to its last content chunk, as sent
         # Its longest pass over the schedule: how long it took and how many chunks it wrote. Where the
-        # server is late, this says how: one pass whose writes slowed (the kernel's, on a busy machine)
-        # holds back every chunk due during it, and the next pass has that many more to write.
+        # server is late, this says how: one long pass (on a copy timed write by write, mostly its
+        # writes slowing) holds back every chunk due during it, and the next has that many more to write.
         self.longest_pass = (0.0, 0)
         self.connections = 0  # accepted: a client that keeps its connections makes one a user
 
